@@ -1,0 +1,28 @@
+import type { LockLostReason } from './errors.js'
+
+/**
+ * Typed events emitted through the `onEvent` option. The metrics package subscribes to these;
+ * this package never imports a metrics library.
+ */
+export type LockEvent =
+  /** A lock was granted after `waitedMs` (0 when it was free) and `attempts` tries. */
+  | { type: 'acquired'; resource: string; token: bigint; ttlMs: number; waitedMs: number; attempts: number }
+  /** The first try of an acquire found the lock held; `holderTtlMs` is the holder's remaining PTTL. */
+  | { type: 'contended'; resource: string; holderTtlMs: number }
+  /** An acquire gave up after `waitedMs` with the lock still held by someone else. */
+  | { type: 'timeout'; resource: string; waitedMs: number }
+  /** An acquire gave up because the caller's signal aborted. */
+  | { type: 'aborted'; resource: string; waitedMs: number }
+  /** A Redis call failed or timed out. For `acquire` the acquire failed with LockUnavailableError. */
+  | { type: 'error'; resource: string; operation: 'acquire' | 'renew' | 'extend' | 'release'; error: Error }
+  /** The lease was renewed (`auto`: by the watchdog). */
+  | { type: 'extended'; resource: string; token: bigint; ttlMs: number; auto: boolean }
+  /** A held lock stopped being ours; `lock.signal` has aborted with a LockLostError. */
+  | { type: 'lost'; resource: string; token: bigint; heldMs: number; reason: LockLostReason }
+  /**
+   * `release()` ran. `outcome` is `released` when it deleted our lock, `expired` when the lock had
+   * already expired or been taken. `wasLost` is true when a `lost` event came first.
+   */
+  | { type: 'released'; resource: string; token: bigint; heldMs: number; outcome: 'released' | 'expired'; wasLost: boolean }
+
+export type LockEventType = LockEvent['type']

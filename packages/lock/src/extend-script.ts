@@ -1,0 +1,18 @@
+import type { ResourceKeys } from './keys.js'
+import { defineScript, type ScriptClient } from './script.js'
+
+// KEYS[1] lock key; ARGV[1] owner id, ARGV[2] new ttl ms. Returns 1 when the key held our owner
+// id and its TTL was reset, 0 when someone else holds it or nobody does.
+const EXTEND_LUA = `
+if redis.call('GET', KEYS[1]) == ARGV[1] then
+  return redis.call('PEXPIRE', KEYS[1], ARGV[2])
+end
+return 0
+`
+
+const extendScript = defineScript(EXTEND_LUA)
+
+/** Owner-checked `PEXPIRE`: true when the lease is ours and now runs `ttlMs` from the server's now. */
+export async function extendOnce(client: ScriptClient, keys: ResourceKeys, ownerId: string, ttlMs: number): Promise<boolean> {
+  return (await extendScript.run(client, [keys.lock], [ownerId, ttlMs])) === 1
+}

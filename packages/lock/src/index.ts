@@ -1,0 +1,22 @@
+export { Locker, type RedisClient } from './locker.js'
+export type { Lock } from './lock.js'
+export {
+  LockError,
+  LockTimeoutError,
+  LockLostError,
+  LockUnavailableError,
+  LockAbortedError,
+  InvalidLockOptionError,
+  type LockLostReason,
+} from './errors.js'
+export type { LockEvent, LockEventType } from './events.js'
+export {
+  LOCK_DEFAULTS,
+  MAX_DURATION_MS,
+  MAX_RESOURCE_BYTES,
+  type LockerOptions,
+  type AcquireOptions,
+  type TryAcquireOptions,
+  type UsingOptions,
+} from './options.js'
+export { resourceKeys, type ResourceKeys } from './keys.js'

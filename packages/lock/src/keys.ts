@@ -1,0 +1,28 @@
+/**
+ * The one place that builds Redis key and channel names. Every key of one resource carries the
+ * same Redis Cluster hash tag, `{<resource>}`, so each script touches a single slot.
+ */
+
+/** The names used for one lock resource. */
+export interface ResourceKeys {
+  /** String key holding the owner id while the lock is held. */
+  readonly lock: string
+  /** String key holding the last fencing token minted for the resource. */
+  readonly fence: string
+  /** Pub/sub channel on which a release is announced. */
+  readonly channel: string
+}
+
+/** Builds the key names of `resource` under `prefix` (validated by the caller). */
+export function resourceKeys(prefix: string, resource: string): ResourceKeys {
+  const base = `${prefix}{${resource}}`
+  return { lock: `${base}:lock`, fence: `${base}:fence`, channel: `${base}:released` }
+}
+
+/** Recovers the resource from a channel name built by {@link resourceKeys}, or undefined. */
+export function resourceOfChannel(prefix: string, channel: string): string | undefined {
+  const head = `${prefix}{`
+  const tail = '}:released'
+  if (!channel.startsWith(head) || !channel.endsWith(tail)) return undefined
+  return channel.slice(head.length, channel.length - tail.length)
+}

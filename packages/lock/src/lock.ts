@@ -1,0 +1,227 @@
+import { withDeadline } from './deadline.js'
+import { LockLostError, LockUnavailableError, type LockLostReason } from './errors.js'
+import type { LockEvent } from './events.js'
+import { extendOnce } from './extend-script.js'
+import type { ResourceKeys } from './keys.js'
+import { checkInteger, MAX_DURATION_MS } from './options.js'
+import { releaseOnce } from './release-script.js'
+import type { ScriptClient } from './script.js'
+
+/** What a {@link Lock} needs from the {@link Locker} that granted it. */
+export interface LockHost {
+  readonly client: ScriptClient
+  readonly commandTimeoutMs: number
+  /** Payload of our release messages, so the locker can tell its own echo from others'. */
+  readonly releaseMessage: string
+  emit(event: LockEvent): void
+  /** Called exactly once when the lock stops being held (released or lost). */
+  onLockEnd(lock: Lock): void
+  /** The resource may be free now: let the oldest local waiter try. */
+  wake(resource: string): void
+}
+
+export interface LockGrant {
+  readonly resource: string
+  readonly keys: ResourceKeys
+  readonly ownerId: string
+  readonly token: bigint
+  readonly ttlMs: number
+  /** performance.now() when the winning acquire was sent: the lease is measured from there. */
+  readonly sentAt: number
+  readonly autoExtend: boolean
+}
+
+type State = 'held' | 'lost' | 'released'
+
+/**
+ * A granted lock. Obtained from `Locker.acquire()`, `tryAcquire()` or `using()`; never built by
+ * hand. Its `signal` aborts with a {@link LockLostError} as soon as we know the lock is not ours.
+ */
+export class Lock {
+  /** The locked resource, as given to `acquire()`. */
+  readonly resource: string
+  /** The fencing token of this grant: strictly greater than every earlier grant's on the resource. */
+  readonly token: bigint
+  /** Aborts, with a `LockLostError` as its reason, when the lock is lost. Not aborted by release(). */
+  readonly signal: AbortSignal
+
+  readonly #host: LockHost
+  readonly #keys: ResourceKeys
+  readonly #ownerId: string
+  readonly #controller = new AbortController()
+  readonly #acquiredAt: number
+  #ttlMs: number
+  #validUntil: number
+  #state: State = 'held'
+  #watchdog: NodeJS.Timeout | undefined
+  #autoExtend: boolean
+  #renewal: Promise<void> | undefined
+  #release: Promise<boolean> | undefined
+
+  /** @internal */
+  constructor(host: LockHost, grant: LockGrant) {
+    this.#host = host
+    this.resource = grant.resource
+    this.token = grant.token
+    this.#keys = grant.keys
+    this.#ownerId = grant.ownerId
+    this.#ttlMs = grant.ttlMs
+    this.#acquiredAt = grant.sentAt
+    // The server started the TTL after we sent the command, so measuring from the send time
+    // makes the local validity end no later than the key does.
+    this.#validUntil = grant.sentAt + grant.ttlMs
+    this.signal = this.#controller.signal
+    this.#autoExtend = grant.autoExtend
+    if (this.#autoExtend) this.#scheduleRenewal()
+  }
+
+  /** The lease time the lock was granted or last extended with, in ms. */
+  get ttlMs(): number {
+    return this.#ttlMs
+  }
+
+  /** True while the lock is ours as far as we can know: not released, not lost, validity left. */
+  isHeld(): boolean {
+    return this.#state === 'held' && performance.now() < this.#validUntil
+  }
+
+  /** Milliseconds of local validity left (0 once released, lost or run out). */
+  remainingMs(): number {
+    return this.#state === 'held' ? Math.max(0, this.#validUntil - performance.now()) : 0
+  }
+
+  /**
+   * Resets the lease to `ttlMs` (default: the current lease time) from now.
+   * @throws LockLostError when the lock is no longer ours (and the lock is then lost).
+   * @throws LockUnavailableError when Redis did not answer in time; the lock's state is unchanged.
+   */
+  async extend(ttlMs: number = this.#ttlMs): Promise<void> {
+    checkInteger('ttlMs', ttlMs, 1, MAX_DURATION_MS)
+    if (this.#state !== 'held') throw this.#notOwned()
+    const sentAt = performance.now()
+    let ok: boolean
+    try {
+      ok = await withDeadline(extendOnce(this.#host.client, this.#keys, this.#ownerId, ttlMs), this.#host.commandTimeoutMs)
+    } catch (error) {
+      this.#host.emit({ type: 'error', resource: this.resource, operation: 'extend', error: asError(error) })
+      throw new LockUnavailableError(this.resource, 'extend', `could not extend lock "${this.resource}": ${asError(error).message}`, error)
+    }
+    if (!ok) {
+      this.#lose('not-owner')
+      throw this.#notOwned()
+    }
+    if (this.#state !== 'held') throw this.#notOwned()
+    this.#ttlMs = ttlMs
+    this.#validUntil = sentAt + ttlMs
+    this.#host.emit({ type: 'extended', resource: this.resource, token: this.token, ttlMs, auto: false })
+    if (this.#autoExtend) this.#scheduleRenewal()
+  }
+
+  /**
+   * Stops the watchdog, waits for a renewal in flight, then deletes the key if it still holds our
+   * owner id and wakes the next waiter. Calling it again returns the first call's result.
+   * @returns true when it released our lock; false when the lock had already expired or been taken.
+   * @throws LockUnavailableError when Redis did not answer; the key then expires after its TTL.
+   */
+  release(): Promise<boolean> {
+    this.#release ??= this.#doRelease()
+    return this.#release
+  }
+
+  async #doRelease(): Promise<boolean> {
+    const wasLost = this.#state === 'lost'
+    this.#state = 'released'
+    clearTimeout(this.#watchdog)
+    await this.#renewal
+    const heldMs = performance.now() - this.#acquiredAt
+    let freed: boolean
+    try {
+      freed = await withDeadline(
+        releaseOnce(this.#host.client, this.#keys, this.#ownerId, this.#host.releaseMessage),
+        this.#host.commandTimeoutMs,
+      )
+    } catch (error) {
+      this.#host.emit({ type: 'error', resource: this.resource, operation: 'release', error: asError(error) })
+      if (!wasLost) this.#host.onLockEnd(this)
+      throw new LockUnavailableError(this.resource, 'release', `could not release lock "${this.resource}": ${asError(error).message}`, error)
+    }
+    this.#host.emit({
+      type: 'released',
+      resource: this.resource,
+      token: this.token,
+      heldMs,
+      outcome: freed ? 'released' : 'expired',
+      wasLost,
+    })
+    if (!wasLost) this.#host.onLockEnd(this)
+    // Our own release message is ignored by this locker (the echo would cost a wasted attempt),
+    // so local waiters are woken here, one round trip sooner than pub/sub would.
+    if (freed) this.#host.wake(this.resource)
+    return freed
+  }
+
+  #scheduleRenewal(): void {
+    clearTimeout(this.#watchdog)
+    const period = Math.max(1, Math.floor(this.#ttlMs / 3))
+    this.#watchdog = setTimeout(() => this.#renew(), period)
+    this.#watchdog.unref()
+  }
+
+  #renew(): void {
+    if (this.#state !== 'held' || this.#renewal) return
+    const sentAt = performance.now()
+    const left = this.#validUntil - sentAt
+    if (left <= 0) return this.#lose('expired')
+    const ttlMs = this.#ttlMs
+    this.#renewal = withDeadline(extendOnce(this.#host.client, this.#keys, this.#ownerId, ttlMs), Math.min(this.#host.commandTimeoutMs, left))
+      .then(
+        (ok) => {
+          if (this.#state !== 'held') return
+          if (!ok) return this.#lose('not-owner')
+          this.#validUntil = sentAt + ttlMs
+          this.#host.emit({ type: 'extended', resource: this.resource, token: this.token, ttlMs, auto: true })
+          this.#scheduleRenewal()
+        },
+        (error: unknown) => {
+          if (this.#state !== 'held') return
+          this.#host.emit({ type: 'error', resource: this.resource, operation: 'renew', error: asError(error) })
+          const remaining = this.#validUntil - performance.now()
+          if (remaining <= 0) return this.#lose('expired', error)
+          // Try again soon, and in any case before the validity runs out.
+          clearTimeout(this.#watchdog)
+          this.#watchdog = setTimeout(() => this.#renew(), Math.max(1, Math.min(this.#ttlMs / 3, remaining / 2)))
+          this.#watchdog.unref()
+        },
+      )
+      .finally(() => {
+        this.#renewal = undefined
+      })
+  }
+
+  #lose(reason: LockLostReason, cause?: unknown): void {
+    if (this.#state !== 'held') return
+    this.#state = 'lost'
+    clearTimeout(this.#watchdog)
+    const error = new LockLostError(this.resource, this.token, reason, cause)
+    this.#host.emit({ type: 'lost', resource: this.resource, token: this.token, heldMs: performance.now() - this.#acquiredAt, reason })
+    this.#host.onLockEnd(this)
+    // The key may be gone (deleted or expired), so a local waiter may take it now.
+    this.#host.wake(this.resource)
+    this.#controller.abort(error)
+  }
+
+  #notOwned(): LockLostError {
+    const reason = this.signal.reason
+    return reason instanceof LockLostError ? reason : new LockLostError(this.resource, this.token, 'not-owner')
+  }
+
+  /** @internal Used by `Locker.close()`: stop renewing without touching Redis. */
+  stopWatchdog(): void {
+    this.#autoExtend = false
+    clearTimeout(this.#watchdog)
+  }
+}
+
+export function asError(error: unknown): Error {
+  return error instanceof Error ? error : new Error(String(error))
+}

@@ -1,0 +1,480 @@
+import type { Cluster, Redis } from 'ioredis'
+import { acquireOnce, type AcquireAttempt } from './acquire-script.js'
+import { withDeadline } from './deadline.js'
+import { InvalidLockOptionError, LockAbortedError, LockTimeoutError, LockUnavailableError } from './errors.js'
+import type { LockEvent } from './events.js'
+import { resourceKeys, resourceOfChannel, type ResourceKeys } from './keys.js'
+import { asError, Lock, type LockHost } from './lock.js'
+import { newOwnerId } from './owner-id.js'
+import {
+  checkResource,
+  resolveAcquireOptions,
+  resolveLockerOptions,
+  type AcquireOptions,
+  type LockerOptions,
+  type ResolvedLockerOptions,
+  type TryAcquireOptions,
+  type UsingOptions,
+} from './options.js'
+import { releaseOnce } from './release-script.js'
+
+/** The client a Locker runs on: an ioredis `Redis` or `Cluster`. */
+export type RedisClient = Redis | Cluster
+
+type Subscriber = Redis | Cluster
+
+/** One blocked acquire. */
+interface Waiter {
+  readonly resource: string
+  readonly keys: ResourceKeys
+  readonly ttlMs: number
+  readonly autoExtend: boolean
+  readonly start: number
+  readonly deadline: number
+  readonly signal: AbortSignal | undefined
+  attempts: number
+  /** An attempt of this waiter is in flight; its deadline and signal wait for it. */
+  running: boolean
+  done: boolean
+  timer: NodeJS.Timeout | undefined
+  onAbort: (() => void) | undefined
+  resolve(lock: Lock): void
+  reject(error: Error): void
+}
+
+/** The local waiters of one resource, oldest first. Only the oldest tries at a time. */
+interface WaitQueue {
+  readonly resource: string
+  readonly keys: ResourceKeys
+  readonly waiters: Waiter[]
+  /** Resolves once the channel subscription is confirmed (or could not be made in time). */
+  ready: boolean
+  running: boolean
+  /** A wake arrived while an attempt was in flight: try again right after it. */
+  wakeAgain: boolean
+  /** Backstop: the holder's TTL runs out, or the jittered safety poll, or an error back-off. */
+  timer: NodeJS.Timeout | undefined
+  /** How the latest attempt ended, to tell a timeout from an unavailable Redis. */
+  lastError: Error | undefined
+  lastHolderTtlMs: number
+  errorStreak: number
+}
+
+type Attempt = { granted: true; lock: Lock } | { granted: false; holderTtlMs: number } | { granted: false; error: Error }
+
+/**
+ * Grants locks on Redis with fencing tokens. One Locker per process is the usual set-up: its
+ * blocked acquires share one subscriber connection and wait in one queue per resource.
+ *
+ * @example
+ * ```ts
+ * const locker = new Locker(new Redis(process.env.REDIS_URL), { ttlMs: 10_000 })
+ * await locker.using('order:42', async (lock) => {
+ *   await chargeOnce(order, { fenceToken: lock.token, signal: lock.signal })
+ * })
+ * ```
+ */
+export class Locker {
+  readonly #redis: RedisClient
+  readonly #options: ResolvedLockerOptions
+  readonly #queues = new Map<string, WaitQueue>()
+  readonly #held = new Set<Lock>()
+  readonly #listeners = new Set<(event: LockEvent) => void>()
+  readonly #host: LockHost
+  #subscriber: Subscriber | undefined
+  #closed = false
+
+  /**
+   * @param redis an ioredis `Redis` or `Cluster`; the Locker never closes it.
+   * @param options see {@link LockerOptions}; defaults in `LOCK_DEFAULTS`.
+   * @throws InvalidLockOptionError for a bad option, before any I/O.
+   */
+  constructor(redis: RedisClient, options: LockerOptions = {}) {
+    if (redis == null || typeof (redis as Partial<Redis>).evalsha !== 'function' || typeof (redis as Partial<Redis>).duplicate !== 'function') {
+      throw new InvalidLockOptionError('redis', 'must be an ioredis Redis or Cluster client', redis)
+    }
+    this.#redis = redis
+    this.#options = resolveLockerOptions(options)
+    const onEvent = this.#options.onEvent
+    if (onEvent) this.#listeners.add(onEvent)
+    const listeners = this.#listeners
+    this.#host = {
+      client: redis,
+      commandTimeoutMs: this.#options.commandTimeoutMs,
+      // Identifies this locker's release messages. Not a secret: knowing it grants nothing.
+      releaseMessage: newOwnerId().slice(0, 16),
+      emit: (event: LockEvent) => {
+        for (const listener of listeners) {
+          try {
+            listener(event)
+          } catch {
+            // A listener's failure must never break locking.
+          }
+        }
+      },
+      onLockEnd: (lock) => {
+        this.#held.delete(lock)
+      },
+      wake: (resource) => this.#wake(resource),
+    }
+  }
+
+  /**
+   * Adds an event listener besides the `onEvent` option (the metrics package uses this).
+   * Listeners run synchronously; what they throw is ignored.
+   * @returns a function that removes the listener.
+   */
+  listen(listener: (event: LockEvent) => void): () => void {
+    if (typeof listener !== 'function') throw new InvalidLockOptionError('listener', 'must be a function', listener)
+    this.#listeners.add(listener)
+    return () => {
+      this.#listeners.delete(listener)
+    }
+  }
+
+  /** How many locks granted by this locker are held now (not released, not lost). */
+  get heldCount(): number {
+    return this.#held.size
+  }
+
+  /** The options in force, defaults filled in. */
+  get options(): Readonly<Omit<ResolvedLockerOptions, 'onEvent'>> {
+    const { onEvent: _, ...rest } = this.#options
+    return rest
+  }
+
+  /**
+   * Acquires `resource`, waiting up to `waitMs` while someone else holds it.
+   * @throws LockTimeoutError after `waitMs` with the lock still held.
+   * @throws LockAbortedError when `signal` aborts first.
+   * @throws LockUnavailableError when Redis did not answer within the wait.
+   * @throws InvalidLockOptionError for bad input, before any I/O.
+   */
+  async acquire(resource: string, options: AcquireOptions = {}): Promise<Lock> {
+    const name = checkResource(resource)
+    const o = resolveAcquireOptions(options, this.#options)
+    this.#assertOpen(name)
+    const start = performance.now()
+    if (o.signal?.aborted) throw this.#aborted(name, start, o.signal)
+    const keys = resourceKeys(this.#options.prefix, name)
+    const deadline = start + o.waitMs
+    let queue = this.#queues.get(name)
+    let firstError: Error | undefined
+    if (!queue) {
+      // Nobody here is waiting for it: try straight away.
+      const attempt = await this.#attempt(name, keys, o.ttlMs, o.autoExtend, o.waitMs === 0 ? undefined : deadline)
+      if (attempt.granted) {
+        if (o.signal?.aborted) {
+          await attempt.lock.release().catch(() => {})
+          throw this.#aborted(name, start, o.signal)
+        }
+        this.#emitAcquired(attempt.lock, start, 1)
+        return attempt.lock
+      }
+      if ('holderTtlMs' in attempt) this.#host.emit({ type: 'contended', resource: name, holderTtlMs: attempt.holderTtlMs })
+      else firstError = attempt.error
+      if (performance.now() >= deadline) throw this.#giveUp(name, start, firstError)
+      queue = this.#queues.get(name) ?? this.#openQueue(name, keys, attempt)
+    } else {
+      // Others here are already waiting: queue behind them instead of barging in.
+      this.#host.emit({ type: 'contended', resource: name, holderTtlMs: queue.lastHolderTtlMs })
+      if (o.waitMs === 0) throw this.#giveUp(name, start, queue.lastError)
+    }
+    const q = queue
+    return new Promise<Lock>((resolve, reject) => {
+      const waiter: Waiter = {
+        resource: name,
+        keys,
+        ttlMs: o.ttlMs,
+        autoExtend: o.autoExtend,
+        start,
+        deadline,
+        signal: o.signal,
+        attempts: 1,
+        running: false,
+        done: false,
+        timer: undefined,
+        onAbort: undefined,
+        resolve,
+        reject,
+      }
+      waiter.timer = setTimeout(() => this.#expireWaiter(q, waiter), Math.max(0, deadline - performance.now()))
+      if (o.signal) {
+        waiter.onAbort = () => this.#abortWaiter(q, waiter)
+        o.signal.addEventListener('abort', waiter.onAbort, { once: true })
+      }
+      q.waiters.push(waiter)
+      // Only a new head needs a kick; anyone behind it is woken in turn.
+      if (q.ready && q.waiters.length === 1) this.#pump(q)
+    })
+  }
+
+  /**
+   * One attempt, no waiting.
+   * @returns the lock, or null when someone else holds it.
+   * @throws LockUnavailableError when Redis did not answer within `commandTimeoutMs`.
+   */
+  async tryAcquire(resource: string, options: TryAcquireOptions = {}): Promise<Lock | null> {
+    const name = checkResource(resource)
+    const o = resolveAcquireOptions(options, this.#options)
+    this.#assertOpen(name)
+    const start = performance.now()
+    const attempt = await this.#attempt(name, resourceKeys(this.#options.prefix, name), o.ttlMs, o.autoExtend, undefined)
+    if (attempt.granted) {
+      this.#emitAcquired(attempt.lock, start, 1)
+      return attempt.lock
+    }
+    if ('error' in attempt) throw this.#unavailable(name, attempt.error)
+    this.#host.emit({ type: 'contended', resource: name, holderTtlMs: attempt.holderTtlMs })
+    return null
+  }
+
+  /**
+   * Runs `fn` under the lock with the watchdog on, and always releases. `fn` gets the lock; its
+   * `signal` aborts if the lock is lost, and its `token` is what fenced writes must carry.
+   * A release that fails because Redis is unreachable is reported as an `error` event, not
+   * thrown: the lock then expires after its TTL.
+   */
+  async using<T>(resource: string, fn: (lock: Lock) => Promise<T> | T, options: UsingOptions = {}): Promise<T> {
+    if (typeof fn !== 'function') throw new InvalidLockOptionError('fn', 'must be a function', fn)
+    const name = checkResource(resource)
+    const o = resolveAcquireOptions(options, this.#options, true)
+    const lock = await this.acquire(name, o)
+    try {
+      return await fn(lock)
+    } finally {
+      await lock.release().catch(() => {})
+    }
+  }
+
+  /**
+   * Rejects blocked acquires, stops every watchdog, releases the locks this locker still holds,
+   * and closes the subscriber connection. The Redis client given to the constructor stays open.
+   */
+  async close(): Promise<void> {
+    if (this.#closed) return
+    this.#closed = true
+    for (const q of this.#queues.values()) {
+      clearTimeout(q.timer)
+      for (const w of [...q.waiters]) {
+        this.#finish(q, w, new LockUnavailableError(w.resource, 'acquire', 'the locker was closed'))
+      }
+    }
+    this.#queues.clear()
+    const held = [...this.#held]
+    for (const lock of held) lock.stopWatchdog()
+    await Promise.allSettled(held.map((lock) => lock.release()))
+    this.#subscriber?.disconnect()
+    this.#subscriber = undefined
+  }
+
+  // --- attempts -----------------------------------------------------------------------------
+
+  /**
+   * One acquire round trip with a deadline. When its outcome is unknown (timeout, dropped
+   * connection) a compare-and-delete of the owner id is sent behind it: ioredis keeps commands
+   * in order on a connection, so if the acquire lands late, the delete lands right after it.
+   */
+  async #attempt(resource: string, keys: ResourceKeys, ttlMs: number, autoExtend: boolean, deadline: number | undefined): Promise<Attempt> {
+    const ownerId = newOwnerId()
+    const sentAt = performance.now()
+    const budget = deadline === undefined ? this.#options.commandTimeoutMs : Math.min(this.#options.commandTimeoutMs, Math.max(1, deadline - sentAt))
+    let reply: AcquireAttempt
+    try {
+      reply = await withDeadline(acquireOnce(this.#redis, keys, ownerId, ttlMs, this.#options.fenceTtlMs), budget)
+    } catch (error) {
+      releaseOnce(this.#redis, keys, ownerId, this.#host.releaseMessage).catch(() => {})
+      const e = asError(error)
+      this.#host.emit({ type: 'error', resource, operation: 'acquire', error: e })
+      return { granted: false, error: e }
+    }
+    if (!reply.granted) return reply
+    if (this.#closed) {
+      releaseOnce(this.#redis, keys, ownerId, this.#host.releaseMessage).catch(() => {})
+      return { granted: false, error: new Error('the locker was closed') }
+    }
+    const lock = new Lock(this.#host, { resource, keys, ownerId, token: reply.token, ttlMs, sentAt, autoExtend })
+    this.#held.add(lock)
+    return { granted: true, lock }
+  }
+
+  // --- waiting ------------------------------------------------------------------------------
+
+  #openQueue(resource: string, keys: ResourceKeys, first: Attempt): WaitQueue {
+    const q: WaitQueue = {
+      resource,
+      keys,
+      waiters: [],
+      ready: false,
+      running: false,
+      wakeAgain: false,
+      timer: undefined,
+      lastError: 'error' in first ? first.error : undefined,
+      lastHolderTtlMs: 'holderTtlMs' in first ? first.holderTtlMs : -1,
+      errorStreak: 'error' in first ? 1 : 0,
+    }
+    this.#queues.set(resource, q)
+    // Subscribe before the next attempt: a release between our miss and the subscription is
+    // then caught by that attempt, and every later one by the message.
+    const subscriber = this.#subscriberConnection()
+    withDeadline(subscriber.subscribe(keys.channel), this.#options.commandTimeoutMs)
+      .catch(() => {
+        // Without the subscription the backstops (holder TTL, safety poll) still work.
+      })
+      .then(() => {
+        q.ready = true
+        if (this.#queues.get(resource) === q) this.#pump(q)
+      })
+    return q
+  }
+
+  #subscriberConnection(): Subscriber {
+    if (this.#subscriber) return this.#subscriber
+    // Both clients have duplicate(); their signatures differ only in optional overrides.
+    const sub = (this.#redis as { duplicate(): Subscriber }).duplicate()
+    sub.on('error', () => {
+      // Reconnection is ioredis's job; waiters fall back on their backstops meanwhile.
+    })
+    sub.on('message', (channel: string, message: string) => {
+      if (message === this.#host.releaseMessage) return
+      const resource = resourceOfChannel(this.#options.prefix, channel)
+      if (resource !== undefined) this.#wake(resource)
+    })
+    // Messages sent while we were disconnected are gone: after a reconnect, every queue tries.
+    sub.on('ready', () => {
+      for (const q of this.#queues.values()) this.#wakeQueue(q)
+    })
+    this.#subscriber = sub
+    return sub
+  }
+
+  #wake(resource: string): void {
+    const q = this.#queues.get(resource)
+    if (q) this.#wakeQueue(q)
+  }
+
+  #wakeQueue(q: WaitQueue): void {
+    if (!q.ready) return
+    if (q.running) {
+      q.wakeAgain = true
+      return
+    }
+    this.#pump(q)
+  }
+
+  /** Lets the oldest waiter try once; re-arms the backstop timer after a miss. */
+  #pump(q: WaitQueue): void {
+    clearTimeout(q.timer)
+    q.timer = undefined
+    const head = q.waiters[0]
+    if (!head) return this.#closeQueue(q)
+    if (q.running) return
+    q.running = true
+    q.wakeAgain = false
+    head.running = true
+    head.attempts++
+    void this.#attempt(head.resource, head.keys, head.ttlMs, head.autoExtend, head.deadline).then((attempt) => {
+      q.running = false
+      head.running = false
+      if (attempt.granted) {
+        q.lastError = undefined
+        q.errorStreak = 0
+        if (head.done || head.signal?.aborted) {
+          // The waiter left while its attempt was in flight: give the lock straight back.
+          void attempt.lock.release().catch(() => {})
+          if (!head.done) this.#finish(q, head, this.#aborted(head.resource, head.start, head.signal))
+        } else {
+          this.#finish(q, head, undefined, attempt.lock)
+        }
+      } else if ('error' in attempt) {
+        q.lastError = attempt.error
+        q.errorStreak++
+      } else {
+        q.lastError = undefined
+        q.errorStreak = 0
+        q.lastHolderTtlMs = attempt.holderTtlMs
+      }
+      if (!head.done) {
+        if (head.signal?.aborted) this.#finish(q, head, this.#aborted(head.resource, head.start, head.signal))
+        else if (performance.now() >= head.deadline) this.#finish(q, head, this.#giveUp(head.resource, head.start, q.lastError))
+      }
+      if (this.#queues.get(q.resource) !== q) return
+      if (q.waiters.length === 0) return this.#closeQueue(q)
+      if (q.wakeAgain) return this.#pump(q)
+      this.#armBackstop(q)
+    })
+  }
+
+  #armBackstop(q: WaitQueue): void {
+    clearTimeout(q.timer)
+    const poll = this.#options.pollMs * (0.8 + 0.4 * Math.random())
+    let delay: number
+    if (q.lastError) delay = Math.min(poll, 25 * 2 ** Math.min(q.errorStreak, 6))
+    else if (q.lastHolderTtlMs >= 0) delay = Math.min(poll, q.lastHolderTtlMs + 1)
+    else delay = poll
+    q.timer = setTimeout(() => this.#pump(q), delay)
+  }
+
+  #closeQueue(q: WaitQueue): void {
+    clearTimeout(q.timer)
+    if (this.#queues.get(q.resource) !== q) return
+    this.#queues.delete(q.resource)
+    this.#subscriber?.unsubscribe(q.keys.channel).catch(() => {})
+  }
+
+  #expireWaiter(q: WaitQueue, w: Waiter): void {
+    if (w.done || w.running) return
+    this.#finish(q, w, this.#giveUp(w.resource, w.start, q.lastError))
+    if (q.waiters.length === 0) this.#closeQueue(q)
+  }
+
+  #abortWaiter(q: WaitQueue, w: Waiter): void {
+    if (w.done || w.running) return
+    this.#finish(q, w, this.#aborted(w.resource, w.start, w.signal))
+    if (q.waiters.length === 0) this.#closeQueue(q)
+  }
+
+  /** Removes a waiter, clears its timer and listener, and settles it exactly once. */
+  #finish(q: WaitQueue, w: Waiter, error: Error | undefined, lock?: Lock): void {
+    if (w.done) return
+    w.done = true
+    clearTimeout(w.timer)
+    if (w.onAbort) w.signal?.removeEventListener('abort', w.onAbort)
+    const i = q.waiters.indexOf(w)
+    if (i >= 0) q.waiters.splice(i, 1)
+    if (lock) {
+      this.#emitAcquired(lock, w.start, w.attempts)
+      w.resolve(lock)
+    } else if (error) {
+      w.reject(error)
+    }
+  }
+
+  // --- outcomes -----------------------------------------------------------------------------
+
+  #emitAcquired(lock: Lock, start: number, attempts: number): void {
+    this.#host.emit({ type: 'acquired', resource: lock.resource, token: lock.token, ttlMs: lock.ttlMs, waitedMs: performance.now() - start, attempts })
+  }
+
+  /** The wait ran out: a timeout if Redis answered last, otherwise Redis is unavailable. */
+  #giveUp(resource: string, start: number, lastError: Error | undefined): Error {
+    if (lastError) return this.#unavailable(resource, lastError)
+    const waitedMs = performance.now() - start
+    this.#host.emit({ type: 'timeout', resource, waitedMs })
+    return new LockTimeoutError(resource, waitedMs)
+  }
+
+  #unavailable(resource: string, cause: Error): LockUnavailableError {
+    return new LockUnavailableError(resource, 'acquire', `could not acquire lock "${resource}": Redis did not answer (${cause.message})`, cause)
+  }
+
+  #aborted(resource: string, start: number, signal: AbortSignal | undefined): LockAbortedError {
+    const waitedMs = performance.now() - start
+    this.#host.emit({ type: 'aborted', resource, waitedMs })
+    return new LockAbortedError(resource, waitedMs, signal?.reason)
+  }
+
+  #assertOpen(resource: string): void {
+    if (this.#closed) throw new LockUnavailableError(resource, 'acquire', 'the locker was closed')
+  }
+}

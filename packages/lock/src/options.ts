@@ -1,0 +1,153 @@
+import { InvalidLockOptionError } from './errors.js'
+import type { LockEvent } from './events.js'
+
+/** Largest accepted TTL and wait: 24 hours, in milliseconds. */
+export const MAX_DURATION_MS = 86_400_000
+/** Largest accepted resource name, in UTF-8 bytes. */
+export const MAX_RESOURCE_BYTES = 1024
+
+/** Defaults of every option, in one frozen object. Units are in the names. */
+export const LOCK_DEFAULTS = Object.freeze({
+  /** Lease time of a lock. */
+  ttlMs: 30_000,
+  /** How long `acquire()` waits for a held lock before `LockTimeoutError`. */
+  waitMs: 10_000,
+  /** Prefix of every Redis key and channel. */
+  prefix: 'fencelock:',
+  /** Deadline of each Redis call made on a caller's behalf (also bounded by the caller's wait). */
+  commandTimeoutMs: 2_000,
+  /** Mean period of the jittered safety poll of a blocked acquire (a backstop for lost messages). */
+  pollMs: 1_000,
+  /** Lifetime of a resource's token counter after its last grant (the key expires, not leaks). */
+  fenceTtlMs: 86_400_000,
+})
+
+/** Options of a {@link Locker}; every field is optional and defaults to {@link LOCK_DEFAULTS}. */
+export interface LockerOptions {
+  /** Default lease time of locks, 1 ms to 24 h. Default 30 000. */
+  ttlMs?: number
+  /** Default wait of `acquire()`, 0 to 24 h. Default 10 000. */
+  waitMs?: number
+  /** Prefix of keys and channels; must not contain `{` or `}`. Default `fencelock:`. */
+  prefix?: string
+  /** Deadline of each Redis call, 1 ms to 60 s. Default 2 000. */
+  commandTimeoutMs?: number
+  /** Mean safety-poll period of blocked acquires, 10 ms to 60 s. Default 1 000. */
+  pollMs?: number
+  /** Lifetime of a resource's token counter after its last grant, 1 s to 30 days. Default 24 h. */
+  fenceTtlMs?: number
+  /** Receives typed events (acquired, contended, timeout, ...). Exceptions it throws are ignored. */
+  onEvent?: (event: LockEvent) => void
+}
+
+/** Options of one `acquire()`. */
+export interface AcquireOptions {
+  /** Lease time, 1 ms to 24 h. Default: the locker's `ttlMs`. */
+  ttlMs?: number
+  /** How long to wait while the lock is held, 0 to 24 h. Default: the locker's `waitMs`. */
+  waitMs?: number
+  /** Gives up the wait when it aborts (`LockAbortedError`). */
+  signal?: AbortSignal
+  /** Renew the lock every `ttlMs / 3` until it is released. Default false. */
+  autoExtend?: boolean
+}
+
+/** Options of one `tryAcquire()`: a single attempt, no wait. */
+export interface TryAcquireOptions {
+  /** Lease time, 1 ms to 24 h. Default: the locker's `ttlMs`. */
+  ttlMs?: number
+  /** Renew the lock every `ttlMs / 3` until it is released. Default false. */
+  autoExtend?: boolean
+}
+
+/** Options of `using()`: the watchdog is always on. */
+export interface UsingOptions {
+  ttlMs?: number
+  waitMs?: number
+  signal?: AbortSignal
+}
+
+export interface ResolvedLockerOptions {
+  readonly ttlMs: number
+  readonly waitMs: number
+  readonly prefix: string
+  readonly commandTimeoutMs: number
+  readonly pollMs: number
+  readonly fenceTtlMs: number
+  readonly onEvent: ((event: LockEvent) => void) | undefined
+}
+
+/** Checks an integer duration in milliseconds; the message names the field and its range. */
+export function checkInteger(field: string, value: unknown, min: number, max: number): number {
+  if (typeof value !== 'number' || !Number.isInteger(value) || value < min || value > max) {
+    throw new InvalidLockOptionError(field, `must be an integer from ${min} to ${max}`, value)
+  }
+  return value
+}
+
+export function checkResource(resource: unknown): string {
+  if (typeof resource !== 'string') throw new InvalidLockOptionError('resource', 'must be a string', resource)
+  if (resource.length === 0) throw new InvalidLockOptionError('resource', 'must not be empty', resource)
+  if (Buffer.byteLength(resource, 'utf8') > MAX_RESOURCE_BYTES) {
+    throw new InvalidLockOptionError('resource', `must be at most ${MAX_RESOURCE_BYTES} bytes in UTF-8`, resource)
+  }
+  // `{}` would be an empty hash tag, and Redis Cluster would then hash each key whole.
+  if (resource.startsWith('}')) throw new InvalidLockOptionError('resource', "must not start with '}'", resource)
+  return resource
+}
+
+function checkObject(field: string, value: unknown): Record<string, unknown> {
+  if (value === undefined) return {}
+  if (value === null || typeof value !== 'object') throw new InvalidLockOptionError(field, 'must be an object', value)
+  return value as Record<string, unknown>
+}
+
+export function checkSignal(value: unknown): AbortSignal | undefined {
+  if (value === undefined) return undefined
+  if (!(value instanceof AbortSignal)) throw new InvalidLockOptionError('signal', 'must be an AbortSignal', value)
+  return value
+}
+
+function checkBoolean(field: string, value: unknown): boolean {
+  if (value === undefined) return false
+  if (typeof value !== 'boolean') throw new InvalidLockOptionError(field, 'must be a boolean', value)
+  return value
+}
+
+export function resolveLockerOptions(options: unknown): ResolvedLockerOptions {
+  const o = checkObject('options', options)
+  const prefix = o.prefix ?? LOCK_DEFAULTS.prefix
+  if (typeof prefix !== 'string' || prefix.length > 256 || /[{}]/.test(prefix)) {
+    throw new InvalidLockOptionError('prefix', "must be a string of at most 256 characters without '{' or '}'", prefix)
+  }
+  if (o.onEvent !== undefined && typeof o.onEvent !== 'function') {
+    throw new InvalidLockOptionError('onEvent', 'must be a function', o.onEvent)
+  }
+  const ttlMs = checkInteger('ttlMs', o.ttlMs ?? LOCK_DEFAULTS.ttlMs, 1, MAX_DURATION_MS)
+  return {
+    ttlMs,
+    waitMs: checkInteger('waitMs', o.waitMs ?? LOCK_DEFAULTS.waitMs, 0, MAX_DURATION_MS),
+    prefix,
+    commandTimeoutMs: checkInteger('commandTimeoutMs', o.commandTimeoutMs ?? LOCK_DEFAULTS.commandTimeoutMs, 1, 60_000),
+    pollMs: checkInteger('pollMs', o.pollMs ?? LOCK_DEFAULTS.pollMs, 10, 60_000),
+    fenceTtlMs: checkInteger('fenceTtlMs', o.fenceTtlMs ?? LOCK_DEFAULTS.fenceTtlMs, 1_000, 30 * MAX_DURATION_MS),
+    onEvent: o.onEvent as ResolvedLockerOptions['onEvent'],
+  }
+}
+
+export interface ResolvedAcquire {
+  readonly ttlMs: number
+  readonly waitMs: number
+  readonly signal: AbortSignal | undefined
+  readonly autoExtend: boolean
+}
+
+export function resolveAcquireOptions(options: unknown, defaults: ResolvedLockerOptions, forceAutoExtend = false): ResolvedAcquire {
+  const o = checkObject('options', options)
+  return {
+    ttlMs: checkInteger('ttlMs', o.ttlMs ?? defaults.ttlMs, 1, MAX_DURATION_MS),
+    waitMs: checkInteger('waitMs', o.waitMs ?? defaults.waitMs, 0, MAX_DURATION_MS),
+    signal: checkSignal(o.signal),
+    autoExtend: forceAutoExtend || checkBoolean('autoExtend', o.autoExtend),
+  }
+}
