@@ -58,6 +58,10 @@ interface WaitQueue {
   lastError: Error | undefined
   lastHolderTtlMs: number
   errorStreak: number
+  /** Counts wakes (release messages, local releases) to catch one that came during an attempt. */
+  wakes: number
+  /** An empty queue stays subscribed for a while, so alternating contenders do not churn SUBSCRIBE. */
+  linger: NodeJS.Timeout | undefined
 }
 
 type Attempt = { granted: true; lock: Lock } | { granted: false; holderTtlMs: number } | { granted: false; error: Error }
@@ -160,8 +164,10 @@ export class Locker {
     const deadline = start + o.waitMs
     let queue = this.#queues.get(name)
     let firstError: Error | undefined
-    if (!queue) {
+    let retryAtOnce = false
+    if (!queue || queue.waiters.length === 0) {
       // Nobody here is waiting for it: try straight away.
+      const wakesBefore = queue?.wakes
       const attempt = await this.#attempt(name, keys, o.ttlMs, o.autoExtend, o.waitMs === 0 ? undefined : deadline)
       if (attempt.granted) {
         if (o.signal?.aborted) {
@@ -174,7 +180,10 @@ export class Locker {
       if ('holderTtlMs' in attempt) this.#host.emit({ type: 'contended', resource: name, holderTtlMs: attempt.holderTtlMs })
       else firstError = attempt.error
       if (performance.now() >= deadline) throw this.#giveUp(name, start, firstError)
-      queue = this.#queues.get(name) ?? this.#openQueue(name, keys, attempt)
+      const current = this.#queues.get(name)
+      // A release announced while our attempt was in flight may have come before its reply.
+      retryAtOnce = current !== undefined && current === queue && current.wakes !== wakesBefore
+      queue = current ?? this.#openQueue(name, keys, attempt)
     } else {
       // Others here are already waiting: queue behind them instead of barging in.
       this.#host.emit({ type: 'contended', resource: name, holderTtlMs: queue.lastHolderTtlMs })
@@ -204,8 +213,13 @@ export class Locker {
         o.signal.addEventListener('abort', waiter.onAbort, { once: true })
       }
       q.waiters.push(waiter)
+      clearTimeout(q.linger)
+      q.linger = undefined
       // Only a new head needs a kick; anyone behind it is woken in turn.
-      if (q.ready && q.waiters.length === 1) this.#pump(q)
+      if (q.ready && q.waiters.length === 1) {
+        if (retryAtOnce) this.#pump(q)
+        else this.#armBackstop(q)
+      }
     })
   }
 
@@ -256,6 +270,7 @@ export class Locker {
     this.#closed = true
     for (const q of this.#queues.values()) {
       clearTimeout(q.timer)
+      clearTimeout(q.linger)
       for (const w of [...q.waiters]) {
         this.#finish(q, w, new LockUnavailableError(w.resource, 'acquire', 'the locker was closed'))
       }
@@ -312,6 +327,8 @@ export class Locker {
       lastError: 'error' in first ? first.error : undefined,
       lastHolderTtlMs: 'holderTtlMs' in first ? first.holderTtlMs : -1,
       errorStreak: 'error' in first ? 1 : 0,
+      wakes: 0,
+      linger: undefined,
     }
     this.#queues.set(resource, q)
     // Subscribe before the next attempt: a release between our miss and the subscription is
@@ -354,7 +371,8 @@ export class Locker {
   }
 
   #wakeQueue(q: WaitQueue): void {
-    if (!q.ready) return
+    q.wakes++
+    if (!q.ready || q.waiters.length === 0) return
     if (q.running) {
       q.wakeAgain = true
       return
@@ -367,7 +385,7 @@ export class Locker {
     clearTimeout(q.timer)
     q.timer = undefined
     const head = q.waiters[0]
-    if (!head) return this.#closeQueue(q)
+    if (!head) return this.#idleQueue(q)
     if (q.running) return
     q.running = true
     q.wakeAgain = false
@@ -379,6 +397,7 @@ export class Locker {
       if (attempt.granted) {
         q.lastError = undefined
         q.errorStreak = 0
+        q.lastHolderTtlMs = attempt.lock.ttlMs
         if (head.done || head.signal?.aborted) {
           // The waiter left while its attempt was in flight: give the lock straight back.
           void attempt.lock.release().catch(() => {})
@@ -399,7 +418,7 @@ export class Locker {
         else if (performance.now() >= head.deadline) this.#finish(q, head, this.#giveUp(head.resource, head.start, q.lastError))
       }
       if (this.#queues.get(q.resource) !== q) return
-      if (q.waiters.length === 0) return this.#closeQueue(q)
+      if (q.waiters.length === 0) return this.#idleQueue(q)
       if (q.wakeAgain) return this.#pump(q)
       this.#armBackstop(q)
     })
@@ -415,8 +434,20 @@ export class Locker {
     q.timer = setTimeout(() => this.#pump(q), delay)
   }
 
+  #idleQueue(q: WaitQueue): void {
+    clearTimeout(q.timer)
+    q.timer = undefined
+    if (q.linger || this.#queues.get(q.resource) !== q) return
+    q.linger = setTimeout(() => {
+      q.linger = undefined
+      if (q.waiters.length === 0 && !q.running) this.#closeQueue(q)
+    }, this.#options.pollMs)
+    q.linger.unref()
+  }
+
   #closeQueue(q: WaitQueue): void {
     clearTimeout(q.timer)
+    clearTimeout(q.linger)
     if (this.#queues.get(q.resource) !== q) return
     this.#queues.delete(q.resource)
     this.#subscriber?.unsubscribe(q.keys.channel).catch(() => {})
@@ -425,13 +456,13 @@ export class Locker {
   #expireWaiter(q: WaitQueue, w: Waiter): void {
     if (w.done || w.running) return
     this.#finish(q, w, this.#giveUp(w.resource, w.start, q.lastError))
-    if (q.waiters.length === 0) this.#closeQueue(q)
+    if (q.waiters.length === 0) this.#idleQueue(q)
   }
 
   #abortWaiter(q: WaitQueue, w: Waiter): void {
     if (w.done || w.running) return
     this.#finish(q, w, this.#aborted(w.resource, w.start, w.signal))
-    if (q.waiters.length === 0) this.#closeQueue(q)
+    if (q.waiters.length === 0) this.#idleQueue(q)
   }
 
   /** Removes a waiter, clears its timer and listener, and settles it exactly once. */
