@@ -1,0 +1,86 @@
+/**
+ * Redis connections and Lockers for the tests. Every client and Locker made here is closed in
+ * `afterAll` of the test file. The shared Redis (REDIS_URL, default 127.0.0.1:6379) must answer:
+ * a test that needs it fails loudly when it is down, it never skips.
+ */
+import { randomBytes } from 'node:crypto'
+import { Redis, type RedisOptions } from 'ioredis'
+import { afterAll } from 'vitest'
+import { Locker, type LockerOptions } from '../../src/index.js'
+
+export const SHARED_REDIS_URL = process.env.REDIS_URL ?? 'redis://127.0.0.1:6379'
+
+const clients = new Set<Redis>()
+const lockers = new Set<Locker>()
+
+/**
+ * A new ioredis client. Reconnects fast (a restarted test server is back in ~20 ms), and its
+ * 'error' events are swallowed: a killed server makes every client report them, and the tests
+ * assert outcomes instead.
+ */
+export function connect(target: string | { port: number; host?: string } = SHARED_REDIS_URL, options: RedisOptions = {}): Redis {
+  const merged: RedisOptions = { retryStrategy: (times) => Math.min(times * 20, 200), ...options }
+  const client =
+    typeof target === 'string' ? new Redis(target, merged) : new Redis({ host: target.host ?? '127.0.0.1', port: target.port, ...merged })
+  client.on('error', () => {})
+  clients.add(client)
+  return client
+}
+
+/** A client on the shared Redis, after a PING proved it answers. */
+export async function connectShared(options: RedisOptions = {}): Promise<Redis> {
+  const client = connect(SHARED_REDIS_URL, options)
+  await ready(client, SHARED_REDIS_URL)
+  return client
+}
+
+/** Resolves once `client` answers PING; rejects loudly after `ms`. */
+export async function ready(client: Redis, label: string, ms = 3_000): Promise<void> {
+  let timer: NodeJS.Timeout | undefined
+  try {
+    await Promise.race([
+      client.ping(),
+      new Promise((_, reject) => {
+        timer = setTimeout(
+          () => reject(new Error(`Redis at ${label} did not answer PING within ${ms} ms. Start it (see shared/STACK.md); these tests never skip.`)),
+          ms,
+        )
+      }),
+    ])
+  } finally {
+    clearTimeout(timer)
+  }
+}
+
+/** A Locker closed in afterAll. */
+export function makeLocker(client: Redis, options: LockerOptions = {}): Locker {
+  const locker = new Locker(client, options)
+  lockers.add(locker)
+  return locker
+}
+
+/** A resource (or prefix) name nobody else uses: `label` plus 40 random bits. */
+export function unique(label: string): string {
+  return `${label}:${randomBytes(5).toString('hex')}`
+}
+
+/** Calls per command from INFO commandstats, e.g. `{ evalsha: 12, eval: 1 }`. */
+export async function commandCalls(client: Redis): Promise<Record<string, number>> {
+  const info = await client.info('commandstats')
+  const calls: Record<string, number> = {}
+  for (const match of info.matchAll(/^cmdstat_([^:]+):calls=(\d+)/gm)) calls[match[1]!] = Number(match[2])
+  return calls
+}
+
+/** The number of client connections the server has now (CLIENT LIST). */
+export async function connectionCount(client: Redis): Promise<number> {
+  const list = (await client.client('LIST')) as string
+  return list.trim().split('\n').filter(Boolean).length
+}
+
+afterAll(async () => {
+  await Promise.allSettled([...lockers].map((locker) => locker.close()))
+  lockers.clear()
+  for (const client of clients) client.disconnect()
+  clients.clear()
+})

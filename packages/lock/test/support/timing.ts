@@ -1,0 +1,24 @@
+/** Small timing helpers; all on the monotonic clock. */
+
+export const sleep = (ms: number): Promise<void> => new Promise((resolve) => setTimeout(resolve, ms))
+
+/** Polls `probe` every `everyMs` until it returns true; rejects after `timeoutMs`. */
+export async function waitUntil(probe: () => boolean | Promise<boolean>, { timeoutMs = 5_000, everyMs = 5, what = 'condition' } = {}): Promise<number> {
+  const start = performance.now()
+  while (performance.now() - start < timeoutMs) {
+    if (await probe()) return performance.now() - start
+    await sleep(everyMs)
+  }
+  throw new Error(`${what} not reached within ${timeoutMs} ms`)
+}
+
+/** Settles `promise` into a value or an error, with the time it took, for assertions on both. */
+export async function settle<T>(promise: Promise<T>): Promise<{ value?: T; error?: unknown; ms: number }> {
+  const start = performance.now()
+  try {
+    const value = await promise
+    return { value, ms: performance.now() - start }
+  } catch (error) {
+    return { error, ms: performance.now() - start }
+  }
+}
