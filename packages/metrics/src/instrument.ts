@@ -1,0 +1,197 @@
+import type { Locker, LockEvent } from '@fencelock/lock'
+import { Registry } from 'prom-client'
+import { InvalidMetricsOptionError } from './errors.js'
+import type { FencingRejection } from './fencing-rejection.js'
+import { fencingMetricSet, groupSeries, metricSets, type FencingMetrics, type FencingMetricSet, type GroupSeries, type LockMetrics } from './lock-metrics.js'
+import { resolveFencingOptions, resolveInstrumentOptions, type AnyRegistry, type FencingInstrumentOptions, type InstrumentOptions } from './options.js'
+
+/** What {@link instrumentFencing} returns. */
+export interface FencingInstrumentation {
+  /** The registry the metric is in (the one given, or the one made). Serve it at `/metrics`. */
+  readonly registry: AnyRegistry
+  readonly metrics: FencingMetrics
+  /**
+   * Counts one rejected stale write. Pass it as `fencing({ models, onRejection })`. Bound, never
+   * throws: a failure to count must not turn a rejection into a different error.
+   */
+  readonly onFencingRejection: (rejection: FencingRejection) => void
+}
+
+/** What {@link instrument} returns. */
+export interface LockInstrumentation extends FencingInstrumentation {
+  readonly metrics: LockMetrics & FencingMetrics
+  /** The `group` label values admitted so far (shared by everything instrumented into this registry). */
+  readonly groups: ReadonlySet<string>
+  /**
+   * Stops listening to the locker. The locks it counted as held and not yet ended are taken off
+   * `fencelock_held` (nothing would ever take them off later); counters keep their values.
+   * Calling it again does nothing.
+   */
+  stop(): void
+}
+
+/** The part of a Locker this package uses. */
+export type InstrumentableLocker = Pick<Locker, 'listen'>
+
+/**
+ * Counts fencing rejections alone, for a process that fences writes but holds no Locker.
+ *
+ * @example
+ * ```ts
+ * const { registry, onFencingRejection } = instrumentFencing()
+ * const db = prisma.$extends(fencing({ models: { Product: { key: 'sku' } }, onRejection: onFencingRejection }))
+ * app.get('/metrics', metricsHandler(registry))
+ * ```
+ * @throws InvalidMetricsOptionError for a bad option, before anything is registered.
+ * @throws MetricConflictError when the registry has a metric of the same name that this package did not make.
+ */
+export function instrumentFencing(options: FencingInstrumentOptions = {}): FencingInstrumentation {
+  const o = resolveFencingOptions(options)
+  const registry = o.registry ?? new Registry()
+  const set = fencingMetricSet(registry, o.prefix)
+  return { registry, metrics: set.metrics, onFencingRejection: rejectionCounter(set, o.maxModels) }
+}
+
+function rejectionCounter(set: FencingMetricSet, maxModels: number): (rejection: FencingRejection) => void {
+  return (rejection) => {
+    try {
+      set.metrics.fencingRejectionsTotal.inc({ model: set.models.admit(rejection?.model, maxModels) })
+    } catch {
+      // Counting must never fail the write path that reports the rejection.
+    }
+  }
+}
+
+/**
+ * Subscribes Prometheus metrics to a Locker's events: acquires by outcome, waits, holds, releases,
+ * losses, renewals and locks held, labelled by a bounded `group`; plus a hook for fencing
+ * rejections. Metric names, types and labels are those of DESIGN.md ("Metrics"); see
+ * docs/METRICS.md for each metric's exact meaning.
+ *
+ * @param locker a `Locker` from `@fencelock/lock` (only its `listen()` is used).
+ * @example
+ * ```ts
+ * const registry = new Registry()
+ * const locker = new Locker(redis)
+ * const metrics = instrument(locker, { registry, groupOf: (r) => r.split(':')[0] ?? 'other' })
+ * const db = prisma.$extends(fencing({ models, onRejection: metrics.onFencingRejection }))
+ * app.get('/metrics', metricsHandler(registry))
+ * // on shutdown
+ * metrics.stop()
+ * ```
+ * @throws InvalidMetricsOptionError for a bad locker or option, before anything is registered.
+ * @throws MetricConflictError when the registry has a metric of the same name that this package did not make.
+ */
+export function instrument(locker: InstrumentableLocker, options: InstrumentOptions = {}): LockInstrumentation {
+  if (locker == null || typeof (locker as Partial<InstrumentableLocker>).listen !== 'function') {
+    throw new InvalidMetricsOptionError('locker', 'must be a Locker from @fencelock/lock', locker)
+  }
+  const o = resolveInstrumentOptions(options)
+  const registry = o.registry ?? new Registry()
+  const { lock: set, fencing } = metricSets(registry, o.prefix)
+  const { groupOf, maxGroups } = o
+
+  const seriesOf = (resource: string): GroupSeries => {
+    let group: unknown
+    try {
+      group = groupOf(resource)
+    } catch {
+      group = undefined
+    }
+    return groupSeries(set, set.groups.admit(group, maxGroups))
+  }
+  for (const group of o.groups) groupSeries(set, set.groups.admit(group, maxGroups))
+
+  /**
+   * Locks granted while we listen and not yet ended, by resource and token. Each one ends exactly
+   * once here (on `lost`, or on `released` when it was not lost first), which keeps `held` exact
+   * and makes acquired = released + expired + lost + held. A `released` of a lock not in here
+   * (granted before we listened, or granted to a waiter that had already given up, which never
+   * got an `acquired` event) is not counted.
+   */
+  const held = new Map<string, GroupSeries>()
+  const keyOf = (resource: string, token: bigint) => `${resource}\u0000${token}`
+
+  const end = (key: string, heldMs: number): GroupSeries | undefined => {
+    const s = held.get(key)
+    if (!s) return undefined
+    held.delete(key)
+    s.hold.observe(heldMs / 1000)
+    s.held.dec()
+    return s
+  }
+
+  const onEvent = (event: LockEvent): void => {
+    switch (event.type) {
+      case 'acquired': {
+        const s = seriesOf(event.resource)
+        s.acquire.acquired.inc()
+        s.wait.observe(event.waitedMs / 1000)
+        s.held.inc()
+        held.set(keyOf(event.resource, event.token), s)
+        return
+      }
+      case 'timeout':
+      case 'aborted': {
+        const s = seriesOf(event.resource)
+        s.acquire[event.type].inc()
+        s.wait.observe(event.waitedMs / 1000)
+        return
+      }
+      case 'error':
+        if (event.operation === 'acquire') seriesOf(event.resource).acquire.error.inc()
+        else if (event.operation === 'renew') seriesOf(event.resource).renew.error.inc()
+        else if (event.operation === 'release') endAfterFailedRelease(event.resource)
+        return
+      case 'extended':
+        if (event.auto) seriesOf(event.resource).renew.ok.inc()
+        return
+      case 'lost': {
+        const s = end(keyOf(event.resource, event.token), event.heldMs)
+        // A watchdog that finds the lock gone is a renewal that failed for good.
+        seriesOf(event.resource).renew.lost.inc()
+        s?.lost.inc()
+        return
+      }
+      case 'released': {
+        end(keyOf(event.resource, event.token), event.heldMs)?.release[event.outcome].inc()
+        return
+      }
+      case 'contended':
+        return
+    }
+  }
+
+  /**
+   * A release that Redis failed ends the lock (it expires on its own) without a `released` event,
+   * and the `error` event names the resource but not the token. The locker holds at most one
+   * lock per resource unless one ran past its TTL unnoticed, so the oldest held lock of the
+   * resource is the one. Not counted as a release: its outcome is unknown.
+   */
+  const endAfterFailedRelease = (resource: string): void => {
+    const prefix = `${resource}\u0000`
+    for (const [key, s] of held) {
+      if (key.startsWith(prefix)) {
+        held.delete(key)
+        s.held.dec()
+        return
+      }
+    }
+  }
+
+  const unsubscribe = locker.listen(onEvent)
+  let stopped = false
+  return {
+    registry,
+    metrics: { ...set.metrics, ...fencing.metrics },
+    groups: set.groups.admitted,
+    onFencingRejection: rejectionCounter(fencing, o.maxModels),
+    stop() {
+      if (stopped) return
+      stopped = true
+      unsubscribe()
+      for (const s of held.values()) s.held.dec()
+      held.clear()
+    },
+  }
+}

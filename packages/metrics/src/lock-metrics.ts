@@ -1,0 +1,262 @@
+import { Counter, Gauge, Histogram } from 'prom-client'
+import { MetricConflictError } from './errors.js'
+import { LabelLimiter } from './label-limiter.js'
+import type { AnyRegistry } from './options.js'
+
+/**
+ * Buckets of `fencelock_wait_seconds`, in seconds. An uncontended acquire is one Redis round trip
+ * (0.1-0.5 ms on a LAN), so 0.5 ms is the first bucket and 1-5 ms still tells a free lock from a
+ * short queue; contended waits are a holder's critical section (tens of ms to seconds). 1 s is a
+ * boundary because the `FenceLockHighWaitP99` alert compares the P99 with it: the estimate
+ * exceeds 1 exactly when more than 1 % of waits were longer than 1 s, whatever the interpolation
+ * inside a bucket. 10 s is the lock's default `waitMs`, so default timeouts land in (10, 30];
+ * a wait past 30 s is outside what a lease lock is for, and +Inf catches it.
+ * prom-client's defaults (5 ms to 10 s, for web requests) would put every uncontended acquire in
+ * the first bucket and make the P50 of a healthy system meaningless.
+ */
+export const WAIT_BUCKETS_SECONDS: readonly number[] = Object.freeze([
+  0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30,
+])
+
+/**
+ * Buckets of `fencelock_hold_seconds`, in seconds: from a 1 ms critical section to 5 minutes.
+ * 30 s is the lock's default TTL; longer holds exist only with the watchdog (`using()`), so the
+ * buckets past it are coarse.
+ */
+export const HOLD_BUCKETS_SECONDS: readonly number[] = Object.freeze([
+  0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 300,
+])
+
+/** Outcomes of `fencelock_acquire_total`. */
+export const ACQUIRE_OUTCOMES = Object.freeze(['acquired', 'timeout', 'aborted', 'error'] as const)
+/** Outcomes of `fencelock_release_total`. */
+export const RELEASE_OUTCOMES = Object.freeze(['released', 'expired'] as const)
+/** Outcomes of `fencelock_renew_total`. */
+export const RENEW_OUTCOMES = Object.freeze(['ok', 'lost', 'error'] as const)
+
+export type AcquireOutcome = (typeof ACQUIRE_OUTCOMES)[number]
+export type ReleaseOutcome = (typeof RELEASE_OUTCOMES)[number]
+export type RenewOutcome = (typeof RENEW_OUTCOMES)[number]
+
+/** The lock metrics, as registered (names per DESIGN.md, "Metrics"; shown with the default prefix). */
+export interface LockMetrics {
+  /** `fencelock_acquire_total{group, outcome}` (counter). */
+  readonly acquireTotal: Counter<'group' | 'outcome'>
+  /** `fencelock_wait_seconds{group}` (histogram). */
+  readonly waitSeconds: Histogram<'group'>
+  /** `fencelock_hold_seconds{group}` (histogram). */
+  readonly holdSeconds: Histogram<'group'>
+  /** `fencelock_release_total{group, outcome}` (counter). */
+  readonly releaseTotal: Counter<'group' | 'outcome'>
+  /** `fencelock_lost_total{group}` (counter). */
+  readonly lostTotal: Counter<'group'>
+  /** `fencelock_renew_total{group, outcome}` (counter). */
+  readonly renewTotal: Counter<'group' | 'outcome'>
+  /** `fencelock_held{group}` (gauge). */
+  readonly held: Gauge<'group'>
+}
+
+/** The fencing metric: `fencelock_fencing_rejections_total{model}` (counter). */
+export interface FencingMetrics {
+  readonly fencingRejectionsTotal: Counter<'model'>
+}
+
+type CounterChild = { inc(value?: number): void }
+type HistogramChild = { observe(value: number): void }
+
+/** The label children of one group, looked up once so the event path does no label handling. */
+export interface GroupSeries {
+  readonly acquire: Readonly<Record<AcquireOutcome, CounterChild>>
+  readonly wait: HistogramChild
+  readonly hold: HistogramChild
+  readonly release: Readonly<Record<ReleaseOutcome, CounterChild>>
+  readonly lost: CounterChild
+  readonly renew: Readonly<Record<RenewOutcome, CounterChild>>
+  readonly held: { inc(value?: number): void; dec(value?: number): void }
+}
+
+/**
+ * The lock metrics of one registry and prefix, shared by every locker instrumented into it (two
+ * lockers of one process add up in the same series) together with the group cap.
+ */
+export interface LockMetricSet {
+  readonly metrics: LockMetrics
+  readonly groups: LabelLimiter
+  /** Children per admitted group; bounded by the group cap. */
+  readonly series: Map<string, GroupSeries>
+}
+
+export interface FencingMetricSet {
+  readonly metrics: FencingMetrics
+  readonly models: LabelLimiter
+}
+
+const lockSets = new WeakMap<AnyRegistry, Map<string, LockMetricSet>>()
+const fencingSets = new WeakMap<AnyRegistry, Map<string, FencingMetricSet>>()
+
+/**
+ * The set registered earlier in this registry under this prefix, `undefined` when none of its
+ * names is taken yet.
+ * @throws MetricConflictError when one of the names is taken by a metric this package did not make.
+ */
+function reusable<S>(
+  cache: WeakMap<AnyRegistry, Map<string, S>>,
+  registry: AnyRegistry,
+  prefix: string,
+  metricsOf: (set: S) => object,
+  names: readonly string[],
+): S | undefined {
+  const existing = cache.get(registry)?.get(prefix)
+  if (existing) {
+    const ours = Object.values(metricsOf(existing)) as unknown[]
+    // Still ours only if every metric is still registered: `registry.clear()` drops them all.
+    if (names.every((name, i) => registry.getSingleMetric(name) === ours[i])) return existing
+  }
+  for (const name of names) {
+    if (registry.getSingleMetric(name) !== undefined) throw new MetricConflictError(name)
+  }
+  return undefined
+}
+
+function remember<S>(cache: WeakMap<AnyRegistry, Map<string, S>>, registry: AnyRegistry, prefix: string, set: S): S {
+  let byPrefix = cache.get(registry)
+  if (!byPrefix) {
+    byPrefix = new Map()
+    cache.set(registry, byPrefix)
+  }
+  byPrefix.set(prefix, set)
+  return set
+}
+
+/** Full names of the lock metrics, in the order of {@link LockMetrics}' fields. */
+export function lockMetricNames(prefix: string): readonly string[] {
+  return ['acquire_total', 'wait_seconds', 'hold_seconds', 'release_total', 'lost_total', 'renew_total', 'held'].map((n) => prefix + n)
+}
+
+const fencingMetricNames = (prefix: string): readonly string[] => [`${prefix}fencing_rejections_total`]
+
+/**
+ * The lock and fencing metrics of `registry` under `prefix`: the ones registered by an earlier
+ * call, or new ones. Checks every name before registering any, so a conflict registers nothing.
+ * @throws MetricConflictError when a name is taken by a metric this package did not make.
+ */
+export function metricSets(registry: AnyRegistry, prefix: string): { lock: LockMetricSet; fencing: FencingMetricSet } {
+  const lock = reusable(lockSets, registry, prefix, (s) => s.metrics, lockMetricNames(prefix))
+  const fencing = reusable(fencingSets, registry, prefix, (s) => s.metrics, fencingMetricNames(prefix))
+  return {
+    lock: lock ?? remember(lockSets, registry, prefix, createLockMetricSet(registry, prefix)),
+    fencing: fencing ?? remember(fencingSets, registry, prefix, createFencingMetricSet(registry, prefix)),
+  }
+}
+
+/**
+ * The fencing metric alone, for an app that fences writes without a Locker in this process.
+ * @throws MetricConflictError as {@link metricSets}.
+ */
+export function fencingMetricSet(registry: AnyRegistry, prefix: string): FencingMetricSet {
+  const fencing = reusable(fencingSets, registry, prefix, (s) => s.metrics, fencingMetricNames(prefix))
+  return fencing ?? remember(fencingSets, registry, prefix, createFencingMetricSet(registry, prefix))
+}
+
+function createLockMetricSet(registry: AnyRegistry, prefix: string): LockMetricSet {
+    const registers = [registry]
+    const metrics: LockMetrics = {
+      acquireTotal: new Counter({
+        name: `${prefix}acquire_total`,
+        help:
+          'Lock acquires by outcome: acquired, timeout (waitMs ran out), aborted (the caller\'s signal), ' +
+          'error (one per acquire round trip that Redis failed or did not answer in time).',
+        labelNames: ['group', 'outcome'],
+        registers,
+      }),
+      waitSeconds: new Histogram({
+        name: `${prefix}wait_seconds`,
+        help: 'Time an acquire waited until it got the lock, timed out or was aborted, in seconds.',
+        labelNames: ['group'],
+        buckets: [...WAIT_BUCKETS_SECONDS],
+        registers,
+      }),
+      holdSeconds: new Histogram({
+        name: `${prefix}hold_seconds`,
+        help: 'Time a lock was held, from the acquire that won it to its release or its loss, in seconds.',
+        labelNames: ['group'],
+        buckets: [...HOLD_BUCKETS_SECONDS],
+        registers,
+      }),
+      releaseTotal: new Counter({
+        name: `${prefix}release_total`,
+        help:
+          'Held locks ended by release(), by outcome: released (our key was deleted) or expired (the key had ' +
+          'already expired or been taken). A lock already counted in lost_total is not counted again.',
+        labelNames: ['group', 'outcome'],
+        registers,
+      }),
+      lostTotal: new Counter({
+        name: `${prefix}lost_total`,
+        help: 'Held locks found lost (by the watchdog or extend()) before they were released.',
+        labelNames: ['group'],
+        registers,
+      }),
+      renewTotal: new Counter({
+        name: `${prefix}renew_total`,
+        help: 'Watchdog renewals by outcome: ok, lost (the lock was lost), error (Redis failed; retried).',
+        labelNames: ['group', 'outcome'],
+        registers,
+      }),
+      held: new Gauge({
+        name: `${prefix}held`,
+        help: 'Locks held now (granted, not yet released or lost).',
+        labelNames: ['group'],
+        registers,
+      }),
+    }
+    return { metrics, groups: new LabelLimiter(), series: new Map() }
+}
+
+function createFencingMetricSet(registry: AnyRegistry, prefix: string): FencingMetricSet {
+  return {
+    metrics: {
+      fencingRejectionsTotal: new Counter({
+        name: `${prefix}fencing_rejections_total`,
+        help: 'Writes the database rejected because they carried a fencing token older than the row\'s, by model.',
+        labelNames: ['model'],
+        registers: [registry],
+      }),
+    },
+    models: new LabelLimiter(),
+  }
+}
+
+/**
+ * The children of `group`, created on first use with every series at zero: a series that first
+ * appears with a value above zero hides that increase from `rate()`, and the ratio rules need
+ * both sides of each division to exist.
+ */
+export function groupSeries(set: LockMetricSet, group: string): GroupSeries {
+  const cached = set.series.get(group)
+  if (cached) return cached
+  const m = set.metrics
+  const labelled = <O extends string>(counter: Counter<'group' | 'outcome'>, outcomes: readonly O[]) => {
+    const children = {} as Record<O, CounterChild>
+    for (const outcome of outcomes) {
+      counter.inc({ group, outcome }, 0)
+      children[outcome] = counter.labels({ group, outcome })
+    }
+    return children
+  }
+  m.waitSeconds.zero({ group })
+  m.holdSeconds.zero({ group })
+  m.lostTotal.inc({ group }, 0)
+  m.held.inc({ group }, 0)
+  const series: GroupSeries = {
+    acquire: labelled(m.acquireTotal, ACQUIRE_OUTCOMES),
+    wait: m.waitSeconds.labels({ group }),
+    hold: m.holdSeconds.labels({ group }),
+    release: labelled(m.releaseTotal, RELEASE_OUTCOMES),
+    lost: m.lostTotal.labels({ group }),
+    renew: labelled(m.renewTotal, RENEW_OUTCOMES),
+    held: m.held.labels({ group }),
+  }
+  set.series.set(group, series)
+  return series
+}

@@ -1,0 +1,125 @@
+import type { Registry, RegistryContentType } from 'prom-client'
+import { InvalidMetricsOptionError } from './errors.js'
+import { defaultGroupOf } from './label-limiter.js'
+
+/** Defaults of every option, in one frozen object. */
+export const METRICS_DEFAULTS = Object.freeze({
+  /**
+   * Prefix of every metric name. The shipped alert rules and dashboard assume this one; change it
+   * only to run two copies side by side, and rewrite the rules to match.
+   */
+  prefix: 'fencelock_',
+  /**
+   * Most distinct `group` label values. At 47 series per group (4 acquire outcomes, 2 × 18 histogram
+   * series, 2 release outcomes, lost, 3 renew outcomes, held) 20 groups are at most ~1 000 series
+   * per process, plus `other`.
+   */
+  maxGroups: 20,
+  /** Most distinct `model` label values of fencing rejections (Prisma models are few). */
+  maxModels: 50,
+})
+
+/** The registries this package accepts: prom-client's, in either exposition format. */
+export type AnyRegistry = Registry<RegistryContentType>
+
+/** Options of {@link instrumentFencing}. */
+export interface FencingInstrumentOptions {
+  /** Registry to register in. Default: a new `Registry` of its own, never prom-client's global one. */
+  registry?: AnyRegistry
+  /** Prefix of metric names. Default `fencelock_` (see {@link METRICS_DEFAULTS}). */
+  prefix?: string
+  /** Most distinct `model` values; later models are counted as `other`. 1 to 1 000, default 50. */
+  maxModels?: number
+}
+
+/** Options of {@link instrument}. */
+export interface InstrumentOptions extends FencingInstrumentOptions {
+  /**
+   * Maps a lock resource to its `group` label: a small, fixed set of names such as `order` or
+   * `payment`, never an id. Default {@link defaultGroupOf}: the text before the first `:`. What it
+   * returns is cut to 64 characters and capped by `maxGroups`; a throw or a non-string counts as
+   * `other`.
+   */
+  groupOf?: (resource: string) => string
+  /** Most distinct `group` values; later groups are counted as `other`. 1 to 1 000, default 20. */
+  maxGroups?: number
+  /**
+   * Groups whose series are created at zero right away, so their first increments show in
+   * `rate()` (Prometheus cannot see the increase of a series that appears with a value > 0).
+   * They count against `maxGroups`. Default none: a group's series appear at its first event.
+   */
+  groups?: readonly string[]
+}
+
+export interface ResolvedFencingOptions {
+  readonly registry: AnyRegistry | undefined
+  readonly prefix: string
+  readonly maxModels: number
+}
+
+export interface ResolvedInstrumentOptions extends ResolvedFencingOptions {
+  readonly groupOf: (resource: string) => string
+  readonly maxGroups: number
+  readonly groups: readonly string[]
+}
+
+const METRIC_PREFIX = /^[a-zA-Z_:][a-zA-Z0-9_:]*$/
+
+function checkObject(value: unknown): Record<string, unknown> {
+  if (value === undefined) return {}
+  if (value === null || typeof value !== 'object' || Array.isArray(value)) throw new InvalidMetricsOptionError('options', 'must be an object', value)
+  return value as Record<string, unknown>
+}
+
+function checkCount(field: string, value: unknown): number {
+  if (typeof value !== 'number' || !Number.isInteger(value) || value < 1 || value > 1_000) {
+    throw new InvalidMetricsOptionError(field, 'must be an integer from 1 to 1000', value)
+  }
+  return value
+}
+
+/** Duck-typed, not `instanceof`: an app may hold a Registry from another copy of prom-client. */
+function checkRegistry(value: unknown): AnyRegistry | undefined {
+  if (value === undefined) return undefined
+  const r = value as Partial<Record<'registerMetric' | 'getSingleMetric' | 'metrics', unknown>> & { contentType?: unknown }
+  if (
+    value === null ||
+    typeof value !== 'object' ||
+    typeof r.registerMetric !== 'function' ||
+    typeof r.getSingleMetric !== 'function' ||
+    typeof r.metrics !== 'function' ||
+    typeof r.contentType !== 'string'
+  ) {
+    throw new InvalidMetricsOptionError('registry', 'must be a prom-client Registry', value)
+  }
+  return value as AnyRegistry
+}
+
+export function resolveFencingOptions(options: unknown): ResolvedFencingOptions {
+  const o = checkObject(options)
+  const prefix = o.prefix ?? METRICS_DEFAULTS.prefix
+  if (typeof prefix !== 'string' || (prefix !== '' && !METRIC_PREFIX.test(prefix)) || prefix.length > 64) {
+    throw new InvalidMetricsOptionError('prefix', 'must be at most 64 characters of [a-zA-Z0-9_:], not starting with a digit', prefix)
+  }
+  return {
+    registry: checkRegistry(o.registry),
+    prefix,
+    maxModels: checkCount('maxModels', o.maxModels ?? METRICS_DEFAULTS.maxModels),
+  }
+}
+
+export function resolveInstrumentOptions(options: unknown): ResolvedInstrumentOptions {
+  const base = resolveFencingOptions(options)
+  const o = checkObject(options)
+  const groupOf = o.groupOf ?? defaultGroupOf
+  if (typeof groupOf !== 'function') throw new InvalidMetricsOptionError('groupOf', 'must be a function', groupOf)
+  const maxGroups = checkCount('maxGroups', o.maxGroups ?? METRICS_DEFAULTS.maxGroups)
+  const groups = o.groups ?? []
+  if (!Array.isArray(groups) || groups.some((g) => typeof g !== 'string' || g.length === 0)) {
+    throw new InvalidMetricsOptionError('groups', 'must be an array of non-empty strings', groups)
+  }
+  if (groups.length > maxGroups) {
+    throw new InvalidMetricsOptionError('groups', `must list at most maxGroups (${maxGroups}) groups`, groups)
+  }
+  return { ...base, groupOf: groupOf as (resource: string) => string, maxGroups, groups: [...(groups as string[])] }
+}
