@@ -4,11 +4,11 @@
 // checks tokens rejects that stale write; one that does not, takes it.
 import { fork, type ChildProcess } from 'node:child_process'
 import { fileURLToPath } from 'node:url'
-import { resolveRedisUrl } from './redis-endpoint.js'
+import { resolveRedis } from '../../apps/demo-shop/src/redis-endpoint.js'
 
 const TTL_MS = 1_500
 const resource = `order:42:demo:${process.pid}`
-const { url, stop: stopRedis, origin } = await resolveRedisUrl()
+const { url, stop: stopRedis, origin } = await resolveRedis()
 console.log(`Redis: ${origin}\n`)
 
 type Message = { from: string; event: string; [key: string]: unknown }

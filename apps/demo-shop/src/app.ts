@@ -1,0 +1,218 @@
+/**
+ * The shop's HTTP API, built from its dependencies (STYLE.md habit 11): `main.ts` reads the
+ * environment and wires real Redis, Prisma and the lock; tests build the same app on the same
+ * real services.
+ *
+ * | route | answers |
+ * | --- | --- |
+ * | `POST /api/products/:sku/purchase {buyerId}` | 201 ordered · 409 `sold_out` · 404 unknown sku |
+ * | `POST /api/orders/:id/pay` | 200 `paid` or `already_paid` · 404 unknown order |
+ * | `GET /api/state` | stock, orders, payments, violation counts, locks held now |
+ * | `GET /api/products` | the products and their stock |
+ * | `GET /metrics` | this instance's Prometheus metrics |
+ * | `GET /healthz` | 200 when the process serves |
+ *
+ * Failures every route may give: 400 malformed JSON / buyerId / order id, 413 a body over
+ * 16 KiB, 409 `stale_write_rejected` (the database refused a write carrying an old fencing token:
+ * this instance's lock had expired), 503 `lock_timeout` or `lock_unavailable` (retry later).
+ * Bad input never gives a 500; a 500 means a bug, and the process keeps serving.
+ */
+import { LockTimeoutError, LockUnavailableError } from '@fencelock/lock'
+import express, { type ErrorRequestHandler, type Express, type Request, type Response } from 'express'
+import type { ProductCounts, ShopCounts } from './shop-counts.js'
+import type { HeldLock } from './held-locks.js'
+import type { ProtectionMode } from './protection.js'
+import type { ShopService } from './shop-service.js'
+
+/** Largest accepted request body: 16 KiB. */
+export const MAX_BODY_BYTES = 16 * 1024
+
+// A sku is a short slug; anything else cannot name a product, so it is an unknown product (404).
+const SKU = /^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$/
+// Buyer ids: a short opaque id (letters, digits, . _ : @ -).
+const BUYER_ID = /^[A-Za-z0-9._:@-]{1,64}$/
+// Order ids are PostgreSQL INTEGER serials: 1 to 2^31 - 1.
+const ORDER_ID = /^[1-9][0-9]{0,9}$/
+const MAX_ORDER_ID = 2_147_483_647
+
+/** What `GET /api/state` returns. */
+export interface ShopState {
+  readonly instance: string
+  readonly mode: ProtectionMode
+  readonly at: string
+  readonly products: ProductCounts[]
+  readonly orders: number
+  readonly paidOrders: number
+  readonly payments: number
+  readonly violations: {
+    readonly oversoldUnits: number
+    readonly doubleChargedOrders: number
+    readonly extraCharges: number
+    readonly lostUpdates: number
+    readonly total: number
+  }
+  readonly locks: HeldLock[]
+}
+
+/** Everything the app needs. */
+export interface AppDeps {
+  /** This process's name (`shop-1`), returned in answers so a client sees who served it. */
+  readonly instanceId: string
+  readonly mode: ProtectionMode
+  readonly shop: Pick<ShopService, 'purchase' | 'pay'>
+  /** Counts from the database (see shop-counts.ts). */
+  readonly counts: () => Promise<ShopCounts>
+  /** The locks held now, across instances (see held-locks.ts). */
+  readonly heldLocks: () => Promise<HeldLock[]>
+  /** Serves `/metrics`: `metricsHandler(registry)` of `@fencelock/metrics`. */
+  readonly metrics: (req: Request, res: Response, next: (error?: unknown) => void) => unknown
+  /** True for the fencing package's stale-token error (the class lives there, the app only maps it). */
+  readonly isStaleWrite: (error: unknown) => boolean
+  /** Where unexpected errors are logged. Default: console.error. */
+  readonly logError?: (error: unknown) => void
+}
+
+type ErrorBody = { error: string; message: string; instance: string }
+
+/**
+ * Builds the shop's express app.
+ * @example
+ * ```ts
+ * const app = createApp({ instanceId: 'shop-1', mode: 'fenced', shop, counts, heldLocks, metrics: metricsHandler(registry), isStaleWrite })
+ * app.listen(3000)
+ * ```
+ */
+export function createApp(deps: AppDeps): Express {
+  const { instanceId } = deps
+  const logError = deps.logError ?? ((error: unknown) => console.error(`[${instanceId}]`, error))
+  const app = express()
+  app.disable('x-powered-by')
+  app.disable('etag')
+
+  const fail = (res: Response, status: number, error: string, message: string) => {
+    const body: ErrorBody = { error, message, instance: instanceId }
+    res.status(status).json(body)
+  }
+
+  app.use(express.json({ limit: MAX_BODY_BYTES, strict: true }))
+
+  app.get('/healthz', (_req, res) => {
+    res.json({ ok: true, instance: instanceId, mode: deps.mode })
+  })
+
+  app.get('/metrics', (req, res, next) => deps.metrics(req, res, next))
+
+  app.get('/api/products', async (_req, res) => {
+    const counts = await deps.counts()
+    res.json({ instance: instanceId, products: counts.products })
+  })
+
+  app.get('/api/state', async (_req, res) => {
+    const [counts, locks] = await Promise.all([deps.counts(), deps.heldLocks().catch(() => [])])
+    const state: ShopState = {
+      instance: instanceId,
+      mode: deps.mode,
+      at: new Date().toISOString(),
+      products: counts.products,
+      orders: counts.orders,
+      paidOrders: counts.paidOrders,
+      payments: counts.payments,
+      violations: {
+        oversoldUnits: counts.oversoldUnits,
+        doubleChargedOrders: counts.doubleChargedOrders,
+        extraCharges: counts.extraCharges,
+        lostUpdates: counts.lostUpdates,
+        total: counts.violations,
+      },
+      locks,
+    }
+    res.json(state)
+  })
+
+  app.post('/api/products/:sku/purchase', async (req, res) => {
+    const sku = String(req.params.sku)
+    if (!SKU.test(sku)) return fail(res, 404, 'unknown_product', `no product ${JSON.stringify(sku.slice(0, 64))}`)
+    const buyerId = bodyField(req, 'buyerId')
+    if (typeof buyerId !== 'string' || !BUYER_ID.test(buyerId)) {
+      return fail(res, 400, 'invalid_buyer_id', 'the body must be JSON {"buyerId": "<1 to 64 of A-Z a-z 0-9 . _ : @ ->"}')
+    }
+    const result = await deps.shop.purchase(sku, buyerId)
+    switch (result.kind) {
+      case 'unknown-product':
+        return fail(res, 404, 'unknown_product', `no product ${JSON.stringify(sku)}`)
+      case 'sold-out':
+        return fail(res, 409, 'sold_out', `${sku} is sold out`)
+      case 'ordered':
+        return res.status(201).json({
+          result: 'ordered',
+          orderId: result.orderId,
+          sku,
+          stockLeft: result.stockLeft,
+          token: result.token?.toString() ?? null,
+          instance: instanceId,
+        })
+    }
+  })
+
+  app.post('/api/orders/:id/pay', async (req, res) => {
+    const id = String(req.params.id)
+    if (!ORDER_ID.test(id) || Number(id) > MAX_ORDER_ID) return fail(res, 400, 'invalid_order_id', `order id must be an integer from 1 to ${MAX_ORDER_ID}`)
+    const result = await deps.shop.pay(Number(id))
+    switch (result.kind) {
+      case 'unknown-order':
+        return fail(res, 404, 'unknown_order', `no order ${id}`)
+      case 'already-paid':
+        return res.json({ result: 'already_paid', orderId: result.orderId, instance: instanceId })
+      case 'paid':
+        return res.json({
+          result: 'paid',
+          orderId: result.orderId,
+          paymentId: result.paymentId,
+          amountCents: result.amountCents,
+          token: result.token?.toString() ?? null,
+          instance: instanceId,
+        })
+    }
+  })
+
+  app.use((req, res) => fail(res, 404, 'not_found', `no route ${req.method} ${req.path.slice(0, 100)}`))
+
+  const onError: ErrorRequestHandler = (error: unknown, _req, res, next) => {
+    if (res.headersSent) return next(error)
+    const parser = bodyParserError(error)
+    if (parser !== undefined) return fail(res, parser.status, parser.code, parser.message)
+    if (deps.isStaleWrite(error)) {
+      return fail(res, 409, 'stale_write_rejected', 'the database refused a write with an old fencing token: this instance lost its lock; nothing was written')
+    }
+    if (error instanceof LockTimeoutError) {
+      res.setHeader('Retry-After', '1')
+      return fail(res, 503, 'lock_timeout', `the lock ${error.resource} stayed held; retry later`)
+    }
+    if (error instanceof LockUnavailableError) {
+      res.setHeader('Retry-After', '1')
+      return fail(res, 503, 'lock_unavailable', 'Redis did not answer in time; retry later')
+    }
+    logError(error)
+    return fail(res, 500, 'internal', 'unexpected error')
+  }
+  app.use(onError)
+  return app
+}
+
+function bodyField(req: Request, name: string): unknown {
+  const body: unknown = req.body
+  if (body === null || typeof body !== 'object' || Array.isArray(body)) return undefined
+  return Object.hasOwn(body, name) ? (body as Record<string, unknown>)[name] : undefined
+}
+
+/** Maps body-parser's errors (they carry `type` and a 4xx `status`) to an answer. */
+function bodyParserError(error: unknown): { status: number; code: string; message: string } | undefined {
+  if (error === null || typeof error !== 'object') return undefined
+  const { type, status } = error as { type?: unknown; status?: unknown }
+  if (type === 'entity.too.large') return { status: 413, code: 'body_too_large', message: `the body must be at most ${MAX_BODY_BYTES} bytes` }
+  if (type === 'entity.parse.failed') return { status: 400, code: 'malformed_json', message: 'the body is not valid JSON' }
+  if (typeof type === 'string' && typeof status === 'number' && status >= 400 && status < 500) {
+    return { status, code: type.replaceAll('.', '_'), message: 'the request body could not be read' }
+  }
+  return undefined
+}

@@ -1,0 +1,123 @@
+/**
+ * The shop's database: a Prisma client per process (driver adapter `pg`), a schema of its own
+ * per run (migrated with the project's runner, then seeded), and the embedded PostgreSQL
+ * (PGlite over pglite-socket) used when no `DATABASE_URL` is given.
+ */
+import { PrismaPg } from '@prisma/adapter-pg'
+import pg from 'pg'
+import { PrismaClient } from '../../../generated/prisma/client.js'
+import { applyMigrations, quoteIdent } from '../../../scripts/db-migrate.js'
+import { databaseTarget, redact } from '../../../scripts/database-url.js'
+import { freePort } from './redis-endpoint.js'
+
+export { PrismaClient, databaseTarget, redact, quoteIdent }
+
+/**
+ * The demo's own bookkeeping table, created next to the Prisma tables in a run's schema: the
+ * stock each product was seeded with. The lost-update count (initial ≠ remaining + sold) needs
+ * it, and it must survive a Redis restart, so it lives in the database.
+ */
+export const SEED_TABLE = 'ShopSeed'
+
+/** Where a process connects: a `pg` connection string (no `schema` parameter) and the schema. */
+export interface DatabaseLocation {
+  readonly connectionString: string
+  readonly schema: string
+}
+
+/** A product to seed. */
+export interface ProductSeed {
+  readonly sku: string
+  readonly name: string
+  readonly priceCents: number
+  readonly stock: number
+}
+
+/** Schema names go into SQL identifiers and Prisma's options: keep them plain. */
+export const SCHEMA_PATTERN = /^[a-z_][a-z0-9_]{0,62}$/
+
+/**
+ * A Prisma client on `location`, with at most `poolSize` connections. Every instance process
+ * makes its own, as separate services would.
+ */
+export function createPrisma(location: DatabaseLocation, poolSize: number): PrismaClient {
+  const adapter = new PrismaPg(
+    { connectionString: location.connectionString, max: poolSize, connectionTimeoutMillis: 10_000 },
+    { schema: location.schema },
+  )
+  return new PrismaClient({ adapter })
+}
+
+async function withClient<T>(connectionString: string, fn: (client: pg.Client) => Promise<T>): Promise<T> {
+  const client = new pg.Client({ connectionString })
+  try {
+    await client.connect()
+  } catch (cause) {
+    const why = cause instanceof Error ? cause.message : String(cause)
+    throw new Error(`cannot connect to PostgreSQL at ${redact(connectionString)}: ${why}`, { cause })
+  }
+  try {
+    return await fn(client)
+  } finally {
+    await client.end().catch(() => {})
+  }
+}
+
+/**
+ * Makes `location.schema` hold a fresh shop: migrates it (creating it when missing), empties the
+ * shop's tables, and seeds `products`. Everything the report later counts starts from here.
+ */
+export async function prepareShopSchema(location: DatabaseLocation, products: readonly ProductSeed[]): Promise<void> {
+  if (!SCHEMA_PATTERN.test(location.schema)) throw new Error(`schema name ${JSON.stringify(location.schema)} must match ${SCHEMA_PATTERN}`)
+  await withClient(location.connectionString, async (client) => {
+    await applyMigrations(client, { schema: location.schema })
+    const s = quoteIdent(location.schema)
+    const seed = `${s}.${quoteIdent(SEED_TABLE)}`
+    await client.query('BEGIN')
+    try {
+      await client.query(`CREATE TABLE IF NOT EXISTS ${seed} (sku TEXT PRIMARY KEY, "initialStock" INTEGER NOT NULL)`)
+      await client.query(`TRUNCATE ${s}."Payment", ${s}."Order", ${s}."Product", ${seed} RESTART IDENTITY CASCADE`)
+      for (const p of products) {
+        await client.query(`INSERT INTO ${s}."Product" (sku, name, "priceCents", stock) VALUES ($1, $2, $3, $4)`, [p.sku, p.name, p.priceCents, p.stock])
+        await client.query(`INSERT INTO ${seed} (sku, "initialStock") VALUES ($1, $2)`, [p.sku, p.stock])
+      }
+      await client.query('COMMIT')
+    } catch (error) {
+      await client.query('ROLLBACK').catch(() => {})
+      throw error
+    }
+  })
+}
+
+/** Drops a run's schema and everything in it. */
+export async function dropShopSchema(location: DatabaseLocation): Promise<void> {
+  if (!SCHEMA_PATTERN.test(location.schema) || location.schema === 'public') return
+  await withClient(location.connectionString, (client) => client.query(`DROP SCHEMA IF EXISTS ${quoteIdent(location.schema)} CASCADE`))
+}
+
+/** A PostgreSQL the demo started itself; `stop()` ends it. */
+export interface EmbeddedDatabase {
+  readonly connectionString: string
+  stop(): Promise<void>
+}
+
+/**
+ * An in-memory PGlite served on a loopback port through pglite-socket, so the instance processes
+ * connect to it with `pg` like to a real server. PGlite runs one query at a time and a
+ * transaction blocks the others: fine for a demo, not for a benchmark. Takes 2-4 s and about
+ * 0.5-0.9 GB of memory to start.
+ */
+export async function startEmbeddedDatabase(): Promise<EmbeddedDatabase> {
+  const [{ PGlite }, { PGLiteSocketServer }] = await Promise.all([import('@electric-sql/pglite'), import('@electric-sql/pglite-socket')])
+  const db = await PGlite.create()
+  const port = await freePort()
+  const server = new PGLiteSocketServer({ db, port, host: '127.0.0.1', maxConnections: 64 })
+  await server.start()
+  return {
+    connectionString: `postgresql://postgres@127.0.0.1:${port}/postgres`,
+    stop: async () => {
+      await server.stop().catch(() => {})
+      await db.close().catch(() => {})
+    },
+  }
+}

@@ -1,0 +1,110 @@
+/**
+ * An instance's configuration, read from the environment once and validated before any I/O.
+ * Every variable, its default and its unit:
+ *
+ * | variable | default | meaning |
+ * | --- | --- | --- |
+ * | `REDIS_URL` | required | the Redis of the locks |
+ * | `DATABASE_URL` | required | PostgreSQL; `?schema=<name>` picks the schema (default `public`) |
+ * | `SHOP_INSTANCE_ID` | `shop-<pid>` | the instance's name in answers, payments and lock views |
+ * | `SHOP_MODE` | `fenced` | `unsafe` (no lock), `lock` (lock only), `fenced` (lock + fencing) |
+ * | `HOST` / `PORT` | `127.0.0.1` / `3000` | where to listen; `PORT=0` picks a free port |
+ * | `SHOP_RUN_ID` | `demo` | namespace of the run's lock and view keys in Redis |
+ * | `SHOP_LOCK_TTL_MS` | `1000` | lease of each lock (short, so a pause outlives it) |
+ * | `SHOP_LOCK_WAIT_MS` | `30000` | how long a request waits for a held lock |
+ * | `SHOP_GATEWAY_LATENCY_MS` | `30-80` | the simulated gateway's latency range |
+ * | `SHOP_DB_POOL_SIZE` | `5` | PostgreSQL connections of this instance |
+ */
+import { databaseTarget } from './database.js'
+import { parseLatency, type GatewayLatency } from './payment-gateway.js'
+import { PROTECTION_MODES, type ProtectionMode } from './protection.js'
+import { RUN_ID_PATTERN } from './shop-keys.js'
+
+/** Defaults of the instance, in one frozen object. */
+export const INSTANCE_DEFAULTS = Object.freeze({
+  mode: 'fenced' as ProtectionMode,
+  host: '127.0.0.1',
+  port: 3000,
+  runId: 'demo',
+  lockTtlMs: 1_000,
+  lockWaitMs: 30_000,
+  gatewayLatency: '30-80',
+  dbPoolSize: 5,
+})
+
+/** The validated configuration of one instance. */
+export interface InstanceConfig {
+  readonly instanceId: string
+  readonly mode: ProtectionMode
+  readonly host: string
+  readonly port: number
+  readonly redisUrl: string
+  readonly database: { readonly connectionString: string; readonly schema: string }
+  readonly runId: string
+  readonly lockTtlMs: number
+  readonly lockWaitMs: number
+  readonly gatewayLatency: GatewayLatency
+  readonly dbPoolSize: number
+}
+
+/** A bad environment variable; `variable` names it. Thrown before any I/O. */
+export class InvalidConfigError extends Error {
+  readonly variable: string
+  constructor(variable: string, rule: string, value: string | undefined) {
+    super(`${variable} ${rule} (got ${value === undefined ? 'nothing' : JSON.stringify(value.length > 80 ? `${value.slice(0, 80)}…` : value)})`)
+    this.name = 'InvalidConfigError'
+    this.variable = variable
+  }
+}
+
+function integer(env: NodeJS.ProcessEnv, name: string, fallback: number, min: number, max: number): number {
+  const raw = env[name]
+  if (raw === undefined || raw === '') return fallback
+  if (!/^\d+$/.test(raw) || Number(raw) < min || Number(raw) > max) throw new InvalidConfigError(name, `must be an integer from ${min} to ${max}`, raw)
+  return Number(raw)
+}
+
+/**
+ * Reads and validates the configuration.
+ * @throws InvalidConfigError naming the first bad variable.
+ * @example
+ * ```ts
+ * const config = readInstanceConfig(process.env)
+ * ```
+ */
+export function readInstanceConfig(env: NodeJS.ProcessEnv): InstanceConfig {
+  const redisUrl = env.REDIS_URL
+  if (!redisUrl || !/^rediss?:\/\//.test(redisUrl)) throw new InvalidConfigError('REDIS_URL', 'must be a redis:// or rediss:// URL', redisUrl)
+  if (!env.DATABASE_URL) throw new InvalidConfigError('DATABASE_URL', 'must be a postgresql:// URL', env.DATABASE_URL)
+  let database: InstanceConfig['database']
+  try {
+    database = databaseTarget(env.DATABASE_URL)
+  } catch (cause) {
+    throw new InvalidConfigError('DATABASE_URL', 'must be a postgresql:// URL', env.DATABASE_URL)
+  }
+  const mode = env.SHOP_MODE || INSTANCE_DEFAULTS.mode
+  if (!(PROTECTION_MODES as readonly string[]).includes(mode)) throw new InvalidConfigError('SHOP_MODE', `must be one of ${PROTECTION_MODES.join(', ')}`, mode)
+  const instanceId = env.SHOP_INSTANCE_ID || `shop-${process.pid}`
+  if (!/^[A-Za-z0-9_.-]{1,40}$/.test(instanceId)) throw new InvalidConfigError('SHOP_INSTANCE_ID', 'must be 1 to 40 of A-Z a-z 0-9 _ . -', instanceId)
+  const runId = env.SHOP_RUN_ID || INSTANCE_DEFAULTS.runId
+  if (!RUN_ID_PATTERN.test(runId)) throw new InvalidConfigError('SHOP_RUN_ID', 'must be 1 to 40 of A-Z a-z 0-9 _ -', runId)
+  let gatewayLatency: GatewayLatency
+  try {
+    gatewayLatency = parseLatency(env.SHOP_GATEWAY_LATENCY_MS || INSTANCE_DEFAULTS.gatewayLatency)
+  } catch (error) {
+    throw new InvalidConfigError('SHOP_GATEWAY_LATENCY_MS', 'must be "<ms>" or "<min>-<max>", at most 60000', env.SHOP_GATEWAY_LATENCY_MS)
+  }
+  return {
+    instanceId,
+    mode: mode as ProtectionMode,
+    host: env.HOST || INSTANCE_DEFAULTS.host,
+    port: integer(env, 'PORT', INSTANCE_DEFAULTS.port, 0, 65_535),
+    redisUrl,
+    database,
+    runId,
+    lockTtlMs: integer(env, 'SHOP_LOCK_TTL_MS', INSTANCE_DEFAULTS.lockTtlMs, 10, 600_000),
+    lockWaitMs: integer(env, 'SHOP_LOCK_WAIT_MS', INSTANCE_DEFAULTS.lockWaitMs, 0, 600_000),
+    gatewayLatency,
+    dbPoolSize: integer(env, 'SHOP_DB_POOL_SIZE', INSTANCE_DEFAULTS.dbPoolSize, 1, 100),
+  }
+}

@@ -1,0 +1,125 @@
+/**
+ * Wires one shop instance from its configuration: its own Redis connection and Locker, its own
+ * Prisma client (extended with fencing), its metrics registry, and the express app. `main.ts`
+ * runs it as a process; tests build it in-process on the real services.
+ */
+import { fencedTransaction, fencing, StaleFencingTokenError } from '@fencelock/fencing'
+import { Locker, type LockEvent } from '@fencelock/lock'
+import { instrument, metricsHandler } from '@fencelock/metrics'
+import type { Express } from 'express'
+import { Redis } from 'ioredis'
+import { Registry } from 'prom-client'
+import { createApp } from './app.js'
+import { createPrisma } from './database.js'
+import { heldLocksRecorder, readHeldLocks } from './held-locks.js'
+import type { InstanceConfig } from './instance-config.js'
+import { simulatedGateway } from './payment-gateway.js'
+import { createProtection, type FencedTransaction, type PlainTransaction } from './protection.js'
+import { countShop } from './shop-counts.js'
+import { lockPrefixOf, shopKeys } from './shop-keys.js'
+import { ShopService, type ShopObserver } from './shop-service.js'
+
+/**
+ * What an instance counted itself, for the report's columns that the database cannot know:
+ * the waits of granted acquires, locks that expired under their holder, and stale writes the
+ * database rejected (counted from the fencing extension's `onRejection`).
+ */
+export interface InstanceStats {
+  readonly instance: string
+  /** Wait of every granted acquire, in ms. */
+  readonly acquireWaitsMs: number[]
+  readonly acquireTimeouts: number
+  /** Locks that were lost or found expired at release. */
+  readonly expiredLocks: number
+  readonly staleWritesRejected: number
+}
+
+/** A built instance. */
+export interface Instance {
+  readonly app: Express
+  readonly config: InstanceConfig
+  stats(): InstanceStats
+  /** Closes the locker, Redis and the database pool. The HTTP server is the caller's. */
+  close(): Promise<void>
+}
+
+// Prisma's interactive-transaction defaults (2 s to get a connection, 5 s to run) are too short
+// for a pool of one on PGlite while other instances queue: give them room.
+const TX_LIMITS = { maxWait: 15_000, timeout: 15_000 }
+
+/**
+ * Builds an instance. `observer` is told about each gateway call made under a lock (the
+ * supervisor's chaos uses it to pick whom to pause).
+ * @example
+ * ```ts
+ * const instance = await buildInstance(readInstanceConfig(process.env))
+ * instance.app.listen(3000)
+ * ```
+ */
+export async function buildInstance(config: InstanceConfig, observer?: ShopObserver): Promise<Instance> {
+  const redis = new Redis(config.redisUrl, { lazyConnect: false, maxRetriesPerRequest: 2 })
+  redis.on('error', () => {
+    // ioredis reconnects by itself (e.g. across a Redis restart); the lock reports what failed.
+  })
+  const keys = shopKeys(config.runId)
+  const lockPrefix = lockPrefixOf(config.runId)
+
+  const counters = { acquireWaitsMs: [] as number[], acquireTimeouts: 0, expiredLocks: 0, staleWritesRejected: 0 }
+  const count = (event: LockEvent) => {
+    if (event.type === 'acquired') counters.acquireWaitsMs.push(event.waitedMs)
+    else if (event.type === 'timeout') counters.acquireTimeouts++
+    else if (event.type === 'lost') counters.expiredLocks++
+    else if (event.type === 'released' && event.outcome === 'expired' && !event.wasLost) counters.expiredLocks++
+  }
+  const locker = new Locker(redis, { ttlMs: config.lockTtlMs, waitMs: config.lockWaitMs, prefix: lockPrefix, onEvent: count })
+  locker.listen(heldLocksRecorder(redis, keys.heldLocks, config.instanceId))
+
+  const registry = new Registry()
+  const metrics = instrument(locker, { registry, groups: ['product', 'order'] })
+
+  const prisma = createPrisma(config.database, config.dbPoolSize)
+  const db = prisma.$extends(
+    fencing({
+      models: { Product: 'fenceToken', Order: 'fenceToken' },
+      onRejection: (rejection) => {
+        counters.staleWritesRejected++
+        metrics.onFencingRejection(rejection)
+      },
+    }),
+  )
+  const plain: PlainTransaction = (fn) => prisma.$transaction(fn, TX_LIMITS)
+  const fenced: FencedTransaction = (token, row, fn) =>
+    fencedTransaction(db, token, { model: row.model, where: row.where as never, maxWaitMs: TX_LIMITS.maxWait, timeoutMs: TX_LIMITS.timeout }, fn as never)
+  const protection = createProtection(config.mode, { plain, fenced, locker, ttlMs: config.lockTtlMs, waitMs: config.lockWaitMs })
+  const shop = new ShopService({
+    db: prisma,
+    protection,
+    gateway: simulatedGateway(config.gatewayLatency),
+    instanceId: config.instanceId,
+    ...(observer === undefined ? {} : { observer }),
+  })
+
+  const app = createApp({
+    instanceId: config.instanceId,
+    mode: config.mode,
+    shop,
+    counts: () => countShop(prisma, config.database.schema),
+    heldLocks: () => readHeldLocks(redis, keys.heldLocks, lockPrefix),
+    metrics: metricsHandler(registry),
+    isStaleWrite: (error) => error instanceof StaleFencingTokenError,
+  })
+
+  let closed: Promise<void> | undefined
+  return {
+    app,
+    config,
+    stats: () => ({ instance: config.instanceId, ...counters, acquireWaitsMs: [...counters.acquireWaitsMs] }),
+    close: () =>
+      (closed ??= (async () => {
+        await locker.close().catch(() => {})
+        metrics.stop()
+        await prisma.$disconnect().catch(() => {})
+        redis.disconnect()
+      })()),
+  }
+}

@@ -1,0 +1,112 @@
+/**
+ * The shop's business code: a purchase and a payment, each a read-modify-write as real code
+ * writes it. The same code runs in every mode; only the {@link Protection} differs.
+ *
+ * Each operation is two short transactions around the external gateway call:
+ *   tx1 reads → the gateway call (no transaction open) → tx2 writes what was computed from tx1.
+ * Under the lock alone, a holder that pauses during the gateway call past its TTL wakes up and
+ * runs tx2 anyway (lost update, oversell, double charge). Under `fenced`, tx2 raises the row's
+ * fence with the holder's token first; a newer holder has raised it meanwhile, so tx2 fails at
+ * its first statement and writes nothing.
+ */
+import type { PrismaClient } from '../../../generated/prisma/client.js'
+import type { PaymentGateway } from './payment-gateway.js'
+import type { Protection } from './protection.js'
+import { lockResource } from './shop-keys.js'
+
+/** Told when the code enters an external call while it may hold a lock: the chaos' target. */
+export interface ShopObserver {
+  externalCall(call: { operation: 'authorize' | 'charge'; resource: string; token: bigint | undefined }): void
+}
+
+/** What a purchase did. */
+export type PurchaseResult =
+  | { kind: 'ordered'; sku: string; orderId: number; stockLeft: number; token: bigint | undefined }
+  | { kind: 'sold-out'; sku: string }
+  | { kind: 'unknown-product'; sku: string }
+
+/** What a payment did. `already-paid` is the idempotent answer to a retried or duplicated payment. */
+export type PaymentResult =
+  | { kind: 'paid'; orderId: number; paymentId: number; amountCents: number; token: bigint | undefined }
+  | { kind: 'already-paid'; orderId: number }
+  | { kind: 'unknown-order'; orderId: number }
+
+/** What {@link ShopService} needs. */
+export interface ShopDeps {
+  /** The plain client, for existence checks made before taking any lock. */
+  readonly db: Pick<PrismaClient, 'product' | 'order'>
+  readonly protection: Protection
+  readonly gateway: PaymentGateway
+  /** This process's name, recorded on each payment to attribute double charges. */
+  readonly instanceId: string
+  readonly observer?: ShopObserver
+}
+
+/**
+ * The flash-sale shop.
+ * @example
+ * ```ts
+ * const shop = new ShopService({ db, protection, gateway, instanceId: 'shop-1' })
+ * const bought = await shop.purchase('flash-1', 'buyer-7')
+ * if (bought.kind === 'ordered') await shop.pay(bought.orderId)
+ * ```
+ */
+export class ShopService {
+  readonly #deps: ShopDeps
+
+  constructor(deps: ShopDeps) {
+    this.#deps = deps
+  }
+
+  /** Buys one unit of `sku` for `buyerId` under the lock `product:<sku>`. */
+  async purchase(sku: string, buyerId: string): Promise<PurchaseResult> {
+    const { db, protection, gateway, observer } = this.#deps
+    // Checked before the lock, so an unknown sku costs no lock and mints no token.
+    if ((await db.product.findUnique({ where: { sku }, select: { id: true } })) === null) return { kind: 'unknown-product', sku }
+
+    const row = { model: 'Product', where: { sku } } as const
+    return protection.run(lockResource.product(sku), async (guard) => {
+      const product = await guard.transaction(row, (tx) => tx.product.findUnique({ where: { sku } }))
+      if (product === null) return { kind: 'unknown-product', sku }
+      if (product.stock <= 0) return { kind: 'sold-out', sku }
+
+      observer?.externalCall({ operation: 'authorize', resource: guard.resource, token: guard.token })
+      await gateway.authorize({ buyerId, amountCents: product.priceCents })
+
+      // The write-back computed from the read in tx1, as real code does: the lock is what is
+      // supposed to make that read still current.
+      const stockLeft = product.stock - 1
+      const order = await guard.transaction(row, async (tx) => {
+        await tx.product.update({ where: { sku }, data: { stock: stockLeft } })
+        return tx.order.create({ data: { productId: product.id, buyerId, quantity: 1 } })
+      })
+      return { kind: 'ordered', sku, orderId: order.id, stockLeft, token: guard.token }
+    })
+  }
+
+  /** Pays order `orderId` under the lock `order:<id>`; a second payment of a paid order is a no-op. */
+  async pay(orderId: number): Promise<PaymentResult> {
+    const { db, protection, gateway, observer, instanceId } = this.#deps
+    if ((await db.order.findUnique({ where: { id: orderId }, select: { id: true } })) === null) return { kind: 'unknown-order', orderId }
+
+    const row = { model: 'Order', where: { id: orderId } } as const
+    return protection.run(lockResource.order(orderId), async (guard) => {
+      const order = await guard.transaction(row, (tx) =>
+        tx.order.findUnique({ where: { id: orderId }, include: { product: { select: { priceCents: true } } } }),
+      )
+      if (order === null) return { kind: 'unknown-order', orderId }
+      if (order.status === 'paid') return { kind: 'already-paid', orderId }
+
+      const amountCents = order.product.priceCents * order.quantity
+      observer?.externalCall({ operation: 'charge', resource: guard.resource, token: guard.token })
+      await gateway.charge({ orderId, amountCents })
+
+      const payment = await guard.transaction(row, async (tx) => {
+        const created = await tx.payment.create({ data: { orderId, amountCents, instance: instanceId } })
+        await tx.order.update({ where: { id: orderId }, data: { status: 'paid' } })
+        return created
+      })
+      return { kind: 'paid', orderId, paymentId: payment.id, amountCents, token: guard.token }
+    })
+  }
+}

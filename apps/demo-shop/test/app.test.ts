@@ -1,0 +1,155 @@
+// The HTTP API on real dependencies (Redis, PostgreSQL, the lock and fencing): bad input gets
+// a 4xx and never a 500, and 200 concurrent connections are all answered.
+import { request as httpRequest } from 'node:http'
+import type { AddressInfo } from 'node:net'
+import type { Server } from 'node:http'
+import { afterAll, beforeAll, describe, expect, it } from 'vitest'
+import { dropShopSchema, prepareShopSchema } from '../src/database.js'
+import { buildInstance, type Instance } from '../src/instance.js'
+import { readInstanceConfig } from '../src/instance-config.js'
+import { REDIS_URL, testDatabase, uniqueRun } from './services.js'
+
+const { runId, schema } = uniqueRun('app')
+const database = testDatabase(schema)
+let instance: Instance
+let server: Server
+let base: string
+
+interface Answer {
+  status: number
+  body: Record<string, unknown>
+}
+
+/** One request on its own connection (no keep-alive pooling), so concurrency means connections. */
+function call(method: string, path: string, body?: string | Buffer, contentType = 'application/json'): Promise<Answer> {
+  return new Promise((resolve, reject) => {
+    const req = httpRequest(`${base}${path}`, { method, agent: false, headers: body === undefined ? {} : { 'content-type': contentType } }, (res) => {
+      const chunks: Buffer[] = []
+      res.on('data', (c: Buffer) => chunks.push(c))
+      res.on('end', () => {
+        const text = Buffer.concat(chunks).toString('utf8')
+        let parsed: Record<string, unknown> = {}
+        try {
+          parsed = JSON.parse(text) as Record<string, unknown>
+        } catch {
+          parsed = { text }
+        }
+        resolve({ status: res.statusCode ?? 0, body: parsed })
+      })
+    })
+    req.on('error', reject)
+    if (body !== undefined) req.write(body)
+    req.end()
+  })
+}
+const post = (path: string, json: unknown) => call('POST', path, JSON.stringify(json))
+
+beforeAll(async () => {
+  await prepareShopSchema(database, [
+    { sku: 'flash-1', name: 'Flash one', priceCents: 1999, stock: 5 },
+    { sku: 'crowd', name: 'Crowd', priceCents: 500, stock: 20 },
+    { sku: 'gone', name: 'Gone', priceCents: 100, stock: 0 },
+  ])
+  const config = readInstanceConfig({
+    REDIS_URL,
+    DATABASE_URL: `${database.connectionString}${database.connectionString.includes('?') ? '&' : '?'}schema=${schema}`,
+    SHOP_INSTANCE_ID: 'shop-test',
+    SHOP_MODE: 'fenced',
+    SHOP_RUN_ID: runId,
+    SHOP_GATEWAY_LATENCY_MS: '1-3',
+    SHOP_DB_POOL_SIZE: '5',
+    SHOP_LOCK_TTL_MS: '2000',
+  })
+  instance = await buildInstance(config)
+  server = instance.app.listen(0, '127.0.0.1')
+  await new Promise<void>((r) => server.once('listening', () => r()))
+  base = `http://127.0.0.1:${(server.address() as AddressInfo).port}`
+})
+
+afterAll(async () => {
+  server?.closeAllConnections()
+  await new Promise((r) => server?.close(r))
+  await instance?.close()
+  await dropShopSchema(database)
+})
+
+describe('bad input never gives a 500', () => {
+  it('answers 404 for an unknown sku, and for one that cannot be a sku', async () => {
+    expect((await post('/api/products/nope/purchase', { buyerId: 'b1' })).status).toBe(404)
+    const weird = await post(`/api/products/${encodeURIComponent('a b;DROP TABLE')}/purchase`, { buyerId: 'b1' })
+    expect(weird.status).toBe(404)
+    expect(weird.body.error).toBe('unknown_product')
+  })
+
+  it('answers 400 for malformed JSON, a missing or bad buyerId, or a non-JSON body', async () => {
+    for (const body of ['{"buyerId": ', '{buyerId: 1}', '"just a string"', 'nul']) {
+      const answer = await call('POST', '/api/products/flash-1/purchase', body)
+      expect(answer.status, body).toBe(400)
+    }
+    for (const json of [{}, { buyerId: 42 }, { buyerId: '' }, { buyerId: 'x'.repeat(65) }, { buyerId: ['b'] }, [1, 2], { buyerId: 'a b' }]) {
+      const answer = await post('/api/products/flash-1/purchase', json)
+      expect(answer.status, JSON.stringify(json)).toBe(400)
+      expect(answer.body.error).toBe('invalid_buyer_id')
+    }
+    expect((await call('POST', '/api/products/flash-1/purchase', 'buyerId=b1', 'application/x-www-form-urlencoded')).status).toBe(400)
+  })
+
+  it('answers 413 for a body over 16 KiB, and accepts one just under it', async () => {
+    const big = JSON.stringify({ buyerId: 'b1', pad: 'x'.repeat(16 * 1024) })
+    const answer = await call('POST', '/api/products/flash-1/purchase', big)
+    expect(answer.status).toBe(413)
+    expect(answer.body.error).toBe('body_too_large')
+    const small = JSON.stringify({ buyerId: 'b1', pad: 'x'.repeat(16 * 1024 - 40) })
+    expect((await call('POST', '/api/products/gone/purchase', small)).status).toBe(409)
+  })
+
+  it('answers 400 for a malformed order id and 404 for an unknown order', async () => {
+    for (const id of ['abc', '0', '-1', '1.5', '99999999999', '2147483648']) {
+      expect((await post(`/api/orders/${id}/pay`, {})).status, id).toBe(400)
+    }
+    expect((await post('/api/orders/2147483647/pay', {})).status).toBe(404)
+    expect((await call('GET', '/no/such/route')).status).toBe(404)
+  })
+})
+
+describe('the shop', () => {
+  it('sells, refuses a sold-out product, pays once and answers a repeated payment idempotently', async () => {
+    expect((await post('/api/products/gone/purchase', { buyerId: 'b1' })).body.error).toBe('sold_out')
+    const bought = await post('/api/products/flash-1/purchase', { buyerId: 'buyer-1' })
+    expect(bought.status).toBe(201)
+    expect(bought.body).toMatchObject({ result: 'ordered', sku: 'flash-1', stockLeft: 4, instance: 'shop-test' })
+    expect(typeof bought.body.token).toBe('string')
+    const orderId = bought.body.orderId as number
+    const paid = await post(`/api/orders/${orderId}/pay`, {})
+    expect(paid.status).toBe(200)
+    expect(paid.body).toMatchObject({ result: 'paid', orderId, amountCents: 1999 })
+    expect((await post(`/api/orders/${orderId}/pay`, {})).body.result).toBe('already_paid')
+  })
+
+  it('reports state counted from the database, and serves /metrics', async () => {
+    const state = await call('GET', '/api/state')
+    expect(state.status).toBe(200)
+    expect(state.body).toMatchObject({ instance: 'shop-test', mode: 'fenced', violations: { total: 0 } })
+    const flash = (state.body.products as Array<Record<string, unknown>>).find((p) => p.sku === 'flash-1')
+    expect(flash).toMatchObject({ initialStock: 5, stock: 4, unitsSold: 1, lostUpdates: 0, oversoldUnits: 0 })
+    expect(Array.isArray(state.body.locks)).toBe(true)
+    const metrics = await call('GET', '/metrics')
+    expect(metrics.status).toBe(200)
+    expect(String(metrics.body.text)).toContain('fencelock_acquire_total')
+  })
+})
+
+describe('200 concurrent connections', () => {
+  it('answers every one of 200 concurrent purchases (each on its own connection) without a 5xx, selling exactly the stock', async () => {
+    const answers = await Promise.all(Array.from({ length: 200 }, (_, i) => post('/api/products/crowd/purchase', { buyerId: `crowd-${i}` })))
+    const statuses = answers.map((a) => a.status)
+    expect(statuses.filter((s) => s >= 500)).toEqual([])
+    expect(statuses.filter((s) => s === 201)).toHaveLength(20)
+    expect(statuses.filter((s) => s === 409)).toHaveLength(180)
+  })
+
+  it('answers 200 concurrent state reads', async () => {
+    const answers = await Promise.all(Array.from({ length: 200 }, () => call('GET', '/api/state')))
+    expect(answers.every((a) => a.status === 200)).toBe(true)
+  })
+})
