@@ -72,10 +72,16 @@ export async function commandCalls(client: Redis): Promise<Record<string, number
   return calls
 }
 
-/** The number of client connections the server has now (CLIENT LIST). */
-export async function connectionCount(client: Redis): Promise<number> {
+/**
+ * The number of client connections the server has now (CLIENT LIST), or only those named `name`
+ * (ioredis `connectionName`; `duplicate()` copies it, so a Locker's subscriber carries it too).
+ */
+export async function connectionCount(client: Redis, name?: string): Promise<number> {
   const list = (await client.client('LIST')) as string
-  return list.trim().split('\n').filter(Boolean).length
+  return list
+    .trim()
+    .split('\n')
+    .filter((line) => line && (name === undefined || line.includes(` name=${name} `))).length
 }
 
 afterAll(async () => {
