@@ -1,0 +1,109 @@
+/**
+ * `npm run db:seed [-- --reset] [-- --schema <name>]`: puts the flash-sale demo's products into
+ * DATABASE_URL (default postgresql://postgres@127.0.0.1:5432/test), after `npm run db:migrate`.
+ *
+ * Without `--reset` it only creates the products that are missing and leaves existing ones as
+ * they are (a second run changes nothing). With `--reset` it also deletes their orders and
+ * payments and puts stock, price and fence token back to the seed values, in one transaction:
+ * a fresh start for the next demo run. Resetting the fence token to 0 is only safe when no old
+ * holder is still running, which is the case between demo runs.
+ */
+import { resolve } from 'node:path'
+import { pathToFileURL } from 'node:url'
+import { PrismaPg } from '@prisma/adapter-pg'
+import { PrismaClient } from '../generated/prisma/client.js'
+import { databaseTarget, redact } from './database-url.js'
+
+/** A product of the demo, as seeded. */
+export interface DemoProduct {
+  readonly sku: string
+  readonly name: string
+  readonly priceCents: number
+  readonly stock: number
+}
+
+/** The demo's products: few units of each, so a flash sale oversells quickly without a lock. */
+export const DEMO_PRODUCTS: readonly DemoProduct[] = Object.freeze([
+  { sku: 'FLASH-SNEAKER', name: 'Limited sneaker', priceCents: 12_900, stock: 20 },
+  { sku: 'FLASH-WATCH', name: 'Collector watch', priceCents: 49_900, stock: 5 },
+  { sku: 'FLASH-VINYL', name: 'Signed vinyl record', priceCents: 3_900, stock: 50 },
+])
+
+/** What happened to one product. */
+export interface SeedResult {
+  readonly sku: string
+  readonly action: 'created' | 'kept' | 'reset'
+  readonly stock: number
+}
+
+/** The client methods the seed uses: any Prisma client of our schema (extended or not) fits. */
+type SeedClient = Pick<PrismaClient, '$transaction'>
+
+/**
+ * Creates the missing demo products; with `reset`, also deletes their orders and payments and
+ * restores the seed values. One transaction, so a failure leaves the data as it was.
+ *
+ * @example
+ * ```ts
+ * const results = await seedProducts(db, { reset: true })
+ * ```
+ */
+export async function seedProducts(db: SeedClient, options: { reset?: boolean; products?: readonly DemoProduct[] } = {}): Promise<SeedResult[]> {
+  const products = options.products ?? DEMO_PRODUCTS
+  return db.$transaction(async (tx) => {
+    const results: SeedResult[] = []
+    for (const p of products) {
+      const existing = await tx.product.findUnique({ where: { sku: p.sku } })
+      if (existing === null) {
+        await tx.product.create({ data: { ...p } })
+        results.push({ sku: p.sku, action: 'created', stock: p.stock })
+      } else if (options.reset === true) {
+        // Payments reference orders, orders reference the product: delete in that order.
+        await tx.payment.deleteMany({ where: { order: { productId: existing.id } } })
+        await tx.order.deleteMany({ where: { productId: existing.id } })
+        await tx.product.update({ where: { id: existing.id }, data: { name: p.name, priceCents: p.priceCents, stock: p.stock, fenceToken: 0n } })
+        results.push({ sku: p.sku, action: 'reset', stock: p.stock })
+      } else {
+        results.push({ sku: p.sku, action: 'kept', stock: existing.stock })
+      }
+    }
+    return results
+  })
+}
+
+function parseArgs(argv: readonly string[]): { reset: boolean; schema: string | undefined } {
+  let reset = false
+  let schema: string | undefined
+  for (let i = 0; i < argv.length; i++) {
+    const arg = argv[i] ?? ''
+    if (arg === '--reset') reset = true
+    else if (arg === '--schema' && argv[i + 1] !== undefined) schema = argv[++i]
+    else if (arg.startsWith('--schema=') && arg.length > '--schema='.length) schema = arg.slice('--schema='.length)
+    else throw new Error(`unknown argument ${arg} (usage: db-seed [--reset] [--schema <name>])`)
+  }
+  return { reset, schema }
+}
+
+async function main(): Promise<void> {
+  const args = parseArgs(process.argv.slice(2))
+  const target = databaseTarget()
+  const schema = args.schema ?? target.schema
+  const db = new PrismaClient({ adapter: new PrismaPg({ connectionString: target.connectionString }, { schema }) })
+  try {
+    const results = await seedProducts(db, { reset: args.reset })
+    for (const r of results) console.log(`[db:seed] ${r.sku}: ${r.action} (stock ${r.stock})`)
+    console.log(`[db:seed] ${redact(target.connectionString)} schema ${schema}: ${results.length} products`)
+  } finally {
+    await db.$disconnect()
+  }
+}
+
+if (process.argv[1] !== undefined && import.meta.url === pathToFileURL(resolve(process.argv[1])).href) {
+  main().catch((error: unknown) => {
+    const code = (error as { code?: unknown }).code
+    // P2021: a table is missing, the usual cause being a database that was never migrated.
+    const hint = code === 'P2021' ? ' (run `npm run db:migrate` first)' : ''
+    console.error(`[db:seed] ${error instanceof Error ? error.message : String(error)}${hint}`)
+    process.exitCode = 1
+  })
+}
