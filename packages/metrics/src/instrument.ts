@@ -49,10 +49,11 @@ export function instrumentFencing(options: FencingInstrumentOptions = {}): Fenci
   const o = resolveFencingOptions(options)
   const registry = o.registry ?? new Registry()
   const set = fencingMetricSet(registry, o.prefix)
-  return { registry, metrics: set.metrics, onFencingRejection: rejectionCounter(set, o.maxModels) }
+  return { registry, metrics: set.metrics, onFencingRejection: rejectionCounter(set, o.maxModels, o.models) }
 }
 
-function rejectionCounter(set: FencingMetricSet, maxModels: number): (rejection: FencingRejection) => void {
+function rejectionCounter(set: FencingMetricSet, maxModels: number, models: readonly string[]): (rejection: FencingRejection) => void {
+  for (const model of models) set.metrics.fencingRejectionsTotal.inc({ model: set.models.admit(model, maxModels) }, 0)
   return (rejection) => {
     try {
       set.metrics.fencingRejectionsTotal.inc({ model: set.models.admit(rejection?.model, maxModels) })
@@ -185,7 +186,7 @@ export function instrument(locker: InstrumentableLocker, options: InstrumentOpti
     registry,
     metrics: { ...set.metrics, ...fencing.metrics },
     groups: set.groups.admitted,
-    onFencingRejection: rejectionCounter(fencing, o.maxModels),
+    onFencingRejection: rejectionCounter(fencing, o.maxModels, o.models),
     stop() {
       if (stopped) return
       stopped = true

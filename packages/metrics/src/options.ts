@@ -30,6 +30,12 @@ export interface FencingInstrumentOptions {
   prefix?: string
   /** Most distinct `model` values; later models are counted as `other`. 1 to 1 000, default 50. */
   maxModels?: number
+  /**
+   * Fenced models (Prisma model names) whose rejection series are created at zero right away.
+   * Rejections are rare, and `rate()` cannot see the first ones on a series that appears with a
+   * value above zero: list the models you fence. They count against `maxModels`. Default none.
+   */
+  models?: readonly string[]
 }
 
 /** Options of {@link instrument}. */
@@ -55,6 +61,7 @@ export interface ResolvedFencingOptions {
   readonly registry: AnyRegistry | undefined
   readonly prefix: string
   readonly maxModels: number
+  readonly models: readonly string[]
 }
 
 export interface ResolvedInstrumentOptions extends ResolvedFencingOptions {
@@ -95,17 +102,24 @@ function checkRegistry(value: unknown): AnyRegistry | undefined {
   return value as AnyRegistry
 }
 
+/** An optional list of label values to create up front: non-empty strings, at most the cap. */
+function checkNames(field: string, value: unknown, max: number, maxField: string): readonly string[] {
+  if (value === undefined) return []
+  if (!Array.isArray(value) || value.some((v) => typeof v !== 'string' || v.length === 0)) {
+    throw new InvalidMetricsOptionError(field, 'must be an array of non-empty strings', value)
+  }
+  if (value.length > max) throw new InvalidMetricsOptionError(field, `must list at most ${maxField} (${max}) values`, value)
+  return [...(value as string[])]
+}
+
 export function resolveFencingOptions(options: unknown): ResolvedFencingOptions {
   const o = checkObject(options)
   const prefix = o.prefix ?? METRICS_DEFAULTS.prefix
   if (typeof prefix !== 'string' || (prefix !== '' && !METRIC_PREFIX.test(prefix)) || prefix.length > 64) {
     throw new InvalidMetricsOptionError('prefix', 'must be at most 64 characters of [a-zA-Z0-9_:], not starting with a digit', prefix)
   }
-  return {
-    registry: checkRegistry(o.registry),
-    prefix,
-    maxModels: checkCount('maxModels', o.maxModels ?? METRICS_DEFAULTS.maxModels),
-  }
+  const maxModels = checkCount('maxModels', o.maxModels ?? METRICS_DEFAULTS.maxModels)
+  return { registry: checkRegistry(o.registry), prefix, maxModels, models: checkNames('models', o.models, maxModels, 'maxModels') }
 }
 
 export function resolveInstrumentOptions(options: unknown): ResolvedInstrumentOptions {
@@ -114,12 +128,5 @@ export function resolveInstrumentOptions(options: unknown): ResolvedInstrumentOp
   const groupOf = o.groupOf ?? defaultGroupOf
   if (typeof groupOf !== 'function') throw new InvalidMetricsOptionError('groupOf', 'must be a function', groupOf)
   const maxGroups = checkCount('maxGroups', o.maxGroups ?? METRICS_DEFAULTS.maxGroups)
-  const groups = o.groups ?? []
-  if (!Array.isArray(groups) || groups.some((g) => typeof g !== 'string' || g.length === 0)) {
-    throw new InvalidMetricsOptionError('groups', 'must be an array of non-empty strings', groups)
-  }
-  if (groups.length > maxGroups) {
-    throw new InvalidMetricsOptionError('groups', `must list at most maxGroups (${maxGroups}) groups`, groups)
-  }
-  return { ...base, groupOf: groupOf as (resource: string) => string, maxGroups, groups: [...(groups as string[])] }
+  return { ...base, groupOf: groupOf as (resource: string) => string, maxGroups, groups: checkNames('groups', o.groups, maxGroups, 'maxGroups') }
 }

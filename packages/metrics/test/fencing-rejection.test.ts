@@ -36,6 +36,14 @@ describe('onFencingRejection', () => {
     expect(await valueOf(registry, 'fencelock_fencing_rejections_total', { model: 'Order' })).toBe(2)
   })
 
+  it('creates the series of the models option at zero, so rate() sees the first rejection', async () => {
+    const { registry, onFencingRejection } = instrumentFencing({ models: ['Product', 'Payment'] })
+    expect(await valueOf(registry, 'fencelock_fencing_rejections_total', { model: 'Product' })).toBe(0)
+    expect(await valueOf(registry, 'fencelock_fencing_rejections_total', { model: 'Payment' })).toBe(0)
+    onFencingRejection(rejection('Product'))
+    expect(await valueOf(registry, 'fencelock_fencing_rejections_total', { model: 'Product' })).toBe(1)
+  })
+
   it('never throws, and bounds the model label', async () => {
     const { registry, onFencingRejection } = instrumentFencing({ maxModels: 2 })
     expect(() => onFencingRejection(undefined as never)).not.toThrow()

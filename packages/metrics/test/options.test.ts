@@ -42,6 +42,7 @@ describe('options', () => {
     ['groupOf', 'before-colon'],
     ['groups', 'order'],
     ['groups', ['order', '']],
+    ['models', [42]],
   ]
   for (const [field, value] of bad) {
     it(`rejects ${field} = ${JSON.stringify(value) ?? String(value)} with InvalidMetricsOptionError before any registration`, () => {
@@ -75,6 +76,7 @@ describe('options', () => {
 
   it('rejects bad fencing options and a bad handler registry the same way', () => {
     expect(() => instrumentFencing({ maxModels: 0 })).toThrow(InvalidMetricsOptionError)
+    expect(() => instrumentFencing({ models: ['A', 'B'], maxModels: 1 })).toThrow(InvalidMetricsOptionError)
     expect(() => instrumentFencing({ registry: {} as Registry })).toThrow(InvalidMetricsOptionError)
     expect(() => metricsHandler(undefined as never)).toThrow(InvalidMetricsOptionError)
   })

@@ -1,0 +1,197 @@
+/**
+ * End to end: a real Prometheus scrapes (every second) a test HTTP server that serves a registry
+ * filled by real contended locks on Redis. What Prometheus then computes (wait P99 by
+ * histogram_quantile, the acquire success ratio, and the shipped recording rules) agrees with
+ * what the test measured itself around each acquire, within the histogram's bucket resolution.
+ * Every dashboard query returns data from the same scrape.
+ */
+import { createServer, type Server } from 'node:http'
+import type { AddressInfo } from 'node:net'
+import { join } from 'node:path'
+import { LockTimeoutError, LockUnavailableError } from '@fencelock/lock'
+import { Registry } from 'prom-client'
+import { afterAll, beforeAll, describe, expect, it } from 'vitest'
+import { instrument, metricsHandler, WAIT_BUCKETS_SECONDS } from '../src/index.js'
+import { loadDashboard, panelQueries, substituteTemplateVars } from './support/dashboard.js'
+import { startPrometheus, type PrometheusServer } from './support/prometheus-server.js'
+import { connect, connectShared, makeLocker, sleep, uniqueGroup } from './support/redis.js'
+
+const RULES = join(import.meta.dirname, '..', 'prometheus', 'alerts.yml')
+const GROUP = uniqueGroup('scrape')
+const RESOURCES = 4
+const WORKERS_PER_RESOURCE = 4
+const LOCKERS = 3
+const RUN_MS = 6_000
+
+/** Index of the bucket a wait falls in: 0 for ≤ 0.5 ms, ..., the last for > 30 s (+Inf). */
+function bucketOf(seconds: number): number {
+  const i = WAIT_BUCKETS_SECONDS.findIndex((le) => seconds <= le)
+  return i === -1 ? WAIT_BUCKETS_SECONDS.length : i
+}
+
+/** The q-quantile of sorted values, by nearest rank (what a histogram_quantile estimates). */
+function quantile(sorted: number[], q: number): number {
+  return sorted[Math.max(0, Math.ceil(q * sorted.length) - 1)]!
+}
+
+const scalar = async (prometheus: PrometheusServer, expr: string): Promise<number> => {
+  const result = await prometheus.query(expr)
+  if (result.length !== 1) throw new Error(`${expr}: expected one sample, got ${JSON.stringify(result)}`)
+  return Number(result[0]!.value[1])
+}
+
+async function until<T>(what: string, probe: () => Promise<T | undefined>, ms = 10_000): Promise<T> {
+  const end = performance.now() + ms
+  for (;;) {
+    const value = await probe().catch(() => undefined)
+    if (value !== undefined) return value
+    if (performance.now() > end) throw new Error(`${what}: not within ${ms} ms`)
+    await sleep(200)
+  }
+}
+
+describe('Prometheus scraping real contended locks', () => {
+  const registry = new Registry()
+  let server: Server
+  let prometheus: PrometheusServer
+
+  beforeAll(async () => {
+    await connectShared()
+    const metrics = Array.from({ length: LOCKERS }, () => {
+      const locker = makeLocker(connect(), { ttlMs: 5_000 })
+      // `groups` creates the group's series at zero before the first scrape, so every rate()
+      // below starts from a zero sample and counts the whole run.
+      return { locker, metrics: instrument(locker, { registry, groups: [GROUP], models: ['Product'] }) }
+    })
+    workers.lockers = metrics.map((m) => m.locker)
+    fencing.onRejection = metrics[0]!.metrics.onFencingRejection
+    server = createServer(metricsHandler(registry))
+    await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve))
+    const target = `127.0.0.1:${(server.address() as AddressInfo).port}`
+    prometheus = await startPrometheus({
+      config: [
+        'global:',
+        '  scrape_interval: 1s',
+        '  evaluation_interval: 1s',
+        'rule_files:',
+        `  - ${JSON.stringify(RULES)}`,
+        'scrape_configs:',
+        '  - job_name: fencelock-it',
+        '    static_configs:',
+        `      - targets: ['${target}']`,
+      ].join('\n'),
+    })
+  })
+
+  afterAll(async () => {
+    await prometheus?.stop()
+    await new Promise((resolve) => server?.close(resolve))
+  })
+
+  const workers = { lockers: [] as ReturnType<typeof makeLocker>[] }
+  const fencing = { onRejection: (_: { model: string; operation: string; token: bigint; storedToken: bigint | undefined }) => {} }
+
+  it('agrees with the measured wait P99 and success ratio', async () => {
+    // Zeros first: at least two scrapes of the empty group before any lock is taken.
+    await until('two scrapes of the zero series', async () => {
+      const n = await scalar(prometheus, `count_over_time(fencelock_acquire_total{group="${GROUP}",outcome="acquired"}[1m])`)
+      return n >= 2 ? n : undefined
+    })
+
+    // The workload: RESOURCES resources, each contended by WORKERS_PER_RESOURCE workers spread
+    // over LOCKERS lockers (each its own connection). Holds of 1-20 ms. Half the workers wait at
+    // most 40 ms and time out now and then; the others wait up to 3 s.
+    const waits: number[] = []
+    let acquired = 0
+    let timeouts = 0
+    // An attempt sent with less than a few ms of the wait left can miss its own deadline; the
+    // lock then fails the call as unavailable (outcome error, and no wait observed), not as a
+    // timeout. Counted apart, so the ratio still compares like with like.
+    let unavailable = 0
+    const stopAt = performance.now() + RUN_MS
+    // A few stale writes rejected by the fence, so the dashboard's rejection panel has data.
+    setTimeout(() => {
+      for (let i = 0; i < 3; i++) fencing.onRejection({ model: 'Product', operation: 'update', token: 1n, storedToken: 2n })
+    }, RUN_MS / 2)
+    const worker = async (index: number) => {
+      const locker = workers.lockers[index % LOCKERS]!
+      const resource = `${GROUP}:${index % RESOURCES}`
+      const waitMs = index % 2 === 0 ? 40 : 3_000
+      while (performance.now() < stopAt) {
+        const start = performance.now()
+        try {
+          const lock = await locker.acquire(resource, { waitMs })
+          waits.push((performance.now() - start) / 1000)
+          acquired++
+          await sleep(1 + Math.random() * 19)
+          await lock.release()
+        } catch (error) {
+          if (error instanceof LockUnavailableError) {
+            unavailable++
+            continue
+          }
+          if (!(error instanceof LockTimeoutError)) throw error
+          waits.push((performance.now() - start) / 1000)
+          timeouts++
+        }
+      }
+    }
+    await Promise.all(Array.from({ length: RESOURCES * WORKERS_PER_RESOURCE }, (_, i) => worker(i)))
+
+    const total = acquired + timeouts + unavailable
+    const ratio = acquired / total
+    expect(total).toBeGreaterThan(200)
+    expect(ratio).toBeGreaterThan(0.3)
+    expect(ratio).toBeLessThan(0.99)
+
+    // Wait until Prometheus has scraped the final values.
+    await until('the final scrape', async () =>
+      (await scalar(prometheus, `sum(fencelock_acquire_total{group="${GROUP}",outcome=~"acquired|timeout"})`)) === acquired + timeouts
+        ? true
+        : undefined,
+    )
+    expect(await scalar(prometheus, `sum(fencelock_acquire_total{group="${GROUP}",outcome="acquired"})`)).toBe(acquired)
+    expect(await scalar(prometheus, `sum(fencelock_wait_seconds_count{group="${GROUP}"})`)).toBe(acquired + timeouts)
+    // outcome="error" counts failed round trips, which is not exactly the calls that failed as
+    // unavailable (a waiter can fail on another waiter's failed round trip): see the ratio below.
+    const errors = await scalar(prometheus, `sum(fencelock_acquire_total{group="${GROUP}",outcome="error"})`)
+
+    const sorted = [...waits].sort((a, b) => a - b)
+    const trueP99 = quantile(sorted, 0.99)
+    const promP99 = await scalar(prometheus, `histogram_quantile(0.99, sum(rate(fencelock_wait_seconds_bucket{group="${GROUP}"}[1m])) by (le))`)
+    const promRatio = await scalar(
+      prometheus,
+      `sum(rate(fencelock_acquire_total{group="${GROUP}",outcome="acquired"}[1m])) / sum(rate(fencelock_acquire_total{group="${GROUP}"}[1m]))`,
+    )
+    const report = `measured p99 ${trueP99.toFixed(4)} s (bucket ${bucketOf(trueP99)}), Prometheus ${promP99.toFixed(4)} s (bucket ${bucketOf(promP99)}); ratio measured ${ratio.toFixed(4)}, Prometheus ${promRatio.toFixed(4)}; ${acquired} acquired, ${timeouts} timeouts, ${unavailable} unavailable (${errors} error round trips)`
+    console.log(report)
+    expect(Math.abs(bucketOf(trueP99) - bucketOf(promP99)), report).toBeLessThanOrEqual(1)
+    expect(Math.abs(promRatio - ratio), report).toBeLessThan(0.01)
+
+    // The shipped recording rules, evaluated by Prometheus itself on the same data.
+    const ruleRatio = await until('the recording rules', async () => {
+      const r = await prometheus.query(`job_group:fencelock_acquire_success:ratio_rate5m{group="${GROUP}"}`)
+      const v = Number(r[0]?.value[1])
+      return Math.abs(v - promRatio) < 1e-9 ? v : undefined
+    })
+    expect(Math.abs(ruleRatio - ratio)).toBeLessThan(0.01)
+    const ruleP99 = await scalar(prometheus, `job_group:fencelock_wait_seconds:p99_rate5m{group="${GROUP}"}`)
+    expect(Math.abs(bucketOf(trueP99) - bucketOf(ruleP99)), `rule p99 ${ruleP99}`).toBeLessThanOrEqual(1)
+    // Nothing expired or was lost: every lock was released in time.
+    expect(await scalar(prometheus, `job_group:fencelock_expiry:ratio_rate5m{group="${GROUP}"}`)).toBe(0)
+    expect(await scalar(prometheus, `sum(fencelock_held{group="${GROUP}"})`)).toBe(0)
+    expect(await scalar(prometheus, 'sum(fencelock_fencing_rejections_total{model="Product"})')).toBe(3)
+
+    // Every dashboard query has data.
+    for (const { panel, refId, expr } of panelQueries(loadDashboard())) {
+      const result = await prometheus.query(substituteTemplateVars(expr))
+      expect(result.length, `${panel} ${refId} returned no series`).toBeGreaterThan(0)
+    }
+
+    // The rules loaded without error.
+    const rules = await prometheus.api<{ groups: { rules: { name: string; health: string }[] }[] }>('rules')
+    const loaded = rules.data!.groups.flatMap((g) => g.rules)
+    expect(loaded.map((r) => r.name)).toEqual(expect.arrayContaining(['FenceLockLowAcquireSuccess', 'FenceLockHighWaitP99', 'FenceLockHighExpiryRate']))
+    for (const r of loaded) expect(r.health, r.name).toBe('ok')
+  })
+})
