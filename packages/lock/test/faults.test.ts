@@ -1,0 +1,267 @@
+/**
+ * Faults injected for real on spawned redis-servers: SIGKILL, SIGSTOP/SIGCONT, restart without
+ * persistence, FLUSHALL, SCRIPT FLUSH. Nothing is mocked.
+ */
+import type { Redis } from 'ioredis'
+import { describe, expect, it } from 'vitest'
+import { acquireOnce } from '../src/acquire-script.js'
+import { LockLostError, LockUnavailableError, resourceKeys, type Lock } from '../src/index.js'
+import { newOwnerId } from '../src/owner-id.js'
+import { commandCalls, connect, makeLocker, ready, unique } from './support/connections.js'
+import { eventLog } from './support/events.js'
+import { startRedisServer, type RedisServer } from './support/redis-server.js'
+import { settle, sleep, waitUntil } from './support/timing.js'
+
+// How late past its deadline a failing call may settle. The lock settles from a timer at the
+// deadline and sends nothing it waits for afterwards, so the slack is only timer granularity
+// (1 ms) plus event-loop delay while other test files load this 2-core machine (tens of ms).
+const SLACK_MS = 150
+const keyOf = (resource: string) => resourceKeys('fencelock:', resource).lock
+
+/** A spawned server, a client on it that queues commands forever while it is down (the worst
+ * case for a late acquire), and an admin client for checks. */
+async function setUp(): Promise<{ server: RedisServer; client: Redis; admin: Redis }> {
+  const server = await startRedisServer()
+  const client = connect({ port: server.port }, { maxRetriesPerRequest: null })
+  const admin = connect({ port: server.port }, { maxRetriesPerRequest: null })
+  await ready(client, server.url)
+  await ready(admin, server.url)
+  return { server, client, admin }
+}
+
+async function expectUnavailableWithin(promise: Promise<unknown>, startedAt: number, budgetMs: number): Promise<void> {
+  const { error } = await settle(promise)
+  const ms = performance.now() - startedAt
+  expect(error).toBeInstanceOf(LockUnavailableError)
+  expect(error).toMatchObject({ operation: 'acquire' })
+  expect(ms).toBeLessThan(budgetMs + SLACK_MS)
+}
+
+describe('a killed Redis', () => {
+  it('fails acquire with LockUnavailableError within waitMs, tryAcquire within commandTimeoutMs; after a restart no lock is left', async () => {
+    const { server, client, admin } = await setUp()
+    const l = eventLog()
+    const locker = makeLocker(client, { commandTimeoutMs: 250, onEvent: l.onEvent })
+    await (await locker.acquire(unique('warm'))).release()
+    await server.stop()
+
+    const names = [unique('killed-a'), unique('killed-b'), unique('killed-c'), unique('killed-d')]
+    let t = performance.now()
+    await expectUnavailableWithin(locker.acquire(names[0]!, { waitMs: 200 }), t, 200)
+    t = performance.now()
+    // waitMs longer than commandTimeoutMs: several attempts, still bounded by waitMs.
+    await expectUnavailableWithin(locker.acquire(names[1]!, { waitMs: 700 }), t, 700)
+    expect(l.of('error', names[1]).length).toBeGreaterThanOrEqual(2)
+    t = performance.now()
+    await expectUnavailableWithin(locker.tryAcquire(names[2]!), t, 250)
+    t = performance.now()
+    // waitMs 0 still allows the one attempt its commandTimeoutMs.
+    await expectUnavailableWithin(locker.acquire(names[3]!, { waitMs: 0 }), t, 250)
+    expect(l.of('timeout')).toEqual([])
+
+    // Control: a bare SET NX PX sent while Redis is down is queued by ioredis and lands later.
+    const control = unique('killed-control')
+    client.set(keyOf(control), 'late', 'PX', 60_000, 'NX').catch(() => {})
+
+    await server.restart()
+    await waitUntil(async () => (await admin.exists(keyOf(control))) === 1, { timeoutMs: 3_000, what: 'the queued SET to land' })
+    await sleep(100)
+    // Every queued acquire landed too (its token counter exists), and its compare-and-delete
+    // right behind it (its lock key does not).
+    expect(await admin.exists(...names.map((n) => resourceKeys('fencelock:', n).fence))).toBe(names.length)
+    expect(await admin.exists(...names.map(keyOf))).toBe(0)
+    const lock = await locker.acquire(names[0]!, { waitMs: 0 })
+    expect(await lock.release()).toBe(true)
+  })
+})
+
+describe('a restart while a waiter is blocked', () => {
+  it('the waiter gets the lock (its holder lost with the data) soon after Redis is back, not at the next safety poll', async () => {
+    const { server, client } = await setUp()
+    const holderLocker = makeLocker(connect({ port: server.port }, { maxRetriesPerRequest: null }))
+    const waiters = makeLocker(client, { pollMs: 5_000, commandTimeoutMs: 200 })
+    const resource = unique('restart-wait')
+    await holderLocker.acquire(resource, { ttlMs: 10_000 })
+    const waiting = waiters.acquire(resource, { waitMs: 4_000 })
+    await sleep(100)
+    await server.restart()
+    const backAt = performance.now()
+    const lock = await waiting
+    // The reconnect (or the error back-off) makes it try again; the poll alone would take >= 4 s.
+    expect(performance.now() - backAt).toBeLessThan(1_500)
+    expect(await lock.release()).toBe(true)
+  })
+})
+
+describe('a stopped (SIGSTOP) Redis', () => {
+  it('fails acquire with LockUnavailableError within waitMs, and after SIGCONT no lock is left in our name', async () => {
+    const { server, client, admin } = await setUp()
+    const locker = makeLocker(client, { commandTimeoutMs: 120 })
+    await (await locker.acquire(unique('warm'))).release()
+    const [a, b, control] = [unique('stopped-a'), unique('stopped-b'), unique('stopped-control')]
+
+    server.pause()
+    try {
+      let t = performance.now()
+      await expectUnavailableWithin(locker.acquire(a, { waitMs: 250 }), t, 250)
+      t = performance.now()
+      await expectUnavailableWithin(locker.acquire(b, { waitMs: 500 }), t, 500) // several attempts
+      // Control: the same acquire without its clean-up, given up on locally after 100 ms.
+      const bare = acquireOnce(client, resourceKeys('fencelock:', control), newOwnerId(), 60_000, 86_400_000)
+      expect(await Promise.race([bare.then(() => 'answered'), sleep(100).then(() => 'gave up')])).toBe('gave up')
+    } finally {
+      server.resume()
+    }
+    await waitUntil(async () => (await admin.exists(keyOf(control))) === 1, { timeoutMs: 2_000, what: 'the bare acquire to land' })
+    await sleep(50)
+    // Our late acquires did land (their token counters exist), and the compare-and-delete behind
+    // each attempt removed the lock it set.
+    expect(await admin.exists(resourceKeys('fencelock:', a).fence, resourceKeys('fencelock:', b).fence)).toBe(2)
+    expect(await admin.exists(keyOf(a), keyOf(b))).toBe(0)
+    expect(await admin.pttl(keyOf(control))).toBeGreaterThan(50_000) // without it: held ~60 s by nobody
+  })
+
+  it('a held lock whose renewals stall is lost ("expired") within its TTL, with the signal aborted, and nothing thrown', async () => {
+    const { server, client } = await setUp()
+    const l = eventLog()
+    const locker = makeLocker(client, { commandTimeoutMs: 100, onEvent: l.onEvent })
+    const ttlMs = 300
+    const lock: Lock = await locker.acquire(unique('stall'), { ttlMs, autoExtend: true })
+    await sleep(50)
+    const unhandled: unknown[] = []
+    const onUnhandled = (reason: unknown) => unhandled.push(reason)
+    process.on('unhandledRejection', onUnhandled)
+    const lost = l.next('lost', { resource: lock.resource, timeoutMs: 3_000 })
+    server.pause()
+    const pausedAt = performance.now()
+    try {
+      const event = await lost
+      // Local validity runs from the last renewal's send time, which is before the pause.
+      expect(event.at - pausedAt).toBeLessThanOrEqual(ttlMs + SLACK_MS)
+      expect(event).toMatchObject({ reason: 'expired', token: lock.token })
+      expect(lock.signal.aborted).toBe(true)
+      expect(lock.signal.reason).toBeInstanceOf(LockLostError)
+      expect(lock.signal.reason).toMatchObject({ reason: 'expired' })
+      expect(lock.isHeld()).toBe(false)
+      expect(l.of('error', lock.resource).some((e) => e.operation === 'renew')).toBe(true)
+    } finally {
+      server.resume()
+      process.off('unhandledRejection', onUnhandled)
+    }
+    // Redis expired the key meanwhile (its clock kept running), so the release finds nothing.
+    expect(await lock.release()).toBe(false)
+    expect(unhandled).toEqual([])
+  })
+})
+
+describe('SCRIPT FLUSH', () => {
+  it('after SCRIPT FLUSH, the next acquire, extend and release each work (NOSCRIPT handled)', async () => {
+    const { client, admin } = await setUp()
+    const locker = makeLocker(client)
+    const evals = async () => (await commandCalls(admin)).eval ?? 0
+
+    await admin.script('FLUSH')
+    let before = await evals()
+    const lock = await locker.acquire(unique('noscript'), { ttlMs: 1_000 })
+    expect(await evals()).toBe(before + 1)
+
+    await admin.script('FLUSH')
+    before = await evals()
+    await lock.extend(5_000)
+    expect(await evals()).toBe(before + 1)
+    expect(await admin.pttl(keyOf(lock.resource))).toBeGreaterThan(4_000)
+
+    await admin.script('FLUSH')
+    before = await evals()
+    expect(await lock.release()).toBe(true)
+    expect(await evals()).toBe(before + 1)
+    expect(await admin.exists(keyOf(lock.resource))).toBe(0)
+  })
+
+  it('SCRIPT FLUSH in a loop while contenders run changes nothing: all acquires succeed, no overlap, no error events', async () => {
+    const { server, admin } = await setUp()
+    const l = eventLog()
+    const lockers = Array.from({ length: 3 }, () => makeLocker(connect({ port: server.port }), { onEvent: l.onEvent }))
+    const resource = unique('flush-loop')
+    let flushing = true
+    let flushes = 0
+    const flusher = (async () => {
+      while (flushing) {
+        await admin.script('FLUSH')
+        flushes++
+        await sleep(3)
+      }
+    })()
+    const evalsBefore = (await commandCalls(admin)).eval ?? 0
+    let inside = 0
+    let overlaps = 0
+    let grants = 0
+    await Promise.all(
+      Array.from({ length: 30 }, async (_, i) => {
+        for (let round = 0; round < 3; round++) {
+          const lock = await lockers[i % 3]!.acquire(resource, { ttlMs: 5_000, waitMs: 15_000 })
+          grants++
+          if (++inside > 1) overlaps++
+          await lock.extend()
+          await sleep(1)
+          inside--
+          expect(await lock.release()).toBe(true)
+        }
+      }),
+    )
+    flushing = false
+    await flusher
+    expect(grants).toBe(90)
+    expect(overlaps).toBe(0)
+    expect(l.of('error')).toEqual([])
+    expect(l.of('lost')).toEqual([])
+    // The flushes did hit: scripts had to be reloaded by EVAL many times.
+    expect(flushes).toBeGreaterThan(10)
+    expect(((await commandCalls(admin)).eval ?? 0) - evalsBefore).toBeGreaterThan(5)
+  })
+})
+
+describe('tokens survive data loss', () => {
+  it('after FLUSHALL the next token is above every earlier one (a stale holder would be fenced off)', async () => {
+    const { client, admin } = await setUp()
+    const locker = makeLocker(client)
+    const other = makeLocker(connect({ port: admin.options.port! }))
+    const resource = unique('flushall')
+    let max = 0n
+    for (let i = 0; i < 50; i++) {
+      const lock = await locker.acquire(resource, { waitMs: 0 })
+      if (lock.token > max) max = lock.token
+      await lock.release()
+    }
+    const stale = await locker.acquire(resource, { ttlMs: 10_000 })
+    await admin.flushall()
+    expect(await admin.get(resourceKeys('fencelock:', resource).fence)).toBeNull() // the counter is gone
+    // The lock is gone too, so a second holder gets in while the first still believes it holds:
+    // only the token order protects the data now.
+    expect(stale.isHeld()).toBe(true)
+    const next = await other.acquire(resource, { waitMs: 0 })
+    expect(next.token).toBeGreaterThan(stale.token)
+    expect(next.token).toBeGreaterThan(max)
+    await next.release()
+    await stale.release()
+  })
+
+  it('after a restart of redis-server without persistence the next token is above every earlier one', async () => {
+    const { server, client, admin } = await setUp()
+    const locker = makeLocker(client)
+    const resource = unique('restart')
+    const tokens: bigint[] = []
+    for (let i = 0; i < 50; i++) {
+      const lock = await locker.acquire(resource, { waitMs: 0 })
+      tokens.push(lock.token)
+      await lock.release()
+    }
+    await server.restart()
+    await ready(admin, server.url)
+    expect(await admin.dbsize()).toBe(0) // control: nothing survived, the counter included
+    await ready(client, server.url)
+    const after = await locker.acquire(resource, { waitMs: 2_000 })
+    for (const token of tokens) expect(after.token).toBeGreaterThan(token)
+    await after.release()
+  })
+})
