@@ -39,6 +39,8 @@ export interface Instance {
   readonly app: Express
   readonly config: InstanceConfig
   stats(): InstanceStats
+  /** Shop operations (purchases, payments) still running, including ones whose client gave up. */
+  inFlight(): number
   /** Closes the locker, Redis and the database pool. The HTTP server is the caller's. */
   close(): Promise<void>
 }
@@ -91,13 +93,29 @@ export async function buildInstance(config: InstanceConfig, observer?: ShopObser
   const fenced: FencedTransaction = (token, row, fn) =>
     fencedTransaction(db, token, { model: row.model, where: row.where as never, maxWaitMs: TX_LIMITS.maxWait, timeoutMs: TX_LIMITS.timeout }, fn as never)
   const protection = createProtection(config.mode, { plain, fenced, locker, ttlMs: config.lockTtlMs, waitMs: config.lockWaitMs })
-  const shop = new ShopService({
+  const service = new ShopService({
     db: prisma,
     protection,
     gateway: simulatedGateway(config.gatewayLatency),
     instanceId: config.instanceId,
     ...(observer === undefined ? {} : { observer }),
   })
+
+  // Counted here rather than per HTTP request: a handler goes on after its client gave up (a
+  // paused instance wakes to requests whose callers timed out), and shutdown must wait for it.
+  let inFlight = 0
+  const track = async <T>(work: () => Promise<T>): Promise<T> => {
+    inFlight++
+    try {
+      return await work()
+    } finally {
+      inFlight--
+    }
+  }
+  const shop = {
+    purchase: (sku: string, buyerId: string) => track(() => service.purchase(sku, buyerId)),
+    pay: (orderId: number) => track(() => service.pay(orderId)),
+  }
 
   const app = createApp({
     instanceId: config.instanceId,
@@ -113,6 +131,7 @@ export async function buildInstance(config: InstanceConfig, observer?: ShopObser
   return {
     app,
     config,
+    inFlight: () => inFlight,
     stats: () => ({ instance: config.instanceId, ...counters, acquireWaitsMs: [...counters.acquireWaitsMs] }),
     close: () =>
       (closed ??= (async () => {

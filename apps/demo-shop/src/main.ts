@@ -46,6 +46,10 @@ async function main(): Promise<void> {
     if (stopping) return
     stopping = true
     server.close()
+    // Drain: a request may still run after its client gave up (e.g. a paused instance woke up);
+    // its writes belong to the run and must land (or be rejected) before the report counts.
+    const deadline = performance.now() + 10_000
+    while (instance.inFlight() > 0 && performance.now() < deadline) await new Promise((r) => setTimeout(r, 20))
     server.closeAllConnections()
     await instance.close()
     process.disconnect?.()

@@ -103,6 +103,10 @@ export class OwnedRedis {
       stdio: 'ignore',
     })
     child.on('error', () => {})
+    // If the demo exits without stopping it (a second Ctrl-C, a crash), take it down too.
+    const onExit = () => child.kill('SIGKILL')
+    process.once('exit', onExit)
+    child.once('exit', () => process.off('exit', onExit))
     this.#child = child
     for (let i = 0; i < 100; i++) {
       if (await redisAnswers('127.0.0.1', this.port)) return

@@ -1,0 +1,146 @@
+/**
+ * `npm run demo`: the flash sale three times on the same services — no lock, the lock alone with
+ * a holder frozen past its TTL, the lock plus fencing with the same chaos — each report counted
+ * from the database, then a side-by-side summary. Then, on a terminal, the shop keeps running
+ * (4 instances, fenced) for you to poke at `/api/state` and `/metrics` until Ctrl-C. The live
+ * dashboard (apps/dashboard) will take the place of the terminal report.
+ *
+ * Services: `REDIS_URL`, else 127.0.0.1:6379 when it answers, else a redis-server it spawns;
+ * `DATABASE_URL`, else an embedded PGlite served over pglite-socket. Ctrl-C stops everything it
+ * started, by PID. Flags: `--once` (exit after the reports), `--buyers <n>`, `--stock <n>`.
+ */
+import { createServer } from 'node:net'
+import { startPauseChaos } from './chaos.js'
+import { databaseTarget, prepareShopSchema, redact, startEmbeddedDatabase } from './database.js'
+import { FLASH_SALE_DEFAULTS, runFlashSale, type FlashSaleOptions, type FlashSaleReport } from './flash-sale.js'
+import { seededRandom } from './random.js'
+import { NO_REDIS_HELP, resolveRedis, type RedisEndpoint } from './redis-endpoint.js'
+import { formatReport, progressWriter } from './report-format.js'
+import { Supervisor } from './supervisor.js'
+
+const LIVE_BASE_PORT = 3001
+const LIVE_SCHEMA = 'demo_shop'
+
+/** True when nothing listens on 127.0.0.1:`port`. */
+function portFree(port: number): Promise<boolean> {
+  return new Promise((resolve) => {
+    const server = createServer()
+    server.once('error', () => resolve(false))
+    server.listen(port, '127.0.0.1', () => server.close(() => resolve(true)))
+  })
+}
+
+function parseArgs(argv: readonly string[]): { once: boolean; buyers: number; stock: number } {
+  const out = { once: false, buyers: 400, stock: 40 }
+  for (let i = 0; i < argv.length; i++) {
+    const arg = argv[i]
+    if (arg === '--once') out.once = true
+    else if (arg === '--buyers' || arg === '--stock') {
+      const value = argv[++i] ?? ''
+      if (!/^\d{1,6}$/.test(value) || Number(value) < 1) throw new Error(`${arg} must be a positive integer (got ${JSON.stringify(value)})`)
+      out[arg === '--buyers' ? 'buyers' : 'stock'] = Number(value)
+    } else throw new Error(`unknown option ${JSON.stringify(arg)} (options: --once, --buyers <n>, --stock <n>)`)
+  }
+  return out
+}
+
+async function main(): Promise<void> {
+  const args = parseArgs(process.argv.slice(2))
+  const cleanups: Array<() => Promise<void>> = []
+  let stopping = false
+  const stopAll = async (code: number) => {
+    if (stopping) return
+    stopping = true
+    for (const cleanup of cleanups.reverse()) await cleanup().catch(() => {})
+    process.exit(code)
+  }
+  process.on('SIGINT', () => {
+    console.error('\nStopping what the demo started…')
+    void stopAll(130)
+  })
+  process.on('SIGTERM', () => void stopAll(143))
+
+  let redis: RedisEndpoint
+  try {
+    redis = await resolveRedis()
+  } catch {
+    console.error(NO_REDIS_HELP)
+    process.exit(1)
+  }
+  cleanups.push(() => redis.stop())
+  let database: { connectionString: string; origin: string }
+  if (process.env.DATABASE_URL) {
+    database = { connectionString: databaseTarget(process.env.DATABASE_URL).connectionString, origin: `DATABASE_URL (${redact(process.env.DATABASE_URL)})` }
+  } else {
+    console.log('Starting an embedded PostgreSQL (PGlite, 2-4 s)…')
+    const embedded = await startEmbeddedDatabase()
+    cleanups.push(() => embedded.stop())
+    database = { connectionString: embedded.connectionString, origin: 'embedded PGlite over pglite-socket' }
+  }
+  console.log(`Redis: ${redis.origin} · PostgreSQL: ${database.origin}\n`)
+
+  const base: FlashSaleOptions = { ...FLASH_SALE_DEFAULTS, buyers: args.buyers, stock: args.stock, seed: 7 }
+  const scenarios: Array<{ title: string; options: FlashSaleOptions }> = [
+    { title: 'No lock', options: { ...base, mode: 'unsafe', chaos: 'none' } },
+    { title: 'Lock alone, a holder frozen (SIGSTOP) past its TTL', options: { ...base, mode: 'lock', chaos: 'pause' } },
+    { title: 'Lock + fencing, same chaos', options: { ...base, mode: 'fenced', chaos: 'pause' } },
+  ]
+  const reports: Array<{ title: string; report: FlashSaleReport }> = []
+  for (const { title, options } of scenarios) {
+    console.log(`━━ ${title} ━━`)
+    const progress = progressWriter()
+    const report = await runFlashSale(options, (p) => progress.update(p), { redis, database })
+    progress.end()
+    console.log(`${formatReport(report)}\n`)
+    reports.push({ title, report })
+  }
+
+  const w = Math.max(...reports.map((r) => r.title.length))
+  console.log('━━ Summary (counted from the database) ━━')
+  console.log(`  ${''.padEnd(w)}  oversold  double-charged  lost updates  stale writes rejected`)
+  for (const { title, report } of reports) {
+    console.log(
+      `  ${title.padEnd(w)}  ${String(report.oversoldUnits).padStart(8)}  ${String(report.doubleChargedOrders).padStart(14)}  ${String(report.lostUpdates).padStart(12)}  ${String(report.staleWritesRejected).padStart(21)}`,
+    )
+  }
+  console.log('\nThe lock keeps contenders out most of the time; only the fencing token makes the database safe.\n')
+
+  if (args.once || !process.stdout.isTTY) return stopAll(0)
+
+  // The live shop: fenced, with the pause chaos, for the dashboard and for curl.
+  await prepareShopSchema({ connectionString: database.connectionString, schema: LIVE_SCHEMA }, [
+    { sku: FLASH_SALE_DEFAULTS.sku, name: 'Flash-sale sneakers', priceCents: FLASH_SALE_DEFAULTS.priceCents, stock: 100 },
+  ])
+  const portsFree = (await Promise.all([0, 1, 2, 3].map((i) => portFree(LIVE_BASE_PORT + i)))).every(Boolean)
+  const url = new URL(database.connectionString)
+  url.searchParams.set('schema', LIVE_SCHEMA)
+  const supervisor = await Supervisor.start({
+    instances: 4,
+    basePort: portsFree ? LIVE_BASE_PORT : 0,
+    stderr: 'ignore',
+    env: {
+      REDIS_URL: redis.url,
+      DATABASE_URL: url.toString(),
+      SHOP_MODE: 'fenced',
+      SHOP_RUN_ID: 'demo',
+      SHOP_DB_POOL_SIZE: database.origin.startsWith('embedded') ? '1' : '4',
+    },
+  }).catch((error: unknown) => {
+    console.error(`The live shop did not start: ${error instanceof Error ? error.message : String(error)}`)
+    return undefined
+  })
+  if (supervisor === undefined) return stopAll(1)
+  cleanups.push(() => supervisor.stop())
+  const chaos = startPauseChaos(supervisor, { random: seededRandom(7), pauseMs: 2_500, gapMs: 5_000, firstAfterMs: 5_000 })
+  cleanups.push(() => chaos.stop())
+  console.log('The shop is running (fenced, a holder frozen every few seconds):')
+  for (const i of supervisor.instances) console.log(`  ${i.id}  ${i.url}/api/state   ${i.url}/metrics`)
+  const first = supervisor.instances[0]?.url ?? ''
+  console.log(`\n  curl -s -XPOST -H 'content-type: application/json' -d '{"buyerId":"me"}' ${first}/api/products/${FLASH_SALE_DEFAULTS.sku}/purchase`)
+  console.log('\nCtrl-C stops everything the demo started.')
+}
+
+main().catch((error: unknown) => {
+  console.error(`demo: ${error instanceof Error ? (error.stack ?? error.message) : String(error)}`)
+  process.exit(1)
+})

@@ -1,0 +1,57 @@
+/**
+ * `npm run flash-sale -- --instances 4 --buyers 2000 --stock 100 --mode fenced --chaos pause --seed 7`
+ *
+ * Prints a progress line on stderr while the sale runs, then the report (a table, or JSON with
+ * `--json`) on stdout. Exit code: 0, or 1 when a violation happened in `fenced` mode (the mode
+ * that promises none), or 2 for a bad command line or a run that could not start.
+ */
+import { runFlashSale, FlashSaleSetupError } from './flash-sale.js'
+import { parseFlashSaleArgs, USAGE, UsageError } from './flash-sale-args.js'
+import { formatReport, progressWriter, reportJson } from './report-format.js'
+
+async function main(): Promise<number> {
+  let command
+  try {
+    command = parseFlashSaleArgs(process.argv.slice(2))
+  } catch (error) {
+    if (!(error instanceof UsageError)) throw error
+    console.error(`flash-sale: ${error.message}\n\n${USAGE}`)
+    return 2
+  }
+  if (command.help) {
+    console.log(USAGE)
+    return 0
+  }
+  const progress = progressWriter()
+  // Ctrl-C: the run's cleanup (instances by PID, a spawned redis-server, the embedded database)
+  // happens in runFlashSale's finally; a second Ctrl-C exits at once (the exit hook kills instances).
+  let interrupted = false
+  process.on('SIGINT', () => {
+    if (interrupted) process.exit(130)
+    interrupted = true
+    progress.end()
+    console.error('\nflash-sale: interrupted, stopping what it started (Ctrl-C again to force)')
+    process.exit(130)
+  })
+  try {
+    const report = await runFlashSale({ ...command.options, instanceLogs: command.verbose ? 'inherit' : 'ignore' }, (p) => progress.update(p))
+    progress.end()
+    console.log(command.json ? reportJson(report) : formatReport(report))
+    return report.options.mode === 'fenced' && report.violations > 0 ? 1 : 0
+  } catch (error) {
+    progress.end()
+    if (error instanceof FlashSaleSetupError) {
+      console.error(`flash-sale: ${error.message}`)
+      return 2
+    }
+    throw error
+  }
+}
+
+main().then(
+  (code) => process.exit(code),
+  (error: unknown) => {
+    console.error(`flash-sale: ${error instanceof Error ? (error.stack ?? error.message) : String(error)}`)
+    process.exit(2)
+  },
+)

@@ -1,0 +1,247 @@
+/**
+ * One flash-sale run, end to end: a fresh schema seeded with one product, N instances under the
+ * supervisor, the chosen chaos, the crowd, then — after every instance has drained and exited —
+ * the report counted from the database.
+ */
+import { randomBytes } from 'node:crypto'
+import { noChaos, startPauseChaos, startRedisRestartChaos, type Chaos, type ChaosKind, type PauseRecord } from './chaos.js'
+import { createPrisma, databaseTarget, dropShopSchema, prepareShopSchema, startEmbeddedDatabase, type DatabaseLocation, type EmbeddedDatabase } from './database.js'
+import type { InstanceStats } from './instance.js'
+import { runLoad, type LoadTotals } from './load-generator.js'
+import type { ProtectionMode } from './protection.js'
+import { seededRandom } from './random.js'
+import { resolveRedis, type RedisEndpoint } from './redis-endpoint.js'
+import { countShop } from './shop-counts.js'
+import { Supervisor } from './supervisor.js'
+
+/** Defaults of a run, in one frozen object. */
+export const FLASH_SALE_DEFAULTS = Object.freeze({
+  instances: 4,
+  buyers: 2_000,
+  stock: 100,
+  mode: 'fenced' as ProtectionMode,
+  chaos: 'none' as ChaosKind,
+  seed: 1,
+  ttlMs: 1_000,
+  gatewayLatencyMs: '30-80',
+  concurrency: 32,
+  sku: 'flash-1',
+  priceCents: 4_999,
+})
+
+/** What a run is asked to do. */
+export interface FlashSaleOptions {
+  readonly instances: number
+  readonly buyers: number
+  readonly stock: number
+  readonly mode: ProtectionMode
+  readonly chaos: ChaosKind
+  readonly seed: number
+  /** Lock lease, in ms. */
+  readonly ttlMs: number
+  /** `"<min>-<max>"` ms of the simulated gateway. */
+  readonly gatewayLatencyMs: string
+  /** Buyers in flight at once. */
+  readonly concurrency: number
+  /** Keep the run's schema instead of dropping it. */
+  readonly keepData?: boolean
+  /** Instances' stderr: shown or not. Default 'ignore'. */
+  readonly instanceLogs?: 'inherit' | 'ignore'
+}
+
+/** Progress of a running sale, for the progress line. */
+export interface FlashSaleProgress {
+  readonly phase: 'starting' | 'selling' | 'draining' | 'counting'
+  readonly done: number
+  readonly buyers: number
+  readonly totals?: LoadTotals
+  readonly chaosCount: number
+  readonly message?: string
+}
+
+/** The report. Every violation count is taken from the database after the run. */
+export interface FlashSaleReport {
+  readonly options: Omit<FlashSaleOptions, 'keepData' | 'instanceLogs'>
+  readonly durationMs: number
+  /** Where Redis and PostgreSQL came from. */
+  readonly services: { readonly redis: string; readonly database: string; readonly schema: string }
+  // From the database:
+  readonly initialStock: number
+  readonly remainingStock: number
+  readonly sold: number
+  readonly oversoldUnits: number
+  readonly orders: number
+  readonly paidOrders: number
+  readonly payments: number
+  readonly doubleChargedOrders: number
+  readonly extraCharges: number
+  readonly lostUpdates: number
+  readonly violations: number
+  // From the instances' own counters:
+  readonly staleWritesRejected: number
+  readonly acquireP99Ms: number | null
+  readonly acquires: number
+  readonly acquireTimeouts: number
+  readonly expiredLocks: number
+  readonly instancesReporting: number
+  // The chaos and the crowd:
+  readonly chaosEvents: number
+  readonly pauses: readonly PauseRecord[]
+  readonly load: LoadTotals
+}
+
+/** Nearest-rank percentile of `values` (p in 0..100); null when empty. */
+export function percentile(values: readonly number[], p: number): number | null {
+  if (values.length === 0) return null
+  const sorted = [...values].sort((a, b) => a - b)
+  return sorted[Math.min(sorted.length - 1, Math.max(0, Math.ceil((p / 100) * sorted.length) - 1))] as number
+}
+
+/** A run refused before it started (e.g. `redis-restart` on a Redis the demo does not own). */
+export class FlashSaleSetupError extends Error {
+  constructor(message: string) {
+    super(message)
+    this.name = 'FlashSaleSetupError'
+  }
+}
+
+/** Services a run can be given instead of resolving its own (the demo shares them across runs). */
+export interface FlashSaleServices {
+  readonly redis?: RedisEndpoint
+  readonly database?: { readonly connectionString: string; readonly origin: string }
+}
+
+/**
+ * Runs one flash sale and returns its report.
+ * @example
+ * ```ts
+ * const report = await runFlashSale({ ...FLASH_SALE_DEFAULTS, mode: 'fenced', chaos: 'pause', seed: 7 })
+ * if (report.options.mode === 'fenced' && report.violations > 0) process.exitCode = 1
+ * ```
+ */
+export async function runFlashSale(
+  options: FlashSaleOptions,
+  onProgress: (progress: FlashSaleProgress) => void = () => {},
+  services: FlashSaleServices = {},
+): Promise<FlashSaleReport> {
+  const started = performance.now()
+  const runId = `fs-${Date.now().toString(36)}-${randomBytes(3).toString('hex')}`
+  const random = seededRandom(options.seed)
+  const cleanups: Array<() => Promise<void>> = []
+  const progress = (p: Omit<FlashSaleProgress, 'buyers'>) => onProgress({ ...p, buyers: options.buyers })
+
+  try {
+    progress({ phase: 'starting', done: 0, chaosCount: 0, message: 'starting Redis and the database' })
+    // Redis: the chaos `redis-restart` needs one the demo owns, so it spawns its own unless told otherwise.
+    let redis = services.redis
+    if (redis === undefined) {
+      if (options.chaos === 'redis-restart' && process.env.REDIS_URL) {
+        throw new FlashSaleSetupError('--chaos redis-restart restarts a redis-server the demo starts itself; unset REDIS_URL so it can spawn one (redis-server on PATH)')
+      }
+      const own = await resolveRedis({ preferOwned: options.chaos === 'redis-restart' })
+      cleanups.push(() => own.stop())
+      redis = own
+    }
+    if (options.chaos === 'redis-restart' && redis.owned === undefined) {
+      throw new FlashSaleSetupError(`--chaos redis-restart only restarts a Redis the demo started; this run uses ${redis.origin}`)
+    }
+
+    let database = services.database
+    if (database === undefined) {
+      if (process.env.DATABASE_URL) {
+        database = { connectionString: databaseTarget(process.env.DATABASE_URL).connectionString, origin: 'DATABASE_URL' }
+      } else {
+        const embedded: EmbeddedDatabase = await startEmbeddedDatabase()
+        cleanups.push(() => embedded.stop())
+        database = { connectionString: embedded.connectionString, origin: 'embedded PGlite (pglite-socket)' }
+      }
+    }
+    const embedded = database.origin.startsWith('embedded')
+    const location: DatabaseLocation = { connectionString: database.connectionString, schema: `flash_sale_${runId.replaceAll('-', '_')}` }
+    await prepareShopSchema(location, [{ sku: FLASH_SALE_DEFAULTS.sku, name: 'Flash-sale sneakers', priceCents: FLASH_SALE_DEFAULTS.priceCents, stock: options.stock }])
+    if (!options.keepData) cleanups.push(() => dropShopSchema(location))
+
+    const url = new URL(location.connectionString)
+    url.searchParams.set('schema', location.schema)
+    const supervisor = await Supervisor.start({
+      instances: options.instances,
+      stderr: options.instanceLogs ?? 'ignore',
+      env: {
+        REDIS_URL: redis.url,
+        DATABASE_URL: url.toString(),
+        SHOP_MODE: options.mode,
+        SHOP_RUN_ID: runId,
+        SHOP_LOCK_TTL_MS: String(options.ttlMs),
+        SHOP_GATEWAY_LATENCY_MS: options.gatewayLatencyMs,
+        // PGlite is one session behind the socket: one connection per instance, and expect serialization.
+        SHOP_DB_POOL_SIZE: embedded ? '1' : '4',
+      },
+    })
+    cleanups.push(() => supervisor.stop())
+    const onExit = () => supervisor.killNow()
+    process.once('exit', onExit)
+    cleanups.push(async () => void process.off('exit', onExit))
+
+    let chaos: Chaos = noChaos()
+    if (options.chaos === 'pause') {
+      chaos = startPauseChaos(supervisor, { random, pauseMs: Math.round(2.5 * options.ttlMs), gapMs: options.ttlMs, firstAfterMs: 100 })
+    } else if (options.chaos === 'redis-restart' && redis.owned !== undefined) {
+      chaos = startRedisRestartChaos(redis.owned, { intervalMs: Math.max(1_000, 3 * options.ttlMs), firstAfterMs: 300 })
+    }
+    cleanups.push(() => chaos.stop())
+
+    const load = await runLoad({
+      targets: supervisor.instances.map((i) => i.url),
+      sku: FLASH_SALE_DEFAULTS.sku,
+      buyers: options.buyers,
+      concurrency: options.concurrency,
+      random,
+      purchaseTimeoutMs: 120_000,
+      paymentTimeoutMs: 2 * options.ttlMs,
+      onProgress: (done, totals) => progress({ phase: 'selling', done, totals, chaosCount: chaos.count }),
+    })
+    await chaos.stop()
+    progress({ phase: 'draining', done: options.buyers, totals: load, chaosCount: chaos.count, message: 'waiting for the instances to finish' })
+    const stats: InstanceStats[] = await supervisor.stats()
+    await supervisor.stop()
+
+    progress({ phase: 'counting', done: options.buyers, totals: load, chaosCount: chaos.count, message: 'counting from the database' })
+    const db = createPrisma(location, 1)
+    let counts
+    try {
+      counts = await countShop(db, location.schema)
+    } finally {
+      await db.$disconnect()
+    }
+    const product = counts.products[0]
+    const waits = stats.flatMap((s) => s.acquireWaitsMs)
+    const { keepData: _keep, instanceLogs: _logs, ...shown } = options
+    return {
+      options: shown,
+      durationMs: Math.round(performance.now() - started),
+      services: { redis: redis.origin, database: database.origin, schema: location.schema },
+      initialStock: options.stock,
+      remainingStock: product?.stock ?? 0,
+      sold: counts.unitsSold,
+      oversoldUnits: counts.oversoldUnits,
+      orders: counts.orders,
+      paidOrders: counts.paidOrders,
+      payments: counts.payments,
+      doubleChargedOrders: counts.doubleChargedOrders,
+      extraCharges: counts.extraCharges,
+      lostUpdates: counts.lostUpdates,
+      violations: counts.violations,
+      staleWritesRejected: stats.reduce((a, s) => a + s.staleWritesRejected, 0),
+      acquireP99Ms: percentile(waits, 99),
+      acquires: waits.length,
+      acquireTimeouts: stats.reduce((a, s) => a + s.acquireTimeouts, 0),
+      expiredLocks: stats.reduce((a, s) => a + s.expiredLocks, 0),
+      instancesReporting: stats.length,
+      chaosEvents: chaos.count,
+      pauses: chaos.pauses,
+      load,
+    }
+  } finally {
+    for (const cleanup of cleanups.reverse()) await cleanup().catch(() => {})
+  }
+}

@@ -1,0 +1,179 @@
+/**
+ * The flash-sale crowd. Each buyer hits a random instance (seeded) once to buy one unit; a buyer
+ * who got an order then pays the way real systems deliver a payment request: the front end sends
+ * it, the message queue delivers a duplicate to another instance a moment later, and a request
+ * that times out or fails is retried on another instance. The shop must charge each order once.
+ */
+import { Agent, request } from 'node:http'
+import type { Random } from './random.js'
+
+/** Options of {@link runLoad}. */
+export interface LoadOptions {
+  /** Base URLs of the instances, e.g. `http://127.0.0.1:3001`. */
+  readonly targets: readonly string[]
+  readonly sku: string
+  readonly buyers: number
+  /** Buyers in flight at once. */
+  readonly concurrency: number
+  readonly random: Random
+  /** A purchase gives up after this long, in ms (it may queue for the lock behind many others). */
+  readonly purchaseTimeoutMs: number
+  /** A payment request gives up after this long and is retried on another instance, in ms. */
+  readonly paymentTimeoutMs: number
+  /** Most deliveries of one payment (the first, the duplicate, and retries). Default 4. */
+  readonly maxPaymentAttempts?: number
+  /** Called after each buyer is done. */
+  readonly onProgress?: (done: number, totals: LoadTotals) => void
+}
+
+/** What the crowd saw (the client's view; the report's truth comes from the database). */
+export interface LoadTotals {
+  buyersDone: number
+  ordered: number
+  soldOut: number
+  purchaseFailed: number
+  paymentRequests: number
+  paid: number
+  alreadyPaid: number
+  paymentRetries: number
+  paymentTimeouts: number
+  staleRejectedAnswers: number
+  /** Orders for which no delivery got a definite answer (paid / already paid). */
+  paymentsUnconfirmed: number
+  byStatus: Record<string, number>
+}
+
+interface Answer {
+  status: number
+  body: Record<string, unknown>
+}
+
+function post(agent: Agent, url: string, json: unknown, timeoutMs: number): Promise<Answer | 'timeout' | 'error'> {
+  return new Promise((resolve) => {
+    const payload = JSON.stringify(json)
+    const req = request(url, { method: 'POST', agent, headers: { 'content-type': 'application/json', 'content-length': Buffer.byteLength(payload) } }, (res) => {
+      const chunks: Buffer[] = []
+      res.on('data', (c: Buffer) => chunks.push(c))
+      res.on('error', () => resolve('error'))
+      res.on('end', () => {
+        clearTimeout(timer)
+        let body: Record<string, unknown> = {}
+        try {
+          body = JSON.parse(Buffer.concat(chunks).toString('utf8')) as Record<string, unknown>
+        } catch {
+          // Not JSON: the status is what counts.
+        }
+        resolve({ status: res.statusCode ?? 0, body })
+      })
+    })
+    // The client gives up; the server-side handler goes on (as it does in production).
+    const timer = setTimeout(() => {
+      req.destroy()
+      resolve('timeout')
+    }, timeoutMs)
+    req.on('error', () => {
+      clearTimeout(timer)
+      resolve('error')
+    })
+    req.end(payload)
+  })
+}
+
+const sleep = (ms: number) => new Promise<void>((r) => setTimeout(r, ms))
+
+/**
+ * Runs the crowd to the end and returns what it saw.
+ * @example
+ * ```ts
+ * const totals = await runLoad({ targets, sku: 'flash-1', buyers: 2000, concurrency: 32, random: seededRandom(7),
+ *   purchaseTimeoutMs: 60_000, paymentTimeoutMs: 1_500 })
+ * ```
+ */
+export async function runLoad(options: LoadOptions): Promise<LoadTotals> {
+  const { targets, random } = options
+  if (targets.length === 0) throw new RangeError('runLoad needs at least one target')
+  const agent = new Agent({ keepAlive: true, maxSockets: Math.max(16, options.concurrency * 2) })
+  const maxAttempts = options.maxPaymentAttempts ?? 4
+  const totals: LoadTotals = {
+    buyersDone: 0,
+    ordered: 0,
+    soldOut: 0,
+    purchaseFailed: 0,
+    paymentRequests: 0,
+    paid: 0,
+    alreadyPaid: 0,
+    paymentRetries: 0,
+    paymentTimeouts: 0,
+    staleRejectedAnswers: 0,
+    paymentsUnconfirmed: 0,
+    byStatus: {},
+  }
+  const tally = (answer: Answer | 'timeout' | 'error') => {
+    const key = typeof answer === 'string' ? answer : String(answer.status)
+    totals.byStatus[key] = (totals.byStatus[key] ?? 0) + 1
+    if (typeof answer !== 'string' && answer.body.error === 'stale_write_rejected') totals.staleRejectedAnswers++
+  }
+  const otherThan = (index: number) => (targets.length === 1 ? index : (index + 1 + random.int(0, targets.length - 2)) % targets.length)
+
+  /** One delivery chain of a payment: on a timeout or failure, retried on another instance. */
+  const deliver = async (orderId: number, first: number, attempts: { left: number }): Promise<boolean> => {
+    let target = first
+    while (attempts.left > 0) {
+      attempts.left--
+      totals.paymentRequests++
+      const answer = await post(agent, `${targets[target]}/api/orders/${orderId}/pay`, {}, options.paymentTimeoutMs)
+      tally(answer)
+      if (typeof answer !== 'string' && answer.status === 200) {
+        if (answer.body.result === 'paid') totals.paid++
+        else totals.alreadyPaid++
+        return true
+      }
+      if (answer === 'timeout') totals.paymentTimeouts++
+      if (typeof answer !== 'string' && answer.status === 404) return false
+      totals.paymentRetries++
+      target = otherThan(target)
+      await sleep(random.int(5, 50))
+    }
+    return false
+  }
+
+  const buyer = async (n: number) => {
+    const target = random.int(0, targets.length - 1)
+    const answer = await post(agent, `${targets[target]}/api/products/${encodeURIComponent(options.sku)}/purchase`, { buyerId: `buyer-${n}` }, options.purchaseTimeoutMs)
+    tally(answer)
+    if (typeof answer === 'string' || answer.status >= 500 || (answer.status !== 201 && answer.status !== 409)) {
+      totals.purchaseFailed++
+      return
+    }
+    if (answer.status === 409) {
+      if (answer.body.error === 'sold_out') totals.soldOut++
+      else totals.purchaseFailed++
+      return
+    }
+    totals.ordered++
+    const orderId = Number(answer.body.orderId)
+    // The front end's request, and the queue's duplicate to another instance a moment later.
+    const attempts = { left: maxAttempts }
+    const payTarget = random.int(0, targets.length - 1)
+    const dupTarget = otherThan(payTarget)
+    const dupDelayMs = random.int(0, 40)
+    const results = await Promise.all([deliver(orderId, payTarget, attempts), sleep(dupDelayMs).then(() => deliver(orderId, dupTarget, attempts))])
+    if (!results.some(Boolean)) totals.paymentsUnconfirmed++
+  }
+
+  let next = 0
+  const worker = async () => {
+    while (next < options.buyers) {
+      const n = next++
+      await buyer(n)
+      totals.buyersDone++
+      options.onProgress?.(totals.buyersDone, totals)
+    }
+  }
+  try {
+    await Promise.all(Array.from({ length: Math.min(options.concurrency, options.buyers) }, worker))
+  } finally {
+    agent.destroy()
+  }
+  return totals
+}
