@@ -1,0 +1,114 @@
+/**
+ * Errors thrown by `@fencelock/fencing`. Every failure has its own class under
+ * {@link FencingError}, with `name` set and read-only context, so callers branch on the class,
+ * never on the text.
+ */
+
+/** Base class of every error this package throws. */
+export class FencingError extends Error {
+  /** The Prisma model the failure concerns (e.g. `Product`), when there is one. */
+  readonly model: string | undefined
+
+  constructor(message: string, options: { model?: string | undefined; cause?: unknown } = {}) {
+    super(message, options.cause === undefined ? undefined : { cause: options.cause })
+    this.name = new.target.name
+    this.model = options.model
+  }
+}
+
+/**
+ * The database refused a fenced write: a newer token has already written the row, so the
+ * caller's lock is no longer current (it paused past its TTL, or another holder took over).
+ * Nothing of that statement was written; inside a transaction, let it propagate so the whole
+ * transaction rolls back.
+ */
+export class StaleFencingTokenError extends FencingError {
+  declare readonly model: string
+  /** The Prisma operation that was refused (`update`, `upsert`, `deleteMany`, ...). */
+  readonly operation: string
+  /** The caller's (stale) token. */
+  readonly token: bigint
+  /** The newer token stored on the row, read right after the refusal; undefined when it could not be read. */
+  readonly storedToken: bigint | undefined
+
+  constructor(model: string, operation: string, token: bigint, storedToken: bigint | undefined) {
+    const stored = storedToken === undefined ? 'a newer token' : `token ${storedToken}`
+    super(`stale fencing token: ${model}.${operation} with token ${token} refused, the row was already written with ${stored}`, {
+      model,
+    })
+    this.operation = operation
+    this.token = token
+    this.storedToken = storedToken
+  }
+}
+
+/**
+ * A fencing token that is not a non-negative integer of at most 2^63 − 1 (the `BIGINT` column's
+ * range), given as a `bigint` or a string of digits. Thrown before any query.
+ */
+export class InvalidFenceTokenError extends FencingError {
+  /** What the token must be. */
+  readonly rule: string
+
+  constructor(rule: string, value: unknown) {
+    super(`invalid fencing token: ${rule} (got ${describe(value)})`)
+    this.rule = rule
+  }
+}
+
+/** `$fenced()` was called without a token outside {@link withFenceToken}: there is no token to fence with. */
+export class MissingFenceTokenError extends FencingError {
+  constructor() {
+    super('no fencing token: pass one to $fenced(token) or run inside withFenceToken(token, fn)')
+  }
+}
+
+/** Why a write cannot be fenced. */
+export type UnsupportedFencedWriteReason =
+  /** `data` sets the fence column itself; under `$fenced` the extension owns that column. */
+  | 'fence-column'
+  /** A nested write (relation field in `data`) would write rows of a fenced model without the condition. */
+  | 'nested-write'
+
+/**
+ * A write under `$fenced` that the extension cannot make conditional, refused before any query
+ * rather than run unfenced. Write the related rows through `$fenced` separately, and set
+ * foreign keys as scalars (`productId: 1`) instead of `connect`.
+ */
+export class UnsupportedFencedWriteError extends FencingError {
+  declare readonly model: string
+  readonly operation: string
+  readonly reason: UnsupportedFencedWriteReason
+  /** The field of `data` at fault. */
+  readonly field: string
+
+  constructor(model: string, operation: string, reason: UnsupportedFencedWriteReason, field: string) {
+    const why =
+      reason === 'fence-column'
+        ? `data sets the fence column "${field}", which the extension sets to the token itself`
+        : `the nested write through "${field}" would write a fenced model without the fencing condition; write that row through $fenced on its own and set foreign keys as scalars`
+    super(`cannot fence ${model}.${operation}: ${why}`, { model })
+    this.operation = operation
+    this.reason = reason
+    this.field = field
+  }
+}
+
+/** A bad option or argument, detected before any I/O. `field` names it; `rule` says what it must be. */
+export class InvalidFencingOptionError extends FencingError {
+  readonly field: string
+  readonly rule: string
+
+  constructor(field: string, rule: string, value: unknown) {
+    super(`invalid ${field}: ${rule} (got ${describe(value)})`)
+    this.field = field
+    this.rule = rule
+  }
+}
+
+function describe(value: unknown): string {
+  if (typeof value === 'string') return value.length > 40 ? `a string of ${value.length} characters` : JSON.stringify(value)
+  if (typeof value === 'number' || typeof value === 'boolean' || value == null) return `${typeof value === 'number' ? 'the number ' : ''}${String(value)}`
+  if (typeof value === 'bigint') return `${value}n`
+  return typeof value
+}

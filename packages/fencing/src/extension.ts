@@ -1,0 +1,81 @@
+import { Prisma } from '@prisma/client/extension'
+import { currentFenceToken } from './ambient-token.js'
+import { delegateKey, readDataModel, type DataModel } from './data-model.js'
+import { InvalidFencingOptionError, MissingFenceTokenError } from './errors.js'
+import { parseFenceToken, type FenceTokenInput } from './fence-token.js'
+import { delegatesOf, fenceClient } from './fenced-client.js'
+import { resolveFencingOptions, type FencingOptions, type ResolvedFencingOptions } from './options.js'
+
+/**
+ * The fencing extension: `prisma.$extends(fencing({ models }))` adds `$fenced(token?)` to the
+ * client (and to the transaction clients it hands out).
+ *
+ * `db.$fenced(token)` returns the same client with conditional writes on the fenced models:
+ * `update`, `updateMany`, `updateManyAndReturn`, `upsert`, `delete` and `deleteMany` add
+ * `fence <= token` to the filter and set `fence = token`; `create`, `createMany` and
+ * `createManyAndReturn` set `fence = token`. A refused write throws `StaleFencingTokenError`; a
+ * missing row fails exactly as without the extension. Reads, unfenced models and everything
+ * written outside `$fenced` pass through untouched. Without an argument, `$fenced()` uses the
+ * token of the enclosing `withFenceToken`.
+ *
+ * Options are checked here, before any client exists; the models and their fence columns are
+ * checked against the client when the extension is applied.
+ *
+ * @example
+ * ```ts
+ * const db = new PrismaClient({ adapter }).$extends(
+ *   fencing({ models: { Product: 'fenceToken', Order: 'fenceToken' }, onRejection: countIt }),
+ * )
+ * await db.$fenced(lock.token).product.update({ where: { sku }, data: { stock: { decrement: 1 } } })
+ * ```
+ */
+export function fencing(options: FencingOptions) {
+  const resolved = resolveFencingOptions(options)
+  return Prisma.defineExtension((client) => {
+    const dataModel = readDataModel(client as object)
+    checkModels(client as object, resolved, dataModel)
+    const delegates = delegatesOf(resolved, dataModel)
+    return client.$extends({
+      name: '@fencelock/fencing',
+      client: {
+        /**
+         * This client (or transaction client) with its writes to fenced models made
+         * conditional on `token`. Throws `InvalidFenceTokenError` for a bad token, and
+         * `MissingFenceTokenError` without one outside `withFenceToken`, before any query.
+         * A fenced write runs when called (it is an ordinary Promise, not a lazy
+         * PrismaPromise), so it does not fit the array form of `$transaction`.
+         */
+        $fenced<T extends object>(this: T, token?: FenceTokenInput): T {
+          const value = token === undefined ? ambientToken() : parseFenceToken(token)
+          return fenceClient(Prisma.getExtensionContext(this) as T, { token: value, options: resolved, dataModel, delegates })
+        },
+      },
+    })
+  })
+}
+
+function ambientToken(): bigint {
+  const token = currentFenceToken()
+  if (token === undefined) throw new MissingFenceTokenError()
+  return token
+}
+
+/** Every fenced model must exist in this client, with a `BigInt` fence column. */
+function checkModels(client: object, options: ResolvedFencingOptions, dataModel: DataModel | undefined): void {
+  for (const [model, field] of options.models) {
+    if (dataModel === undefined) {
+      // Without the data model we can only see whether the delegate exists.
+      const delegate = (client as Record<string, unknown>)[delegateKey(model)]
+      if (delegate === null || typeof delegate !== 'object') throw new InvalidFencingOptionError('models', 'must name models of this Prisma client', model)
+      continue
+    }
+    const shape = dataModel.get(model)
+    if (shape === undefined) {
+      throw new InvalidFencingOptionError('models', `must name models of this Prisma client (${[...dataModel.keys()].join(', ')})`, model)
+    }
+    const type = shape.scalars.get(field)
+    if (type !== 'BigInt') {
+      throw new InvalidFencingOptionError(`models.${model}`, `must name a BigInt field of ${model}${type === undefined ? '' : ` (it is ${type})`}`, field)
+    }
+  }
+}

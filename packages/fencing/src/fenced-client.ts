@@ -1,0 +1,96 @@
+/**
+ * The client `db.$fenced(token)` returns: a view of the caller's client (or transaction client)
+ * in which the write methods of the model delegates are fenced. It holds no connection and no
+ * state but the token, so making one per call is cheap; every call goes to the wrapped client.
+ */
+import { delegateKey, type DataModel } from './data-model.js'
+import { checkUnfencedWrite, fencedWrite, invoke, WRITE_OPERATIONS, type FenceScope } from './fenced-write.js'
+import type { ResolvedFencingOptions } from './options.js'
+
+/** Where a fenced client keeps what it fences with; read by `fencedTransaction`. */
+export const FENCE_SCOPE: unique symbol = Symbol('@fencelock/fencing scope')
+
+/** The scope of a client returned by `$fenced`, or `undefined` for any other value. */
+export function fenceScopeOf(client: unknown): FenceScope | undefined {
+  if (client === null || typeof client !== 'object') return undefined
+  return (client as { [FENCE_SCOPE]?: FenceScope })[FENCE_SCOPE]
+}
+
+/**
+ * Delegate property → model name for the models a fenced client wraps: the fenced ones, and
+ * (with a data model) all others too, whose writes are checked for nested writes into fenced ones.
+ */
+export function delegatesOf(options: ResolvedFencingOptions, dataModel: DataModel | undefined): ReadonlyMap<string, string> {
+  const delegates = new Map<string, string>()
+  for (const model of options.models.keys()) delegates.set(delegateKey(model), model)
+  if (dataModel !== undefined) for (const model of dataModel.keys()) delegates.set(delegateKey(model), model)
+  return delegates
+}
+
+/** Wraps `client` (a Prisma client or transaction client) so its writes carry `scope.token`. */
+export function fenceClient<T extends object>(client: T, scope: FenceScope): T {
+  const delegates = new Map<string, object>()
+  return new Proxy(client, {
+    get(target, prop) {
+      if (prop === FENCE_SCOPE) return scope
+      if (typeof prop === 'string') {
+        const model = scope.delegates.get(prop)
+        if (model !== undefined) {
+          const cached = delegates.get(prop)
+          if (cached !== undefined) return cached
+          const delegate = Reflect.get(target, prop) as unknown
+          if (delegate !== null && typeof delegate === 'object') {
+            const fenced = fenceDelegate(delegate, model, scope)
+            delegates.set(prop, fenced)
+            return fenced
+          }
+          return delegate
+        }
+        if (prop === '$transaction') {
+          const transaction = Reflect.get(target, prop) as unknown
+          // A transaction client has no $transaction; keep it that way.
+          if (typeof transaction !== 'function') return transaction
+          // The interactive form hands out a fenced transaction client, so `db.$fenced(t)
+          // .$transaction(async (tx) => ...)` fences inside too. The array form passes through.
+          return (arg: unknown, options?: unknown) =>
+            typeof arg === 'function'
+              ? Reflect.apply(transaction, target, [(tx: object) => (arg as (tx: object) => unknown)(fenceClient(tx, scope)), options])
+              : Reflect.apply(transaction, target, [arg, options])
+        }
+      }
+      const value = Reflect.get(target, prop) as unknown
+      return typeof value === 'function' ? (value as (...args: unknown[]) => unknown).bind(target) : value
+    },
+  })
+}
+
+function fenceDelegate(delegate: object, model: string, scope: FenceScope): object {
+  const field = scope.options.models.get(model)
+  const methods = new Map<string, (args?: unknown) => Promise<unknown>>()
+  return new Proxy(delegate, {
+    get(target, prop) {
+      if (typeof prop === 'string' && WRITE_OPERATIONS.has(prop)) {
+        let method = methods.get(prop)
+        if (method === undefined) {
+          method =
+            field !== undefined
+              ? (args) => fencedWrite(target, model, field, prop, args, scope)
+              : (args) => {
+                  // Not fenced: the untouched Prisma call (still a lazy PrismaPromise, fit for
+                  // the array form of $transaction), unless it would write a fenced model.
+                  try {
+                    checkUnfencedWrite(model, prop, args, scope)
+                  } catch (error) {
+                    return Promise.reject(error)
+                  }
+                  return invoke(target, prop, args)
+                }
+          methods.set(prop, method)
+        }
+        return method
+      }
+      const value = Reflect.get(target, prop) as unknown
+      return typeof value === 'function' ? (value as (...args: unknown[]) => unknown).bind(target) : value
+    },
+  })
+}
