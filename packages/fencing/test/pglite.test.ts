@@ -1,0 +1,104 @@
+/**
+ * The same promises on PGlite (PostgreSQL compiled to WASM, in this process), the embedded
+ * database a user gets without a server. One instance for the whole file: each costs 2-4 s and
+ * most of a gigabyte. PGlite is a single session, so the concurrent cases stay on the server
+ * tests; everything else that the fence promises is checked here too.
+ */
+import { PGlite } from '@electric-sql/pglite'
+import { PrismaPGlite } from 'pglite-prisma-adapter'
+import { afterAll, beforeAll, describe, expect, it } from 'vitest'
+import { applyMigrations, type MigrationConnection } from '../../../scripts/db-migrate.js'
+import { fencedTransaction, InvalidFenceTokenError, StaleFencingTokenError } from '../src/index.js'
+import { BAD_TOKENS } from './support/bad-tokens.js'
+import { fencedClient, PrismaClient, settle, uniqueSku, type FencedDb } from './support/database.js'
+
+let pglite: PGlite
+let base: PrismaClient
+let db: FencedDb
+
+beforeAll(async () => {
+  pglite = await PGlite.create()
+  // Our runner, through PGlite: `exec` for a whole migration file, `query` for one statement with values.
+  const connection: MigrationConnection = {
+    async query(text, values) {
+      if (values !== undefined) return pglite.query<Record<string, unknown>>(text, values)
+      const results = await pglite.exec(text)
+      return { rows: (results.at(-1)?.rows ?? []) as Record<string, unknown>[] }
+    },
+  }
+  const report = await applyMigrations(connection)
+  expect(report.applied).toEqual(['20251126000000_init'])
+  expect((await applyMigrations(connection)).applied).toEqual([])
+  base = new PrismaClient({ adapter: new PrismaPGlite(pglite) })
+  db = fencedClient(base)
+})
+
+afterAll(async () => {
+  await base?.$disconnect()
+  await pglite?.close()
+})
+
+const seed = (fenceToken: bigint) => base.product.create({ data: { sku: uniqueSku('pgl'), name: 'p', priceCents: 100, stock: 10, fenceToken } })
+
+describe('on PGlite', () => {
+  it('a stale token is refused and the row unchanged; the same write without the extension goes through', async () => {
+    const p = await seed(7n)
+    const stale = await settle(db.$fenced(5n).product.update({ where: { id: p.id }, data: { stock: 0 } }))
+    expect(stale.error).toBeInstanceOf(StaleFencingTokenError)
+    expect(stale.error).toMatchObject({ token: 5n, storedToken: 7n })
+    expect(await base.product.findUniqueOrThrow({ where: { id: p.id } })).toEqual(p)
+    await base.product.update({ where: { id: p.id }, data: { stock: 0 } })
+    expect((await base.product.findUniqueOrThrow({ where: { id: p.id } })).stock).toBe(0)
+  })
+
+  it('an equal token is accepted, a newer one accepted and stored', async () => {
+    const p = await seed(7n)
+    expect(await db.$fenced(7n).product.update({ where: { id: p.id }, data: { stock: 9 } })).toMatchObject({ stock: 9, fenceToken: 7n })
+    expect(await db.$fenced('8').product.update({ where: { id: p.id }, data: { stock: 8 } })).toMatchObject({ stock: 8, fenceToken: 8n })
+  })
+
+  it('fencedTransaction: a stale read-modify-write changes nothing; a current one commits', async () => {
+    const p = await seed(7n)
+    const rmw = (token: bigint) =>
+      fencedTransaction(db, token, { model: 'Product', where: { id: p.id } }, async (tx) => {
+        const current = await tx.product.findUniqueOrThrow({ where: { id: p.id } })
+        await tx.product.update({ where: { id: p.id }, data: { stock: current.stock - 1 } })
+        return tx.order.create({ data: { productId: p.id, buyerId: `b${token}`, quantity: 1 } })
+      })
+    expect((await settle(rmw(6n))).error).toBeInstanceOf(StaleFencingTokenError)
+    expect(await base.product.findUniqueOrThrow({ where: { id: p.id } })).toEqual(p)
+    expect(await base.order.count({ where: { productId: p.id } })).toBe(0)
+    expect(await rmw(9n)).toMatchObject({ buyerId: 'b9', fenceToken: 9n })
+    expect(await base.product.findUniqueOrThrow({ where: { id: p.id } })).toMatchObject({ stock: 9, fenceToken: 9n })
+  })
+
+  it('2^53 + 1 and 2^63 − 1 round-trip exactly', async () => {
+    const p = await seed(0n)
+    for (const token of [2n ** 53n + 1n, 2n ** 63n - 1n]) {
+      expect((await db.$fenced(token).product.update({ where: { id: p.id }, data: { stock: 1 } })).fenceToken).toBe(token)
+      expect((await base.product.findUniqueOrThrow({ where: { id: p.id } })).fenceToken).toBe(token)
+    }
+    expect((await settle(db.$fenced(2n ** 63n - 2n).product.update({ where: { id: p.id }, data: { stock: 2 } }))).error).toBeInstanceOf(
+      StaleFencingTokenError,
+    )
+  })
+
+  it('upsert, a missing row (P2025 as without the extension), and an unfenced model', async () => {
+    const sku = uniqueSku('pgl-up')
+    const up = (token: bigint, stock: number) =>
+      db.$fenced(token).product.upsert({ where: { sku }, create: { sku, name: 'u', priceCents: 1, stock }, update: { stock } })
+    expect(await up(4n, 1)).toMatchObject({ stock: 1, fenceToken: 4n })
+    expect((await settle(up(3n, 2))).error).toBeInstanceOf(StaleFencingTokenError)
+    expect((await settle(db.$fenced(1n).product.update({ where: { sku: uniqueSku('none') }, data: { stock: 1 } }))).error).toMatchObject({
+      code: 'P2025',
+    })
+    const p = await seed(9n)
+    const order = await base.order.create({ data: { productId: p.id, buyerId: 'b', quantity: 1, fenceToken: 9n } })
+    expect(await db.$fenced(1n).payment.create({ data: { orderId: order.id, amountCents: 5, instance: 'x' } })).toMatchObject({ amountCents: 5 })
+    expect(await base.order.findUniqueOrThrow({ where: { id: order.id } })).toEqual(order)
+  })
+
+  it.each(BAD_TOKENS)('refuses %s before any query', (_label, value) => {
+    expect(() => db.$fenced(value as bigint)).toThrow(InvalidFenceTokenError)
+  })
+})

@@ -1,0 +1,23 @@
+/** Every bad token the issue names, and a few neighbours. Shared by the parser, ambient and database tests. */
+export const BAD_TOKENS: ReadonlyArray<readonly [string, unknown]> = [
+  ['a number (even a safe integer)', 5],
+  ['the number 0', 0],
+  ['a number above 2^53', 2 ** 53 + 2],
+  ['a non-integer number', 1.5],
+  ['NaN', Number.NaN],
+  ['a negative bigint', -1n],
+  ['a negative digit string', '-1'],
+  ['a decimal string', '1.5'],
+  ['an exponent string', '1e3'],
+  ['a hex string', '0x10'],
+  ['letters', 'abc'],
+  ['an empty string', ''],
+  ['digits with spaces', ' 5'],
+  ['a plus sign', '+5'],
+  ['2^63 as a bigint', 2n ** 63n],
+  ['2^63 as a string', '9223372036854775808'],
+  ['a very long digit string', '9'.repeat(400)],
+  ['null', null],
+  ['a boolean', true],
+  ['an object', { token: 5n }],
+]

@@ -1,0 +1,136 @@
+/**
+ * One PostgreSQL schema per test file: created with a unique name, migrated with our own
+ * runner (scripts/db-migrate.ts), dropped afterwards. Test files run in parallel without
+ * seeing each other's rows, and every test also uses its own SKUs.
+ *
+ * PostgreSQL must be up: a connection failure fails the file loudly, it never skips.
+ */
+import { randomBytes } from 'node:crypto'
+import { PrismaPg } from '@prisma/adapter-pg'
+import pg from 'pg'
+import { PrismaClient } from '../../../../generated/prisma/client.js'
+import { databaseTarget, redact } from '../../../../scripts/database-url.js'
+import { applyMigrations } from '../../../../scripts/db-migrate.js'
+import { fencing, type FencingRejection } from '../../src/index.js'
+
+export { PrismaClient }
+
+/** The fenced models of the demo schema, as the demo configures them. */
+export const FENCED_MODELS = Object.freeze({ Product: 'fenceToken', Order: 'fenceToken' })
+
+/** A Prisma client on `schema`, extended with fencing; `rejections` collects `onRejection` calls. */
+export function fencedClient(base: PrismaClient, rejections: FencingRejection[] = []) {
+  return base.$extends(fencing({ models: FENCED_MODELS, onRejection: (r) => rejections.push(r) }))
+}
+
+export type FencedDb = ReturnType<typeof fencedClient>
+
+export interface TestDatabase {
+  readonly schema: string
+  /** Plain Prisma client on the schema: no extension (the control, and for checking rows). */
+  readonly base: PrismaClient
+  /** `base` with the fencing extension. */
+  readonly db: FencedDb
+  /** Every rejection `db` reported, in order. */
+  readonly rejections: FencingRejection[]
+  /** A raw connection outside Prisma, for looking at the server (locks, activity). */
+  readonly admin: pg.Client
+  /** Drops the schema and closes every connection. */
+  close(): Promise<void>
+}
+
+/** A unique, lowercase SQL-safe name (≤ 63 characters). */
+export function uniqueName(prefix: string): string {
+  return `${prefix}_${process.pid}_${randomBytes(4).toString('hex')}`.toLowerCase().slice(0, 63)
+}
+
+/** Creates and migrates a fresh schema for one test file. */
+export async function createTestDatabase(label: string): Promise<TestDatabase> {
+  const { connectionString } = databaseTarget()
+  const schema = uniqueName(`fencing_${label}`)
+  const admin = new pg.Client({ connectionString })
+  try {
+    await admin.connect()
+  } catch (cause) {
+    throw new Error(
+      `PostgreSQL is not reachable at ${redact(connectionString)} (set DATABASE_URL, or start it: see STACK.md). These tests need it and never skip.`,
+      { cause },
+    )
+  }
+  await applyMigrations(admin, { schema })
+  const base = new PrismaClient({ adapter: new PrismaPg({ connectionString }, { schema }) })
+  const rejections: FencingRejection[] = []
+  return {
+    schema,
+    base,
+    db: fencedClient(base, rejections),
+    rejections,
+    admin,
+    async close() {
+      await base.$disconnect()
+      await admin.query(`DROP SCHEMA IF EXISTS "${schema}" CASCADE`)
+      await admin.end()
+    },
+  }
+}
+
+let skuCounter = 0
+/** A SKU no other test uses. */
+export function uniqueSku(label: string): string {
+  skuCounter += 1
+  return `${label}-${skuCounter}-${randomBytes(3).toString('hex')}`
+}
+
+/** Creates a product with the given stored fence token and returns it. */
+export async function seedProduct(base: PrismaClient, fenceToken = 0n, label = 'sku') {
+  return base.product.create({ data: { sku: uniqueSku(label), name: 'Test product', priceCents: 1_000, stock: 10, fenceToken } })
+}
+
+/**
+ * Waits until a backend of `schema` is blocked on a lock (a row lock held by another
+ * transaction), so a test knows the interleaving it built is really in place.
+ */
+export async function waitForLockWait(admin: pg.Client, schema: string, timeoutMs = 10_000): Promise<void> {
+  const deadline = performance.now() + timeoutMs
+  for (;;) {
+    const { rows } = await admin.query<{ n: string }>(
+      `SELECT count(*) AS n FROM pg_stat_activity WHERE wait_event_type = 'Lock' AND position($1 in query) > 0`,
+      [`"${schema}".`],
+    )
+    if (Number(rows[0]?.n) > 0) return
+    if (performance.now() > deadline) throw new Error(`no backend of schema ${schema} waited for a lock within ${timeoutMs} ms`)
+    await new Promise((resolve) => setTimeout(resolve, 10))
+  }
+}
+
+/**
+ * Waits until an open transaction holds the row lock of `Product` `id` (a fence raised, not yet
+ * committed): `FOR UPDATE SKIP LOCKED` skips exactly such a row.
+ */
+export async function waitForRowLocked(admin: pg.Client, schema: string, id: number, timeoutMs = 10_000): Promise<void> {
+  const deadline = performance.now() + timeoutMs
+  for (;;) {
+    const { rows } = await admin.query(`SELECT id FROM "${schema}"."Product" WHERE id = $1 FOR UPDATE SKIP LOCKED`, [id])
+    if (rows.length === 0) return
+    if (performance.now() > deadline) throw new Error(`Product ${id} was not locked by another transaction within ${timeoutMs} ms`)
+    await new Promise((resolve) => setTimeout(resolve, 5))
+  }
+}
+
+/** A promise with its resolve function outside: a gate a test opens when it is ready. */
+export function gate(): { promise: Promise<void>; open: () => void } {
+  let open!: () => void
+  const promise = new Promise<void>((resolve) => {
+    open = resolve
+  })
+  return { promise, open }
+}
+
+/** Settles a promise into `{ value }` or `{ error }`, so a test can assert on either. */
+export async function settle<T>(promise: Promise<T>): Promise<{ value?: T; error?: unknown }> {
+  try {
+    return { value: await promise }
+  } catch (error) {
+    return { error }
+  }
+}
