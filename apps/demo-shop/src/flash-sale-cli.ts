@@ -5,7 +5,7 @@
  * `--json`) on stdout. Exit code: 0, or 1 when a violation happened in `fenced` mode (the mode
  * that promises none), or 2 for a bad command line or a run that could not start.
  */
-import { runFlashSale, FlashSaleSetupError } from './flash-sale.js'
+import { exitCodeOf, FlashSaleSetupError, runFlashSale } from './flash-sale.js'
 import { parseFlashSaleArgs, USAGE, UsageError } from './flash-sale-args.js'
 import { formatReport, progressWriter, reportJson } from './report-format.js'
 
@@ -37,7 +37,7 @@ async function main(): Promise<number> {
     const report = await runFlashSale({ ...command.options, instanceLogs: command.verbose ? 'inherit' : 'ignore' }, (p) => progress.update(p))
     progress.end()
     console.log(command.json ? reportJson(report) : formatReport(report))
-    return report.options.mode === 'fenced' && report.violations > 0 ? 1 : 0
+    return exitCodeOf(report)
   } catch (error) {
     progress.end()
     if (error instanceof FlashSaleSetupError) {

@@ -97,6 +97,14 @@ export function percentile(values: readonly number[], p: number): number | null 
   return sorted[Math.min(sorted.length - 1, Math.max(0, Math.ceil((p / 100) * sorted.length) - 1))] as number
 }
 
+/**
+ * The CLI's exit code for a finished run: 1 when a violation happened in `fenced` mode (the one
+ * mode that promises none), else 0. Violations in `unsafe` and `lock` are what those modes show.
+ */
+export function exitCodeOf(report: Pick<FlashSaleReport, 'violations'> & { options: Pick<FlashSaleOptions, 'mode'> }): 0 | 1 {
+  return report.options.mode === 'fenced' && report.violations > 0 ? 1 : 0
+}
+
 /** A run refused before it started (e.g. `redis-restart` on a Redis the demo does not own). */
 export class FlashSaleSetupError extends Error {
   constructor(message: string) {
