@@ -153,3 +153,19 @@ describe('two concurrent transactions with tokens 5 and 6 on one row', () => {
     expect((await t.base.order.findMany({ where: { productId: p.id }, orderBy: { id: 'asc' } })).map((o) => o.buyerId)).toEqual(['five', 'six'])
   })
 })
+
+describe('isolation level (what docs/FENCING.md says)', () => {
+  it('under RepeatableRead a transaction that waited for the row fails with P2034 whatever its token; nothing of it commits', async () => {
+    const p = await seedProduct(t.base, 0n)
+    const hold = gate()
+    const rr = { model: 'Product' as const, where: { id: p.id }, isolationLevel: 'RepeatableRead' as const }
+    const first = fencedTransaction(t.db, 6n, rr, async () => hold.promise)
+    await waitForRowLocked(t.admin, t.schema, p.id)
+    const newer = settle(fencedTransaction(t.db, 7n, rr, async (tx) => tx.product.update({ where: { id: p.id }, data: { stock: 0 } })))
+    await waitForLockWait(t.admin, t.schema)
+    hold.open()
+    await first
+    expect((await newer).error).toMatchObject({ code: 'P2034' })
+    expect(await product(p.id)).toMatchObject({ stock: p.stock, fenceToken: 6n })
+  })
+})
