@@ -165,10 +165,12 @@ export class Locker {
     let queue = this.#queues.get(name)
     let firstError: Error | undefined
     let retryAtOnce = false
+    let tried = false
     if (!queue || queue.waiters.length === 0) {
       // Nobody here is waiting for it: try straight away.
       const wakesBefore = queue?.wakes
       const attempt = await this.#attempt(name, keys, o.ttlMs, o.autoExtend, o.waitMs === 0 ? undefined : deadline)
+      tried = true
       if (attempt.granted) {
         if (o.signal?.aborted) {
           await attempt.lock.release().catch(() => {})
@@ -177,6 +179,8 @@ export class Locker {
         this.#emitAcquired(attempt.lock, start, 1)
         return attempt.lock
       }
+      this.#assertOpen(name)
+      if (o.signal?.aborted) throw this.#aborted(name, start, o.signal)
       if ('holderTtlMs' in attempt) this.#host.emit({ type: 'contended', resource: name, holderTtlMs: attempt.holderTtlMs })
       else firstError = attempt.error
       if (performance.now() >= deadline) throw this.#giveUp(name, start, firstError)
@@ -199,7 +203,7 @@ export class Locker {
         start,
         deadline,
         signal: o.signal,
-        attempts: 1,
+        attempts: tried ? 1 : 0,
         running: false,
         done: false,
         timer: undefined,

@@ -88,6 +88,8 @@ export function checkInteger(field: string, value: unknown, min: number, max: nu
 export function checkResource(resource: unknown): string {
   if (typeof resource !== 'string') throw new InvalidLockOptionError('resource', 'must be a string', resource)
   if (resource.length === 0) throw new InvalidLockOptionError('resource', 'must not be empty', resource)
+  // A lone surrogate becomes U+FFFD in UTF-8, so two different names would share one Redis key.
+  if (/\p{Cs}/u.test(resource)) throw new InvalidLockOptionError('resource', 'must be well-formed Unicode (no lone surrogates)', resource)
   if (Buffer.byteLength(resource, 'utf8') > MAX_RESOURCE_BYTES) {
     throw new InvalidLockOptionError('resource', `must be at most ${MAX_RESOURCE_BYTES} bytes in UTF-8`, resource)
   }
