@@ -8,7 +8,6 @@ import pg from 'pg'
 import { PrismaClient } from '../../../generated/prisma/client.js'
 import { applyMigrations, quoteIdent } from '../../../scripts/db-migrate.js'
 import { databaseTarget, redact } from '../../../scripts/database-url.js'
-import { freePort } from './redis-endpoint.js'
 
 export { PrismaClient, databaseTarget, redact, quoteIdent }
 
@@ -102,22 +101,11 @@ export interface EmbeddedDatabase {
 }
 
 /**
- * An in-memory PGlite served on a loopback port through pglite-socket, so the instance processes
- * connect to it with `pg` like to a real server. PGlite runs one query at a time and a
- * transaction blocks the others: fine for a demo, not for a benchmark. Takes 2-4 s and about
- * 0.5-0.9 GB of memory to start.
+ * An in-memory PGlite served on a loopback port (see embedded-postgres.ts), so the instance
+ * processes connect to it with `pg` like to a real server. One session: batches and transactions
+ * are serialized. Fine for a demo, not for a benchmark. Takes 2-4 s and 0.5-0.9 GB to start.
  */
 export async function startEmbeddedDatabase(): Promise<EmbeddedDatabase> {
-  const [{ PGlite }, { PGLiteSocketServer }] = await Promise.all([import('@electric-sql/pglite'), import('@electric-sql/pglite-socket')])
-  const db = await PGlite.create()
-  const port = await freePort()
-  const server = new PGLiteSocketServer({ db, port, host: '127.0.0.1', maxConnections: 64 })
-  await server.start()
-  return {
-    connectionString: `postgresql://postgres@127.0.0.1:${port}/postgres`,
-    stop: async () => {
-      await server.stop().catch(() => {})
-      await db.close().catch(() => {})
-    },
-  }
+  const { startEmbeddedPostgres } = await import('./embedded-postgres.js')
+  return startEmbeddedPostgres()
 }

@@ -30,8 +30,8 @@ function portFree(port: number): Promise<boolean> {
   })
 }
 
-function parseArgs(argv: readonly string[]): { once: boolean; buyers: number; stock: number } {
-  const out = { once: false, buyers: 400, stock: 40 }
+function parseArgs(argv: readonly string[]): { once: boolean; buyers: number | undefined; stock: number | undefined } {
+  const out: { once: boolean; buyers: number | undefined; stock: number | undefined } = { once: false, buyers: undefined, stock: undefined }
   for (let i = 0; i < argv.length; i++) {
     const arg = argv[i]
     if (arg === '--once') out.once = true
@@ -79,7 +79,15 @@ async function main(): Promise<void> {
   }
   console.log(`Redis: ${redis.origin} · PostgreSQL: ${database.origin}\n`)
 
-  const base: FlashSaleOptions = { ...FLASH_SALE_DEFAULTS, buyers: args.buyers, stock: args.stock, seed: 7 }
+  // The embedded database runs one transaction at a time: a smaller sale keeps each run under a minute.
+  const embedded = database.origin.startsWith('embedded')
+  const base: FlashSaleOptions = {
+    ...FLASH_SALE_DEFAULTS,
+    buyers: args.buyers ?? (embedded ? 200 : 600),
+    stock: args.stock ?? (embedded ? 20 : 60),
+    concurrency: embedded ? 16 : 32,
+    seed: 7,
+  }
   const scenarios: Array<{ title: string; options: FlashSaleOptions }> = [
     { title: 'No lock', options: { ...base, mode: 'unsafe', chaos: 'none' } },
     { title: 'Lock alone, a holder frozen (SIGSTOP) past its TTL', options: { ...base, mode: 'lock', chaos: 'pause' } },
@@ -123,7 +131,7 @@ async function main(): Promise<void> {
       DATABASE_URL: url.toString(),
       SHOP_MODE: 'fenced',
       SHOP_RUN_ID: 'demo',
-      SHOP_DB_POOL_SIZE: database.origin.startsWith('embedded') ? '1' : '4',
+      SHOP_DB_POOL_SIZE: embedded ? '1' : '4',
     },
   }).catch((error: unknown) => {
     console.error(`The live shop did not start: ${error instanceof Error ? error.message : String(error)}`)
