@@ -10,13 +10,11 @@
  * started, by PID. Flags: `--once` (exit after the reports), `--buyers <n>`, `--stock <n>`.
  */
 import { createServer } from 'node:net'
-import { startPauseChaos } from './chaos.js'
-import { databaseTarget, prepareShopSchema, redact, startEmbeddedDatabase } from './database.js'
+import { databaseTarget, redact, startEmbeddedDatabase } from './database.js'
 import { FLASH_SALE_DEFAULTS, runFlashSale, type FlashSaleOptions, type FlashSaleReport } from './flash-sale.js'
-import { seededRandom } from './random.js'
+import { startLiveShop, type LiveShop } from './live-shop.js'
 import { NO_REDIS_HELP, resolveRedis, type RedisEndpoint } from './redis-endpoint.js'
 import { formatReport, progressWriter } from './report-format.js'
-import { Supervisor } from './supervisor.js'
 
 const LIVE_BASE_PORT = 3001
 const LIVE_SCHEMA = 'demo_shop'
@@ -115,36 +113,34 @@ async function main(): Promise<void> {
 
   if (args.once || !process.stdout.isTTY) return stopAll(0)
 
-  // The live shop: fenced, with the pause chaos, for the dashboard and for curl.
-  await prepareShopSchema({ connectionString: database.connectionString, schema: LIVE_SCHEMA }, [
-    { sku: FLASH_SALE_DEFAULTS.sku, name: 'Flash-sale sneakers', priceCents: FLASH_SALE_DEFAULTS.priceCents, stock: 100 },
-  ])
+  // The live shop: fenced, a steady crowd in drops and the pause chaos, for the dashboard and curl.
   const portsFree = (await Promise.all([0, 1, 2, 3].map((i) => portFree(LIVE_BASE_PORT + i)))).every(Boolean)
-  const url = new URL(database.connectionString)
-  url.searchParams.set('schema', LIVE_SCHEMA)
-  const supervisor = await Supervisor.start({
-    instances: 4,
-    basePort: portsFree ? LIVE_BASE_PORT : 0,
-    stderr: 'ignore',
-    env: {
-      REDIS_URL: redis.url,
-      DATABASE_URL: url.toString(),
-      SHOP_MODE: 'fenced',
-      SHOP_RUN_ID: 'demo',
-      SHOP_DB_POOL_SIZE: embedded ? '1' : '4',
-    },
-  }).catch((error: unknown) => {
+  let shop: LiveShop
+  try {
+    shop = await startLiveShop({
+      redisUrl: redis.url,
+      database: { connectionString: database.connectionString, schema: LIVE_SCHEMA },
+      instances: 4,
+      mode: 'fenced',
+      basePort: portsFree ? LIVE_BASE_PORT : 0,
+      host: '127.0.0.1',
+      dbPoolSize: embedded ? 1 : 4,
+      ttlMs: FLASH_SALE_DEFAULTS.ttlMs,
+      pauseEveryMs: 5_000,
+      buyersPerDrop: embedded ? 100 : 300,
+      stockPerDrop: embedded ? 10 : 30,
+      seed: 7,
+    })
+  } catch (error) {
     console.error(`The live shop did not start: ${error instanceof Error ? error.message : String(error)}`)
-    return undefined
-  })
-  if (supervisor === undefined) return stopAll(1)
-  cleanups.push(() => supervisor.stop())
-  const chaos = startPauseChaos(supervisor, { random: seededRandom(7), pauseMs: 2_500, gapMs: 5_000, firstAfterMs: 5_000 })
-  cleanups.push(() => chaos.stop())
-  console.log('The shop is running (fenced, a holder frozen every few seconds):')
+    return stopAll(1)
+  }
+  cleanups.push(() => shop.stop())
+  const supervisor = shop.supervisor
+  console.log('The shop is running (fenced; a crowd buys drop after drop; a lock holder is frozen every 5 s):')
   for (const i of supervisor.instances) console.log(`  ${i.id}  ${i.url}/api/state   ${i.url}/metrics`)
   const first = supervisor.instances[0]?.url ?? ''
-  console.log(`\n  curl -s -XPOST -H 'content-type: application/json' -d '{"buyerId":"me"}' ${first}/api/products/${FLASH_SALE_DEFAULTS.sku}/purchase`)
+  console.log(`\n  curl -s -XPOST -H 'content-type: application/json' -d '{"buyerId":"me"}' ${first}/api/products/drop-1/purchase`)
   console.log('\nCtrl-C stops everything the demo started.')
 }
 

@@ -1,0 +1,119 @@
+/**
+ * The shop left running for people, Prometheus and the dashboard: N instances on fixed ports, and
+ * optionally a steady crowd and the pause chaos. The crowd comes in rounds ("drops"): each round
+ * seeds a new product (`drop-1`, `drop-2`, ...) with its own initial stock, so the counts of
+ * `/api/state` stay exact per product across rounds.
+ */
+import pg from 'pg'
+import { startPauseChaos, type Chaos } from './chaos.js'
+import { prepareShopSchema, quoteIdent, SEED_TABLE, type DatabaseLocation } from './database.js'
+import { runLoad } from './load-generator.js'
+import type { ProtectionMode } from './protection.js'
+import { seededRandom } from './random.js'
+import { Supervisor } from './supervisor.js'
+
+/** Options of {@link startLiveShop}. */
+export interface LiveShopOptions {
+  readonly redisUrl: string
+  readonly database: DatabaseLocation
+  readonly instances: number
+  readonly mode: ProtectionMode
+  /** First instance's port (the others follow); 0 for free ports. */
+  readonly basePort: number
+  /** Interface the instances listen on (`0.0.0.0` in a container, so Prometheus can scrape). */
+  readonly host: string
+  /** Connections per instance (1 on the embedded database). */
+  readonly dbPoolSize: number
+  readonly ttlMs: number
+  /** Freeze a lock holder past its TTL every `pauseEveryMs` (0: never). */
+  readonly pauseEveryMs: number
+  /** Run a crowd of `buyersPerDrop` against `stockPerDrop` units, round after round (0: no crowd). */
+  readonly buyersPerDrop: number
+  readonly stockPerDrop: number
+  readonly seed: number
+  readonly onDrop?: (drop: number) => void
+}
+
+/** A running live shop. */
+export interface LiveShop {
+  readonly supervisor: Supervisor
+  stop(): Promise<void>
+}
+
+const sleep = (ms: number) => new Promise<void>((r) => setTimeout(r, ms))
+
+async function addProduct(location: DatabaseLocation, sku: string, stock: number): Promise<void> {
+  const client = new pg.Client({ connectionString: location.connectionString })
+  await client.connect()
+  try {
+    const s = quoteIdent(location.schema)
+    await client.query('BEGIN')
+    await client.query(`INSERT INTO ${s}."Product" (sku, name, "priceCents", stock) VALUES ($1, $2, 4999, $3)`, [sku, `Drop ${sku}`, stock])
+    await client.query(`INSERT INTO ${s}.${quoteIdent(SEED_TABLE)} (sku, "initialStock") VALUES ($1, $2)`, [sku, stock])
+    await client.query('COMMIT')
+  } finally {
+    await client.end().catch(() => {})
+  }
+}
+
+/**
+ * Resets the schema, starts the instances, then the crowd and the chaos when asked.
+ * @example
+ * ```ts
+ * const shop = await startLiveShop({ redisUrl, database, instances: 4, mode: 'fenced', basePort: 3001, host: '127.0.0.1',
+ *   dbPoolSize: 4, ttlMs: 1000, pauseEveryMs: 5000, buyersPerDrop: 300, stockPerDrop: 30, seed: 7 })
+ * process.on('SIGINT', () => void shop.stop())
+ * ```
+ */
+export async function startLiveShop(options: LiveShopOptions): Promise<LiveShop> {
+  await prepareShopSchema(options.database, [])
+  const url = new URL(options.database.connectionString)
+  url.searchParams.set('schema', options.database.schema)
+  const supervisor = await Supervisor.start({
+    instances: options.instances,
+    basePort: options.basePort,
+    stderr: 'ignore',
+    env: {
+      REDIS_URL: options.redisUrl,
+      DATABASE_URL: url.toString(),
+      HOST: options.host,
+      SHOP_MODE: options.mode,
+      SHOP_RUN_ID: 'live',
+      SHOP_LOCK_TTL_MS: String(options.ttlMs),
+      SHOP_DB_POOL_SIZE: String(options.dbPoolSize),
+    },
+  })
+  const random = seededRandom(options.seed)
+  let stopped = false
+  let chaos: Chaos | undefined
+  if (options.pauseEveryMs > 0) {
+    chaos = startPauseChaos(supervisor, { random, pauseMs: Math.round(2.5 * options.ttlMs), gapMs: options.pauseEveryMs, firstAfterMs: options.pauseEveryMs })
+  }
+  const crowd = (async () => {
+    if (options.buyersPerDrop <= 0) return
+    for (let drop = 1; !stopped; drop++) {
+      const sku = `drop-${drop}`
+      await addProduct(options.database, sku, options.stockPerDrop)
+      options.onDrop?.(drop)
+      await runLoad({
+        targets: supervisor.instances.map((i) => i.url),
+        sku,
+        buyers: options.buyersPerDrop,
+        concurrency: 16,
+        random,
+        purchaseTimeoutMs: 60_000,
+        paymentTimeoutMs: 2 * options.ttlMs,
+      }).catch(() => undefined)
+      for (let i = 0; i < 50 && !stopped; i++) await sleep(100)
+    }
+  })()
+  return {
+    supervisor,
+    async stop() {
+      stopped = true
+      await chaos?.stop()
+      await supervisor.stop()
+      await crowd.catch(() => {})
+    },
+  }
+}

@@ -1,0 +1,60 @@
+// The locks-held view of /api/state, on real Redis with a real Locker: a live lease shows its
+// TTL; a holder whose lease is gone (as after a pause past the TTL) still shows, as not live;
+// a release removes it.
+import { Locker } from '@fencelock/lock'
+import { Redis } from 'ioredis'
+import { afterAll, describe, expect, it } from 'vitest'
+import { heldLocksRecorder, readHeldLocks } from '../src/held-locks.js'
+import { lockPrefixOf, shopKeys } from '../src/shop-keys.js'
+import { REDIS_URL, uniqueRun } from './services.js'
+
+const { runId } = uniqueRun('held')
+const redis = new Redis(REDIS_URL)
+const prefix = lockPrefixOf(runId)
+const key = shopKeys(runId).heldLocks
+const locker = new Locker(redis, { prefix, ttlMs: 5_000 })
+locker.listen(heldLocksRecorder(redis, key, 'shop-x'))
+
+afterAll(async () => {
+  await locker.close()
+  await redis.del(key)
+  redis.disconnect()
+})
+
+const until = async (check: () => Promise<boolean>) => {
+  for (let i = 0; i < 100 && !(await check()); i++) await new Promise((r) => setTimeout(r, 20))
+}
+
+describe('readHeldLocks', () => {
+  it('shows a live lease with its holder, token and TTL left; a lost lease as not live; nothing after release', async () => {
+    const lock = await locker.acquire('product:held-1')
+    await until(async () => (await readHeldLocks(redis, key, prefix)).length === 1)
+    const [held] = await readHeldLocks(redis, key, prefix)
+    expect(held).toMatchObject({ resource: 'product:held-1', instance: 'shop-x', pid: process.pid, token: String(lock.token), leaseLive: true })
+    expect(held?.ttlLeftMs).toBeGreaterThan(4_000)
+    expect(held?.ttlLeftMs).toBeLessThanOrEqual(5_000)
+
+    // The lease disappears under the holder, as when it was frozen past its TTL.
+    await redis.del(`${prefix}{product:held-1}:lock`)
+    const [zombie] = await readHeldLocks(redis, key, prefix)
+    expect(zombie).toMatchObject({ resource: 'product:held-1', leaseLive: false, ttlLeftMs: 0 })
+
+    await lock.release()
+    await until(async () => (await readHeldLocks(redis, key, prefix)).length === 0)
+    expect(await readHeldLocks(redis, key, prefix)).toEqual([])
+  })
+
+  it('marks the older of two holders of one resource as not live once a newer token holds it', async () => {
+    const old = await locker.acquire('order:held-2', { ttlMs: 200 })
+    await new Promise((r) => setTimeout(r, 300))
+    const fresh = await locker.acquire('order:held-2', { ttlMs: 5_000 })
+    await until(async () => (await readHeldLocks(redis, key, prefix)).filter((l) => l.resource === 'order:held-2').length === 2)
+    const views = (await readHeldLocks(redis, key, prefix)).filter((l) => l.resource === 'order:held-2')
+    expect(views.map((v) => [v.token, v.leaseLive])).toEqual([
+      [String(old.token), false],
+      [String(fresh.token), true],
+    ])
+    await old.release()
+    await fresh.release()
+  })
+})
