@@ -5,10 +5,11 @@
 import type { Redis } from 'ioredis'
 import { describe, expect, it } from 'vitest'
 import { acquireOnce } from '../src/acquire-script.js'
-import { LockLostError, LockUnavailableError, resourceKeys, type Lock } from '../src/index.js'
+import { LockLostError, LockTimeoutError, LockUnavailableError, resourceKeys, type Lock } from '../src/index.js'
 import { newOwnerId } from '../src/owner-id.js'
 import { commandCalls, connect, makeLocker, ready, unique } from './support/connections.js'
 import { eventLog } from './support/events.js'
+import { startLatencyProxy } from './support/latency-proxy.js'
 import { startRedisServer, type RedisServer } from './support/redis-server.js'
 import { settle, sleep, waitUntil } from './support/timing.js'
 
@@ -72,6 +73,52 @@ describe('a killed Redis', () => {
     expect(await admin.exists(...names.map(keyOf))).toBe(0)
     const lock = await locker.acquire(names[0]!, { waitMs: 0 })
     expect(await lock.release()).toBe(true)
+  })
+})
+
+describe('a healthy Redis that is 20 ms away (latency proxy)', () => {
+  // Found by this suite (see the report): each attempt's deadline is cut to the caller's
+  // remaining wait, max(1 ms, deadline - now). When that is shorter than the round trip, a Redis
+  // that answers every call is reported as "did not answer" (LockUnavailableError), and the
+  // clean-up deletes the lock the attempt may just have been granted.
+  const ONE_WAY_MS = 20
+
+  async function farAway() {
+    const { server, admin } = await setUp()
+    const proxy = await startLatencyProxy({ port: server.port }, ONE_WAY_MS)
+    const far = connect({ port: proxy.port })
+    await ready(far, `proxy ${proxy.port} -> ${server.url}`)
+    return { server, admin, far }
+  }
+
+  it('acquire of a free lock with a wait shorter than the round trip grants it (as waitMs 0 does), never LockUnavailableError', async () => {
+    const { far } = await farAway()
+    const locker = makeLocker(far) // commandTimeoutMs 2 000: Redis answers well within it
+    const control = await locker.acquire(unique('far-0'), { waitMs: 0 })
+    expect(control.isHeld()).toBe(true)
+    await control.release()
+    const { value, error } = await settle(locker.acquire(unique('far-5'), { waitMs: 5 }))
+    expect(error).toBeUndefined()
+    await value?.release()
+  })
+
+  it('a waiter woken by a release just before its deadline gets the lock or LockTimeoutError, never LockUnavailableError', async () => {
+    const { server, far } = await farAway()
+    const holderLocker = makeLocker(connect({ port: server.port })) // next to Redis
+    const l = eventLog()
+    const waiters = makeLocker(far, { pollMs: 5_000, onEvent: l.onEvent })
+    const resource = unique('far-edge')
+    const holder = await holderLocker.acquire(resource, { ttlMs: 10_000 })
+    const waitMs = 400
+    const start = performance.now()
+    const waiting = settle(waiters.acquire(resource, { waitMs }))
+    // The release message reaches the waiter ONE_WAY_MS later, inside its last round trip.
+    await sleep(waitMs - 2 * ONE_WAY_MS - (performance.now() - start))
+    await holder.release()
+    const { value, error } = await waiting
+    await value?.release()
+    expect(error === undefined || error instanceof LockTimeoutError ? 'lock or timeout' : error).toBe('lock or timeout')
+    expect(l.of('error')).toEqual([])
   })
 })
 

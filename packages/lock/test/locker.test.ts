@@ -176,7 +176,7 @@ describe('abort', () => {
     const held = await other.acquire(resource, { ttlMs: 10_000 })
     await expect(slow.acquire(resource, { waitMs: 30 })).rejects.toBeInstanceOf(LockTimeoutError) // leaves the queue lingering
     const controller = new AbortController()
-    const pending = settle(slow.acquire(resource, { waitMs: 1_500, signal: controller.signal }))
+    const pending = settle(slow.acquire(resource, { waitMs: 600, signal: controller.signal }))
     controller.abort(new Error('stop'))
     const { error, ms } = await pending
     await held.release()
@@ -389,7 +389,7 @@ describe('close()', () => {
     const racing = makeLocker(client)
     expect(await connectionCount(admin, name)).toBe(1)
     const resource = unique('close-race')
-    const pending = settle(racing.acquire(resource, { waitMs: 1_000 }))
+    const pending = settle(racing.acquire(resource, { waitMs: 600 }))
     await racing.close()
     const { error, ms } = await pending
     expect(error).toBeInstanceOf(LockUnavailableError)

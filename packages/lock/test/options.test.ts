@@ -38,6 +38,9 @@ const BAD_RESOURCES: readonly unknown[] = [
   '}',
   '}x',
   '}{x}',
+  '\uD800', // lone surrogates: UTF-8 turns each into U+FFFD, so two names would share one key
+  'a\uDC00b',
+  '😀'.slice(0, 1),
 ]
 const BAD_SIGNALS: readonly unknown[] = [null, {}, 'abort', { aborted: false, addEventListener() {} }, new AbortController()]
 const show = (v: unknown) => (typeof v === 'string' ? JSON.stringify(v.length > 12 ? `${v.slice(0, 6)}…(${v.length})` : v) : typeof v === 'bigint' ? `${v}n` : String(v))

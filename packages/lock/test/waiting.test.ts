@@ -225,7 +225,7 @@ describe('resource names and channels', () => {
       expect(error).toBeInstanceOf(InvalidLockOptionError) // the other acceptable fix
       return
     }
-    const waiting = settle(waiters.acquire(resource, { waitMs: 1_000 }))
+    const waiting = settle(waiters.acquire(resource, { waitMs: 500 }))
     await sleep(100)
     const releasedAt = performance.now()
     await holder.release()

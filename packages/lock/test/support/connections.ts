@@ -5,7 +5,7 @@
  */
 import { randomBytes } from 'node:crypto'
 import { Redis, type RedisOptions } from 'ioredis'
-import { afterAll } from 'vitest'
+import { afterAll, beforeEach } from 'vitest'
 import { Locker, type LockerOptions } from '../../src/index.js'
 
 export const SHARED_REDIS_URL = process.env.REDIS_URL ?? 'redis://127.0.0.1:6379'
@@ -27,10 +27,17 @@ export function connect(target: string | { port: number; host?: string } = SHARE
   return client
 }
 
-/** A client on the shared Redis, after a PING proved it answers. */
+let sharedAnswers: Promise<void> | undefined
+
+/**
+ * A client on the shared Redis. Every test of a file that asked for one first awaits one PING
+ * (see the beforeEach below): when the shared Redis is down, each test fails with a message that
+ * says so, instead of hanging or being reported as skipped after a failed beforeAll.
+ */
 export async function connectShared(options: RedisOptions = {}): Promise<Redis> {
   const client = connect(SHARED_REDIS_URL, options)
-  await ready(client, SHARED_REDIS_URL)
+  sharedAnswers ??= ready(client, SHARED_REDIS_URL)
+  sharedAnswers.catch(() => {}) // reported by each test, not as an unhandled rejection
   return client
 }
 
@@ -83,6 +90,10 @@ export async function connectionCount(client: Redis, name?: string): Promise<num
     .split('\n')
     .filter((line) => line && (name === undefined || line.includes(` name=${name} `))).length
 }
+
+beforeEach(async () => {
+  if (sharedAnswers) await sharedAnswers
+})
 
 afterAll(async () => {
   await Promise.allSettled([...lockers].map((locker) => locker.close()))
