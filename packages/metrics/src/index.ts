@@ -12,6 +12,7 @@ export {
   type LockMetrics,
   type FencingMetrics,
 } from './lock-metrics.js'
+export { BucketHistogram, HistogramSeries } from './bucket-histogram.js'
 export { defaultGroupOf, OTHER_LABEL, MAX_LABEL_CHARS } from './label-limiter.js'
 export { METRICS_DEFAULTS, type InstrumentOptions, type FencingInstrumentOptions, type AnyRegistry } from './options.js'
 export { MetricsError, InvalidMetricsOptionError, MetricConflictError } from './errors.js'

@@ -2,7 +2,7 @@ import type { Locker, LockEvent } from '@fencelock/lock'
 import { Registry } from 'prom-client'
 import { InvalidMetricsOptionError } from './errors.js'
 import type { FencingRejection } from './fencing-rejection.js'
-import { fencingMetricSet, groupSeries, metricSets, type FencingMetrics, type FencingMetricSet, type GroupSeries, type LockMetrics } from './lock-metrics.js'
+import { fencingMetricSet, groupState, metricSets, type FencingMetrics, type FencingMetricSet, type GroupState, type LockMetrics } from './lock-metrics.js'
 import { resolveFencingOptions, resolveInstrumentOptions, type AnyRegistry, type FencingInstrumentOptions, type InstrumentOptions } from './options.js'
 
 /** What {@link instrumentFencing} returns. */
@@ -28,6 +28,13 @@ export interface LockInstrumentation extends FencingInstrumentation {
    * Calling it again does nothing.
    */
   stop(): void
+}
+
+/** One lock counted as held, in the list of its resource (newest first). */
+interface HeldLock {
+  readonly token: bigint
+  readonly state: GroupState
+  next: HeldLock | undefined
 }
 
 /** The part of a Locker this package uses. */
@@ -92,33 +99,42 @@ export function instrument(locker: InstrumentableLocker, options: InstrumentOpti
   const { lock: set, fencing } = metricSets(registry, o.prefix)
   const { groupOf, maxGroups } = o
 
-  const seriesOf = (resource: string): GroupSeries => {
+  const seriesOf = (resource: string): GroupState => {
     let group: unknown
     try {
       group = groupOf(resource)
     } catch {
       group = undefined
     }
-    return groupSeries(set, set.groups.admit(group, maxGroups))
+    return groupState(set, set.groups.admit(group, maxGroups))
   }
-  for (const group of o.groups) groupSeries(set, set.groups.admit(group, maxGroups))
+  for (const group of o.groups) groupState(set, set.groups.admit(group, maxGroups))
 
   /**
-   * Locks granted while we listen and not yet ended, by resource and token. Each one ends exactly
-   * once here (on `lost`, or on `released` when it was not lost first), which keeps `held` exact
-   * and makes acquired = released + expired + lost + held. A `released` of a lock not in here
-   * (granted before we listened, or granted to a waiter that had already given up, which never
-   * got an `acquired` event) is not counted.
+   * Locks granted while we listen and not yet ended, by resource (the lock's own string, whose
+   * hash V8 has cached), then token. Each one ends exactly once here (on `lost`, or on `released`
+   * when it was not lost first), which keeps `held` exact and makes
+   * acquired = released + expired + lost + held. A `released` of a lock not in here (granted
+   * before we listened, or granted to a waiter that had already given up, which never got an
+   * `acquired` event) is not counted. A locker holds one lock per resource but for a lock that
+   * ran past its TTL unnoticed, so the list behind a resource is one entry long nearly always.
    */
-  const held = new Map<string, GroupSeries>()
-  const keyOf = (resource: string, token: bigint) => `${resource}\u0000${token}`
+  const held = new Map<string, HeldLock>()
 
-  const end = (key: string, heldMs: number): GroupSeries | undefined => {
-    const s = held.get(key)
-    if (!s) return undefined
-    held.delete(key)
+  const end = (resource: string, token: bigint, heldMs: number): GroupState | undefined => {
+    let entry = held.get(resource)
+    let previous: HeldLock | undefined
+    while (entry && entry.token !== token) {
+      previous = entry
+      entry = entry.next
+    }
+    if (!entry) return undefined
+    if (previous) previous.next = entry.next
+    else if (entry.next) held.set(resource, entry.next)
+    else held.delete(resource)
+    const s = entry.state
     s.hold.observe(heldMs / 1000)
-    s.held.dec()
+    s.held--
     return s
   }
 
@@ -126,36 +142,42 @@ export function instrument(locker: InstrumentableLocker, options: InstrumentOpti
     switch (event.type) {
       case 'acquired': {
         const s = seriesOf(event.resource)
-        s.acquire.acquired.inc()
+        s.acquire.acquired++
+        s.held++
         s.wait.observe(event.waitedMs / 1000)
-        s.held.inc()
-        held.set(keyOf(event.resource, event.token), s)
+        held.set(event.resource, { token: event.token, state: s, next: held.get(event.resource) })
         return
       }
-      case 'timeout':
+      case 'timeout': {
+        const s = seriesOf(event.resource)
+        s.acquire.timeout++
+        s.wait.observe(event.waitedMs / 1000)
+        return
+      }
       case 'aborted': {
         const s = seriesOf(event.resource)
-        s.acquire[event.type].inc()
+        s.acquire.aborted++
         s.wait.observe(event.waitedMs / 1000)
         return
       }
       case 'error':
-        if (event.operation === 'acquire') seriesOf(event.resource).acquire.error.inc()
-        else if (event.operation === 'renew') seriesOf(event.resource).renew.error.inc()
+        if (event.operation === 'acquire') seriesOf(event.resource).acquire.error++
+        else if (event.operation === 'renew') seriesOf(event.resource).renew.error++
         else if (event.operation === 'release') endAfterFailedRelease(event.resource)
         return
       case 'extended':
-        if (event.auto) seriesOf(event.resource).renew.ok.inc()
+        if (event.auto) seriesOf(event.resource).renew.ok++
         return
       case 'lost': {
-        const s = end(keyOf(event.resource, event.token), event.heldMs)
+        const s = end(event.resource, event.token, event.heldMs)
         // A watchdog that finds the lock gone is a renewal that failed for good.
-        seriesOf(event.resource).renew.lost.inc()
-        s?.lost.inc()
+        seriesOf(event.resource).renew.lost++
+        if (s) s.lost++
         return
       }
       case 'released': {
-        end(keyOf(event.resource, event.token), event.heldMs)?.release[event.outcome].inc()
+        const s = end(event.resource, event.token, event.heldMs)
+        if (s) s.release[event.outcome]++
         return
       }
       case 'contended':
@@ -165,19 +187,22 @@ export function instrument(locker: InstrumentableLocker, options: InstrumentOpti
 
   /**
    * A release that Redis failed ends the lock (it expires on its own) without a `released` event,
-   * and the `error` event names the resource but not the token. The locker holds at most one
-   * lock per resource unless one ran past its TTL unnoticed, so the oldest held lock of the
-   * resource is the one. Not counted as a release: its outcome is unknown.
+   * and the `error` event names the resource but not the token, so the oldest held lock of the
+   * resource is taken as the one (nearly always the only one). Not counted as a release: its
+   * outcome is unknown.
    */
   const endAfterFailedRelease = (resource: string): void => {
-    const prefix = `${resource}\u0000`
-    for (const [key, s] of held) {
-      if (key.startsWith(prefix)) {
-        held.delete(key)
-        s.held.dec()
-        return
-      }
+    let entry = held.get(resource)
+    let previous: HeldLock | undefined
+    // Entries are pushed at the head: the oldest is the last.
+    while (entry?.next) {
+      previous = entry
+      entry = entry.next
     }
+    if (!entry) return
+    if (previous) previous.next = undefined
+    else held.delete(resource)
+    entry.state.held--
   }
 
   const unsubscribe = locker.listen(onEvent)
@@ -191,7 +216,9 @@ export function instrument(locker: InstrumentableLocker, options: InstrumentOpti
       if (stopped) return
       stopped = true
       unsubscribe()
-      for (const s of held.values()) s.held.dec()
+      for (const entry of held.values()) {
+        for (let e: HeldLock | undefined = entry; e; e = e.next) e.state.held--
+      }
       held.clear()
     },
   }

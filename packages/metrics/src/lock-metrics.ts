@@ -1,4 +1,5 @@
-import { Counter, Gauge, Histogram } from 'prom-client'
+import { Counter, Gauge } from 'prom-client'
+import { BucketHistogram, type HistogramSeries } from './bucket-histogram.js'
 import { MetricConflictError } from './errors.js'
 import { LabelLimiter } from './label-limiter.js'
 import type { AnyRegistry } from './options.js'
@@ -42,10 +43,10 @@ export type RenewOutcome = (typeof RENEW_OUTCOMES)[number]
 export interface LockMetrics {
   /** `fencelock_acquire_total{group, outcome}` (counter). */
   readonly acquireTotal: Counter<'group' | 'outcome'>
-  /** `fencelock_wait_seconds{group}` (histogram). */
-  readonly waitSeconds: Histogram<'group'>
+  /** `fencelock_wait_seconds{group}` (histogram; see {@link BucketHistogram} for why not prom-client's). */
+  readonly waitSeconds: BucketHistogram<'group'>
   /** `fencelock_hold_seconds{group}` (histogram). */
-  readonly holdSeconds: Histogram<'group'>
+  readonly holdSeconds: BucketHistogram<'group'>
   /** `fencelock_release_total{group, outcome}` (counter). */
   readonly releaseTotal: Counter<'group' | 'outcome'>
   /** `fencelock_lost_total{group}` (counter). */
@@ -61,18 +62,28 @@ export interface FencingMetrics {
   readonly fencingRejectionsTotal: Counter<'model'>
 }
 
-type CounterChild = { inc(value?: number): void }
-type HistogramChild = { observe(value: number): void }
+/**
+ * One group's counts. The lock's events only bump plain numbers here; the counters and the gauge
+ * read them when collected (prom-client calls each metric's `collect()` on every scrape, before it
+ * reads the values), so an event costs a few field increments instead of a label lookup per
+ * metric. Counter fields hold increments not yet handed to prom-client; `held` is absolute.
+ * Histograms are observed directly, on series looked up once.
+ */
+export class GroupState {
+  readonly group: string
+  readonly acquire: Record<AcquireOutcome, number> = { acquired: 0, timeout: 0, aborted: 0, error: 0 }
+  readonly release: Record<ReleaseOutcome, number> = { released: 0, expired: 0 }
+  readonly renew: Record<RenewOutcome, number> = { ok: 0, lost: 0, error: 0 }
+  lost = 0
+  held = 0
+  readonly wait: HistogramSeries
+  readonly hold: HistogramSeries
 
-/** The label children of one group, looked up once so the event path does no label handling. */
-export interface GroupSeries {
-  readonly acquire: Readonly<Record<AcquireOutcome, CounterChild>>
-  readonly wait: HistogramChild
-  readonly hold: HistogramChild
-  readonly release: Readonly<Record<ReleaseOutcome, CounterChild>>
-  readonly lost: CounterChild
-  readonly renew: Readonly<Record<RenewOutcome, CounterChild>>
-  readonly held: { inc(value?: number): void; dec(value?: number): void }
+  constructor(group: string, metrics: LockMetrics) {
+    this.group = group
+    this.wait = metrics.waitSeconds.labels(group)
+    this.hold = metrics.holdSeconds.labels(group)
+  }
 }
 
 /**
@@ -82,8 +93,8 @@ export interface GroupSeries {
 export interface LockMetricSet {
   readonly metrics: LockMetrics
   readonly groups: LabelLimiter
-  /** Children per admitted group; bounded by the group cap. */
-  readonly series: Map<string, GroupSeries>
+  /** State per admitted group; bounded by the group cap. */
+  readonly series: Map<string, GroupState>
 }
 
 export interface FencingMetricSet {
@@ -158,8 +169,23 @@ export function fencingMetricSet(registry: AnyRegistry, prefix: string): Fencing
   return fencing ?? remember(fencingSets, registry, prefix, createFencingMetricSet(registry, prefix))
 }
 
+/** Hands the pending increments of every group to `counter`, then clears them. */
+function flush<O extends string>(counter: Counter<'group' | 'outcome'>, series: Map<string, GroupState>, pending: (s: GroupState) => Record<O, number>): void {
+  for (const state of series.values()) {
+    const counts = pending(state)
+    for (const outcome in counts) {
+      const delta = counts[outcome]
+      if (delta > 0) {
+        counter.inc({ group: state.group, outcome }, delta)
+        counts[outcome] = 0
+      }
+    }
+  }
+}
+
 function createLockMetricSet(registry: AnyRegistry, prefix: string): LockMetricSet {
     const registers = [registry]
+    const series = new Map<string, GroupState>()
     const metrics: LockMetrics = {
       acquireTotal: new Counter({
         name: `${prefix}acquire_total`,
@@ -168,19 +194,22 @@ function createLockMetricSet(registry: AnyRegistry, prefix: string): LockMetricS
           'error (one per acquire round trip that Redis failed or did not answer in time).',
         labelNames: ['group', 'outcome'],
         registers,
+        collect() {
+          flush(this, series, (s) => s.acquire)
+        },
       }),
-      waitSeconds: new Histogram({
+      waitSeconds: new BucketHistogram({
         name: `${prefix}wait_seconds`,
         help: 'Time an acquire waited until it got the lock, timed out or was aborted, in seconds.',
-        labelNames: ['group'],
-        buckets: [...WAIT_BUCKETS_SECONDS],
+        labelName: 'group',
+        buckets: WAIT_BUCKETS_SECONDS,
         registers,
       }),
-      holdSeconds: new Histogram({
+      holdSeconds: new BucketHistogram({
         name: `${prefix}hold_seconds`,
         help: 'Time a lock was held, from the acquire that won it to its release or its loss, in seconds.',
-        labelNames: ['group'],
-        buckets: [...HOLD_BUCKETS_SECONDS],
+        labelName: 'group',
+        buckets: HOLD_BUCKETS_SECONDS,
         registers,
       }),
       releaseTotal: new Counter({
@@ -190,27 +219,44 @@ function createLockMetricSet(registry: AnyRegistry, prefix: string): LockMetricS
           'already expired or been taken). A lock already counted in lost_total is not counted again.',
         labelNames: ['group', 'outcome'],
         registers,
+        collect() {
+          flush(this, series, (s) => s.release)
+        },
       }),
       lostTotal: new Counter({
         name: `${prefix}lost_total`,
         help: 'Held locks found lost (by the watchdog or extend()) before they were released.',
         labelNames: ['group'],
         registers,
+        collect() {
+          for (const state of series.values()) {
+            if (state.lost > 0) {
+              this.inc({ group: state.group }, state.lost)
+              state.lost = 0
+            }
+          }
+        },
       }),
       renewTotal: new Counter({
         name: `${prefix}renew_total`,
         help: 'Watchdog renewals by outcome: ok, lost (the lock was lost), error (Redis failed; retried).',
         labelNames: ['group', 'outcome'],
         registers,
+        collect() {
+          flush(this, series, (s) => s.renew)
+        },
       }),
       held: new Gauge({
         name: `${prefix}held`,
         help: 'Locks held now (granted, not yet released or lost).',
         labelNames: ['group'],
         registers,
+        collect() {
+          for (const state of series.values()) this.set({ group: state.group }, state.held)
+        },
       }),
     }
-    return { metrics, groups: new LabelLimiter(), series: new Map() }
+    return { metrics, groups: new LabelLimiter(), series }
 }
 
 function createFencingMetricSet(registry: AnyRegistry, prefix: string): FencingMetricSet {
@@ -228,35 +274,20 @@ function createFencingMetricSet(registry: AnyRegistry, prefix: string): FencingM
 }
 
 /**
- * The children of `group`, created on first use with every series at zero: a series that first
+ * The state of `group`, created on first use with every series at zero: a series that first
  * appears with a value above zero hides that increase from `rate()`, and the ratio rules need
- * both sides of each division to exist.
+ * both sides of each division.
  */
-export function groupSeries(set: LockMetricSet, group: string): GroupSeries {
+export function groupState(set: LockMetricSet, group: string): GroupState {
   const cached = set.series.get(group)
   if (cached) return cached
   const m = set.metrics
-  const labelled = <O extends string>(counter: Counter<'group' | 'outcome'>, outcomes: readonly O[]) => {
-    const children = {} as Record<O, CounterChild>
-    for (const outcome of outcomes) {
-      counter.inc({ group, outcome }, 0)
-      children[outcome] = counter.labels({ group, outcome })
-    }
-    return children
-  }
-  m.waitSeconds.zero({ group })
-  m.holdSeconds.zero({ group })
+  for (const outcome of ACQUIRE_OUTCOMES) m.acquireTotal.inc({ group, outcome }, 0)
+  for (const outcome of RELEASE_OUTCOMES) m.releaseTotal.inc({ group, outcome }, 0)
+  for (const outcome of RENEW_OUTCOMES) m.renewTotal.inc({ group, outcome }, 0)
   m.lostTotal.inc({ group }, 0)
   m.held.inc({ group }, 0)
-  const series: GroupSeries = {
-    acquire: labelled(m.acquireTotal, ACQUIRE_OUTCOMES),
-    wait: m.waitSeconds.labels({ group }),
-    hold: m.holdSeconds.labels({ group }),
-    release: labelled(m.releaseTotal, RELEASE_OUTCOMES),
-    lost: m.lostTotal.labels({ group }),
-    renew: labelled(m.renewTotal, RENEW_OUTCOMES),
-    held: m.held.labels({ group }),
-  }
-  set.series.set(group, series)
-  return series
+  const state = new GroupState(group, m)
+  set.series.set(group, state)
+  return state
 }

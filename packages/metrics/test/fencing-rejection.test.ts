@@ -1,4 +1,5 @@
 /** Fencing rejections, counted through the hook that `fencing({ onRejection })` calls. */
+import type { FencingOptions } from '@fencelock/fencing'
 import { Registry } from 'prom-client'
 import { describe, expect, it } from 'vitest'
 import { instrument, instrumentFencing, OTHER_LABEL, type FencingRejection } from '../src/index.js'
@@ -10,6 +11,11 @@ const redis = await connectShared()
 const rejection = (model: string, token = 5n): FencingRejection => ({ model, operation: 'update', token, storedToken: token + 1n })
 
 describe('onFencingRejection', () => {
+  it('fits the fencing extension\'s onRejection option (checked by the type checker)', () => {
+    const onRejection: FencingOptions['onRejection'] = instrumentFencing().onFencingRejection
+    expect(typeof onRejection).toBe('function')
+  })
+
   it('counts rejections by model, as a bound function', async () => {
     const registry = new Registry()
     const { onFencingRejection } = instrument(makeLocker(redis), { registry })
