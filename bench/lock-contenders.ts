@@ -1,0 +1,174 @@
+// The lock implementations `npm run bench:lock` compares, in one registry. Each runs in its own
+// child process, set up the same way: one ioredis connection (created by the harness), the
+// library at its defaults unless a note below says otherwise.
+//
+// Adding a contender (e.g. "ours with metrics" for issue 4): append an entry to CONTENDERS, or
+// keep it in its own module that exports `contenders: LockContender[]` and pass that module with
+// `npm run bench:lock -- --contenders-module bench/lock-contenders-metrics.ts`. Set
+// `targets: true` to have it judged against the issue's targets like `ours`.
+import { randomBytes } from 'node:crypto'
+import { setTimeout as sleep } from 'node:timers/promises'
+import { pathToFileURL } from 'node:url'
+import { resolve } from 'node:path'
+import { Locker } from '@fencelock/lock'
+import type { Redis } from 'ioredis'
+import { Mutex } from 'redis-semaphore'
+import Redlock from 'redlock'
+
+export type Scenario = 'uncontended' | 'contended'
+
+/** Releases a held lock; called exactly once. */
+export type Release = () => Promise<unknown>
+
+/** A contender set up on one connection, inside a child process. */
+export interface ContenderInstance {
+  /** Resolves once `key` is held, waiting as long as the library waits. */
+  acquire(key: string): Promise<Release>
+  close(): Promise<void>
+}
+
+export interface ContenderContext {
+  /** The connection this instance runs on; the harness closes it. */
+  readonly redis: Redis
+  readonly scenario: Scenario
+  /** Lease time given to every library, in ms (redis-semaphore's default, 10 s). */
+  readonly ttlMs: number
+}
+
+export interface LockContender {
+  /** Short id used on the command line (`--contenders raw,ours`) and in the child. */
+  readonly id: string
+  /** Row label in the tables. */
+  readonly label: string
+  /** What differs from the library's defaults, per scenario; printed under the tables. */
+  readonly notes?: Partial<Record<Scenario, string>>
+  /** Judged against the issue's targets (ours and its variants). */
+  readonly targets: boolean
+  readonly scenarios: readonly Scenario[]
+  /**
+   * `shared`: the workers of a run share one instance on one connection (the usual set-up).
+   * `per-worker`: each worker gets its own connection and instance, as separate processes would.
+   */
+  readonly layout: 'shared' | 'per-worker'
+  create(ctx: ContenderContext): Promise<ContenderInstance>
+}
+
+/** The fastest correct thing one can write by hand: `SET NX PX`, then compare-and-delete. */
+const RAW_RELEASE_LUA = `if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('DEL', KEYS[1]) end return 0`
+/** How often the raw loop retries a held key (contended run only). */
+const RAW_RETRY_MS = 1
+
+const raw: LockContender = {
+  id: 'raw',
+  label: 'raw SET NX PX + EVALSHA del',
+  notes: { contended: `retries a held key every ${RAW_RETRY_MS} ms (a polling floor, not a library)` },
+  targets: false,
+  scenarios: ['uncontended', 'contended'],
+  layout: 'shared',
+  async create({ redis, ttlMs }) {
+    const sha = (await redis.script('LOAD', RAW_RELEASE_LUA)) as string
+    // Unique per process and per grant; the raw limit skips the cost of a random owner id.
+    const prefix = randomBytes(8).toString('hex')
+    let n = 0
+    return {
+      async acquire(key) {
+        for (;;) {
+          const owner = `${prefix}:${++n}`
+          if ((await redis.set(key, owner, 'PX', ttlMs, 'NX')) === 'OK') return () => redis.evalsha(sha, 1, key, owner)
+          await sleep(RAW_RETRY_MS)
+        }
+      },
+      async close() {},
+    }
+  },
+}
+
+/** redis-semaphore's default acquireTimeout (10 s) lets a starved worker fail inside a 10 s run. */
+const SEMAPHORE_CONTENDED_ACQUIRE_TIMEOUT_MS = 600_000
+
+const semaphore: LockContender = {
+  id: 'semaphore',
+  label: 'redis-semaphore 5.8 Mutex',
+  notes: { contended: `acquireTimeout ${SEMAPHORE_CONTENDED_ACQUIRE_TIMEOUT_MS / 1000} s instead of 10 s, so no worker gives up; retryInterval stays 10 ms` },
+  targets: false,
+  scenarios: ['uncontended', 'contended'],
+  layout: 'shared',
+  async create({ redis, scenario }) {
+    // One Mutex per acquisition, as its README does; lockTimeout (10 s) and the rest at defaults.
+    const options = scenario === 'contended' ? { acquireTimeout: SEMAPHORE_CONTENDED_ACQUIRE_TIMEOUT_MS } : {}
+    return {
+      async acquire(key) {
+        const mutex = new Mutex(redis, key, options)
+        await mutex.acquire()
+        return () => mutex.release()
+      },
+      async close() {},
+    }
+  },
+}
+
+const redlock: LockContender = {
+  id: 'redlock',
+  label: 'redlock 5.0.0-beta.2 (1 client)',
+  notes: { contended: 'retryCount -1 (unlimited) instead of 10, so no worker gives up after ~2 s; retryDelay stays 200 ± 100 ms' },
+  targets: false,
+  scenarios: ['uncontended', 'contended'],
+  layout: 'shared',
+  async create({ redis, scenario, ttlMs }) {
+    const lock = new Redlock([redis], scenario === 'contended' ? { retryCount: -1 } : {})
+    return {
+      async acquire(key) {
+        const held = await lock.acquire([key], ttlMs)
+        return () => held.release()
+      },
+      async close() {},
+    }
+  },
+}
+
+function oursContender(id: string, label: string, layout: LockContender['layout'], scenarios: readonly Scenario[]): LockContender {
+  return {
+    id,
+    label,
+    targets: true,
+    scenarios,
+    layout,
+    async create({ redis, ttlMs }) {
+      // Defaults (waitMs 10 s, pollMs 1 s, commandTimeoutMs 2 s) except the common lease time.
+      const locker = new Locker(redis, { ttlMs })
+      return {
+        async acquire(key) {
+          const lock = await locker.acquire(key)
+          return () => lock.release()
+        },
+        close: () => locker.close(),
+      }
+    },
+  }
+}
+
+/** The built-in contenders, in the order of the tables and of each round. */
+export const CONTENDERS: readonly LockContender[] = [
+  raw,
+  semaphore,
+  redlock,
+  oursContender('ours', 'ours (1 Locker)', 'shared', ['uncontended', 'contended']),
+  // Cross-process behaviour: every worker its own Locker and connections, like 20 processes.
+  oursContender('ours-20', 'ours (20 Lockers)', 'per-worker', ['contended']),
+]
+
+/** Built-in contenders plus those exported (`contenders`) by each extra module, ids unique. */
+export async function loadContenders(modules: readonly string[] = []): Promise<LockContender[]> {
+  const all = [...CONTENDERS]
+  for (const m of modules) {
+    const mod = (await import(pathToFileURL(resolve(m)).href)) as { contenders?: unknown }
+    if (!Array.isArray(mod.contenders)) throw new Error(`${m}: must export "contenders: LockContender[]"`)
+    all.push(...(mod.contenders as LockContender[]))
+  }
+  const ids = new Set<string>()
+  for (const c of all) {
+    if (ids.has(c.id)) throw new Error(`duplicate contender id "${c.id}"`)
+    ids.add(c.id)
+  }
+  return all
+}

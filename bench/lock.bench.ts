@@ -1,0 +1,209 @@
+// `npm run bench:lock`: our lock against the raw SET NX PX limit, redis-semaphore and redlock,
+// in one run, on a redis-server of its own. Prints a markdown report and writes it into
+// docs/BENCHMARKS.md between the bench:lock markers.
+//
+//   npm run bench:lock                       full run (~8 min): 5 uncontended rounds, 3 contended
+//   npm run bench:lock -- --quick --no-write smoke run (~1 min), file untouched
+//   options: --rounds N  --contended-rounds N  --contenders raw,ours  --scenarios contended
+//            --contenders-module <file.ts> (extra contenders, see lock-contenders.ts)
+//            --cpu-prof <dir> (V8 CPU profile of every child)  --no-write
+//
+// Every measurement is a fresh child process (bench/lock-child.ts), one contender at a time, in
+// interleaved rounds whose order rotates, so drift on a shared machine hits every contender alike.
+import { fork, type ChildProcess } from 'node:child_process'
+import { randomBytes } from 'node:crypto'
+import { dirname, join } from 'node:path'
+import { fileURLToPath } from 'node:url'
+import { loadavg } from 'node:os'
+import { parseArgs } from 'node:util'
+import type { ChildJob, ChildResult, ContendedResult, UncontendedResult } from './lock-child.js'
+import { loadContenders, type LockContender, type Scenario } from './lock-contenders.js'
+import { renderReport, type Report } from './lock-report.js'
+import { writeMarkedSection } from './support/docs-section.js'
+import { loadAverage, machineInfo } from './support/machine.js'
+import { startRedisServer, type BenchRedisServer } from './support/redis-server.js'
+
+const here = dirname(fileURLToPath(import.meta.url))
+const root = join(here, '..')
+
+const { values: args } = parseArgs({
+  options: {
+    quick: { type: 'boolean', default: false },
+    'no-write': { type: 'boolean', default: false },
+    rounds: { type: 'string' },
+    'contended-rounds': { type: 'string' },
+    contenders: { type: 'string' },
+    'contenders-module': { type: 'string', multiple: true, default: [] },
+    scenarios: { type: 'string', default: 'uncontended,contended' },
+    'cpu-prof': { type: 'string' },
+  },
+  strict: true,
+})
+
+const quick = args.quick
+/** Lease time given to every contender (redis-semaphore's default lockTimeout). */
+const TTL_MS = 10_000
+const PLAN = {
+  uncontended: {
+    workers: [1, 50],
+    warmupMs: quick ? 300 : 1_000,
+    durationMs: quick ? 1_000 : 5_000,
+    rounds: Number(args.rounds ?? (quick ? 1 : 5)),
+  },
+  contended: {
+    workers: 20,
+    holdMs: 1,
+    warmupMs: quick ? 300 : 1_000,
+    durationMs: quick ? 2_000 : 10_000,
+    rounds: Number(args['contended-rounds'] ?? args.rounds ?? (quick ? 1 : 3)),
+  },
+}
+
+const scenarios = args.scenarios.split(',') as Scenario[]
+const modules = args['contenders-module']
+const all = await loadContenders(modules)
+const wanted = args.contenders?.split(',')
+const contenders = wanted ? wanted.map((id) => all.find((c) => c.id === id) ?? fail(`unknown contender "${id}"`)) : all
+
+function fail(message: string): never {
+  console.error(message)
+  process.exit(2)
+}
+
+// --- processes we own: the redis-server and at most one child at a time -------------------------
+
+let server: BenchRedisServer | undefined
+let child: ChildProcess | undefined
+let interrupted = false
+
+process.on('SIGINT', () => {
+  interrupted = true
+  if (child?.pid !== undefined && child.exitCode === null) process.kill(child.pid, 'SIGKILL')
+  void (server?.stop() ?? Promise.resolve()).finally(() => process.exit(130))
+})
+
+/** The 1-minute load average when each child started: how busy the shared machine was. */
+const loads: number[] = []
+
+function runChild(job: ChildJob): Promise<ChildResult> {
+  loads.push(loadavg()[0]!)
+  const execArgv = ['--import', 'tsx']
+  // V8 names each profile CPU.<date>.<pid>.<thread>...; the main thread's is the one of interest
+  // (tsx's loader runs on a second thread). The log line below maps PIDs to runs.
+  if (args['cpu-prof']) execArgv.push('--cpu-prof', '--cpu-prof-dir', args['cpu-prof'])
+  const limitMs = job.warmupMs + job.durationMs + 45_000
+  return new Promise((resolve, reject) => {
+    const c = fork(join(here, 'lock-child.ts'), [JSON.stringify(job)], { execArgv, cwd: root, stdio: ['ignore', 'inherit', 'inherit', 'ipc'] })
+    child = c
+    if (args['cpu-prof']) console.error(`[bench:lock] child pid ${c.pid}: ${job.contender} ${job.scenario} ${job.workers}w`)
+    let result: ChildResult | undefined
+    const timer = setTimeout(() => {
+      if (c.pid !== undefined && c.exitCode === null) process.kill(c.pid, 'SIGKILL')
+      reject(new Error(`${job.contender} ${job.scenario} ${job.workers}w: no result within ${limitMs} ms, killed`))
+    }, limitMs)
+    c.on('message', (m) => (result = m as ChildResult))
+    c.on('exit', (code, signal) => {
+      clearTimeout(timer)
+      child = undefined
+      if (result) resolve(result)
+      else reject(new Error(`${job.contender} ${job.scenario} ${job.workers}w: child exited (${code ?? signal}) without a result`))
+    })
+  })
+}
+
+/** Round r starts at contender r (mod n), so no contender always runs first or last. */
+function rotated<T>(list: readonly T[], r: number): T[] {
+  const k = r % list.length
+  return [...list.slice(k), ...list.slice(0, k)]
+}
+
+// --- the run ---------------------------------------------------------------------------------
+
+const runId = randomBytes(4).toString('hex')
+const startedAt = new Date()
+const loadAtStart = loadAverage()
+const machine = machineInfo()
+server = await startRedisServer()
+console.error(`[bench:lock] redis-server ${machine.redisServer} pid ${server.pid} on ${server.host}:${server.port}; load ${loadAtStart}`)
+
+const uncontended: UncontendedResult[] = []
+const contended: ContendedResult[] = []
+const jobBase = { modules, host: server.host, port: server.port, ttlMs: TTL_MS }
+let n = 0
+/** Runs that produced no result (crashed or killed on the deadline): reported, not hidden. */
+const failures: string[] = []
+async function measure(job: ChildJob): Promise<ChildResult | undefined> {
+  try {
+    return await runChild(job)
+  } catch (error) {
+    const message = error instanceof Error ? error.message : String(error)
+    console.error(`[bench:lock] FAILED: ${message}`)
+    failures.push(message)
+    return undefined
+  }
+}
+const log = (r: ChildResult) => {
+  const what =
+    r.scenario === 'uncontended'
+      ? `${Math.round((r.ops / r.elapsedMs) * 1000)} ops/s`
+      : `${Math.round((r.acquisitions / r.elapsedMs) * 1000)} acq/s, overlaps ${r.overlaps}`
+  console.error(`[bench:lock] ${r.scenario} ${r.workers}w ${r.contender}: ${what}`)
+}
+
+try {
+  if (scenarios.includes('uncontended')) {
+    const list = contenders.filter((c) => c.scenarios.includes('uncontended'))
+    const p = PLAN.uncontended
+    for (let r = 0; r < p.rounds; r++) {
+      for (const workers of p.workers) {
+        for (const c of rotated(list, r)) {
+          if (interrupted) break
+          const result = await measure({ ...jobBase, contender: c.id, scenario: 'uncontended', workers, warmupMs: p.warmupMs, durationMs: p.durationMs, holdMs: 0, keyPrefix: `bench:${runId}:${n++}` })
+          if (!result) continue
+          log(result)
+          uncontended.push(result as UncontendedResult)
+        }
+      }
+    }
+  }
+  if (scenarios.includes('contended')) {
+    const list = contenders.filter((c) => c.scenarios.includes('contended'))
+    const p = PLAN.contended
+    for (let r = 0; r < p.rounds; r++) {
+      for (const c of rotated(list, r)) {
+        if (interrupted) break
+        const result = await measure({ ...jobBase, contender: c.id, scenario: 'contended', workers: p.workers, warmupMs: p.warmupMs, durationMs: p.durationMs, holdMs: p.holdMs, keyPrefix: `bench:${runId}:${n++}` })
+        if (!result) continue
+        log(result)
+        contended.push(result as ContendedResult)
+      }
+    }
+  }
+} finally {
+  await server.stop()
+}
+
+const extra = process.argv.slice(2).join(' ')
+const command = process.env.npm_lifecycle_event === 'bench:lock' ? `npm run bench:lock${extra ? ` -- ${extra}` : ''}` : `node --import tsx bench/lock.bench.ts${extra ? ` ${extra}` : ''}`
+const report: Report = {
+  command,
+  startedAt,
+  finishedAt: new Date(),
+  machine,
+  loadAtStart,
+  loadAtEnd: loadAverage(),
+  loads,
+  failures,
+  plan: PLAN,
+  ttlMs: TTL_MS,
+  contenders: contenders as LockContender[],
+  uncontended,
+  contended,
+  quick,
+}
+const markdown = renderReport(report)
+console.log(markdown)
+if (!args['no-write']) {
+  writeMarkedSection(join(root, 'docs', 'BENCHMARKS.md'), 'bench:lock', markdown)
+  console.error('[bench:lock] written to docs/BENCHMARKS.md')
+}

@@ -1,0 +1,386 @@
+// `npm run bench:metrics`: what instrument() from @fencelock/metrics costs the lock, measured as
+// throughput of our Locker without and with instrumentation, in the same run, on a redis-server
+// of its own. Prints a markdown report and writes it into docs/BENCHMARKS.md between the
+// bench:metrics markers (every other section is left as it is). Target: at most 5 % slower.
+//
+//   npm run bench:metrics                          full run (~4 min): 5 interleaved rounds
+//   npm run bench:metrics -- --quick --no-write    smoke run (~30 s), file untouched
+//   options: --rounds N  --duration-ms N  --quick  --no-write
+//
+// Scenarios: uncontended acquire + release by 1 worker and by 50 async workers sharing one
+// connection (each worker its own resource), and 20 workers contending for one resource with a
+// 1 ms hold. Every measurement runs in a fresh child process (this file with --child), so JIT
+// and heap state never carry over from one variant to the other; in each round the two variants
+// run back to back, in an order that alternates between rounds, so drift of a shared machine
+// hits both alike. The ratio is taken per round (with / without) and summarised by its median.
+import { execFileSync, fork, spawn, type ChildProcess } from 'node:child_process'
+import { existsSync, mkdtempSync, readFileSync, renameSync, rmSync, writeFileSync } from 'node:fs'
+import { createServer, Socket } from 'node:net'
+import { availableParallelism, cpus, loadavg, tmpdir } from 'node:os'
+import { dirname, join } from 'node:path'
+import { fileURLToPath } from 'node:url'
+import { parseArgs } from 'node:util'
+
+const here = dirname(fileURLToPath(import.meta.url))
+const BENCHMARKS_FILE = join(here, '..', 'docs', 'BENCHMARKS.md')
+const SECTION = 'bench:metrics'
+const TARGET_COST = 0.05
+
+type Variant = 'without' | 'with'
+type ScenarioId = 'uncontended-1' | 'uncontended-50' | 'contended-20'
+
+interface Scenario {
+  readonly id: ScenarioId
+  readonly title: string
+  readonly workers: number
+  /** One resource for every worker (contended) or one per worker. */
+  readonly shared: boolean
+  readonly holdMs: number
+}
+
+const SCENARIOS: readonly Scenario[] = [
+  { id: 'uncontended-1', title: 'uncontended, 1 worker', workers: 1, shared: false, holdMs: 0 },
+  { id: 'uncontended-50', title: 'uncontended, 50 async workers, one connection', workers: 50, shared: false, holdMs: 0 },
+  { id: 'contended-20', title: 'contended, 20 workers on one resource, 1 ms hold', workers: 20, shared: true, holdMs: 1 },
+]
+
+interface ChildJob {
+  readonly port: number
+  readonly scenario: Scenario
+  readonly variant: Variant
+  readonly warmupMs: number
+  readonly durationMs: number
+  readonly run: string
+}
+
+interface ChildResult {
+  readonly ops: number
+  readonly seconds: number
+  /** Process CPU time (user + system) per operation, in microseconds. */
+  readonly cpuMicrosPerOp: number
+  /** What the metrics counted, as a check that the instrumented run was really instrumented. */
+  readonly countedAcquires: number | undefined
+}
+
+// --- child: one measurement -----------------------------------------------------------------------
+
+async function runChild(job: ChildJob): Promise<ChildResult> {
+  const { Redis } = await import('ioredis')
+  const { Locker } = await import('@fencelock/lock')
+  const { instrument } = await import('@fencelock/metrics')
+  const redis = new Redis({ host: '127.0.0.1', port: job.port, lazyConnect: false })
+  await redis.ping()
+  const locker = new Locker(redis, { ttlMs: 10_000, waitMs: 30_000 })
+  const metrics = job.variant === 'with' ? instrument(locker) : undefined
+  const { scenario } = job
+  const resourceOf = (worker: number) => (scenario.shared ? `bench:${job.run}` : `bench:${job.run}-${worker}`)
+  const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms))
+
+  let counting = false
+  let ops = 0
+  let stopping = false
+  const worker = async (index: number) => {
+    const resource = resourceOf(index)
+    while (!stopping) {
+      const lock = await locker.acquire(resource)
+      if (scenario.holdMs > 0) await sleep(scenario.holdMs)
+      await lock.release()
+      if (counting) ops++
+    }
+  }
+  const running = Array.from({ length: scenario.workers }, (_, i) => worker(i))
+  await sleep(job.warmupMs)
+  const cpu0 = process.cpuUsage()
+  const t0 = performance.now()
+  counting = true
+  await sleep(job.durationMs)
+  counting = false
+  const seconds = (performance.now() - t0) / 1000
+  const cpu = process.cpuUsage(cpu0)
+  const measured = ops
+  stopping = true
+  await Promise.all(running)
+  let countedAcquires: number | undefined
+  if (metrics) {
+    const values = (await metrics.metrics.acquireTotal.get()).values
+    countedAcquires = values.filter((v) => v.labels.outcome === 'acquired').reduce((sum, v) => sum + v.value, 0)
+    metrics.stop()
+  }
+  await locker.close()
+  redis.disconnect()
+  return { ops: measured, seconds, cpuMicrosPerOp: (cpu.user + cpu.system) / Math.max(1, measured), countedAcquires }
+}
+
+if (process.argv.includes('--child')) {
+  process.once('message', (job: ChildJob) => {
+    runChild(job).then(
+      (result) => process.send!({ ok: true, result }, () => process.exit(0)),
+      (error: unknown) => process.send!({ ok: false, error: String((error as Error)?.stack ?? error) }, () => process.exit(1)),
+    )
+  })
+} else {
+  await main()
+}
+
+// --- parent: the redis-server, the rounds, the report ----------------------------------------------
+
+async function main(): Promise<void> {
+  const { values: args } = parseArgs({
+    options: {
+      quick: { type: 'boolean', default: false },
+      'no-write': { type: 'boolean', default: false },
+      rounds: { type: 'string' },
+      'duration-ms': { type: 'string' },
+      child: { type: 'boolean', default: false },
+    },
+    strict: true,
+  })
+  const quick = args.quick
+  const rounds = Number(args.rounds ?? (quick ? 1 : 5))
+  const durationMs = Number(args['duration-ms'] ?? (quick ? 1_000 : 5_000))
+  const warmupMs = quick ? 300 : 1_000
+  if (!Number.isInteger(rounds) || rounds < 1 || !Number.isInteger(durationMs) || durationMs < 100) {
+    console.error('--rounds must be an integer >= 1 and --duration-ms an integer >= 100')
+    process.exit(2)
+  }
+
+  const loadBefore = loadavg()
+  const server = await startRedis()
+  let child: ChildProcess | undefined
+  const cleanUp = () => {
+    if (child && child.exitCode === null) child.kill('SIGKILL')
+    server.killNow()
+  }
+  process.on('SIGINT', () => {
+    cleanUp()
+    process.exit(130)
+  })
+  process.on('exit', cleanUp)
+
+  const results = new Map<ScenarioId, { without: ChildResult[]; with: ChildResult[] }>()
+  try {
+    for (let round = 0; round < rounds; round++) {
+      for (const scenario of SCENARIOS) {
+        // Alternate which variant goes first, round by round and scenario by scenario.
+        const order: Variant[] = (round + SCENARIOS.indexOf(scenario)) % 2 === 0 ? ['without', 'with'] : ['with', 'without']
+        for (const variant of order) {
+          const job: ChildJob = { port: server.port, scenario, variant, warmupMs, durationMs, run: `${round}-${variant}-${Date.now()}` }
+          child = fork(fileURLToPath(import.meta.url), ['--child'], { execArgv: ['--import', 'tsx'], stdio: 'inherit' })
+          const result = await measure(child, job)
+          child = undefined
+          if (variant === 'with' && !(result.countedAcquires !== undefined && result.countedAcquires >= result.ops)) {
+            throw new Error(`instrumented run counted ${result.countedAcquires} acquires for ${result.ops} operations`)
+          }
+          const entry = results.get(scenario.id) ?? { without: [], with: [] }
+          entry[variant].push(result)
+          results.set(scenario.id, entry)
+          console.error(
+            `round ${round + 1}/${rounds} ${scenario.id.padEnd(15)} ${variant.padEnd(7)} ${Math.round(result.ops / result.seconds)
+              .toString()
+              .padStart(7)} ops/s  ${result.cpuMicrosPerOp.toFixed(1)} µs CPU/op`,
+          )
+        }
+      }
+    }
+  } finally {
+    await server.stop()
+  }
+  const loadAfter = loadavg()
+
+  const report = renderReport({ rounds, durationMs, warmupMs, loadBefore, loadAfter, redisVersion: server.version, results, quick })
+  console.log(report)
+  if (!args['no-write']) {
+    writeMarkedSection(BENCHMARKS_FILE, SECTION, report)
+    console.error(`wrote the ${SECTION} section of ${BENCHMARKS_FILE}`)
+  }
+}
+
+function measure(child: ChildProcess, job: ChildJob): Promise<ChildResult> {
+  return new Promise((resolve, reject) => {
+    let settled = false
+    child.once('message', (msg: { ok: boolean; result?: ChildResult; error?: string }) => {
+      settled = true
+      if (msg.ok && msg.result) resolve(msg.result)
+      else reject(new Error(`child failed: ${msg.error}`))
+    })
+    child.once('exit', (code) => {
+      if (!settled) reject(new Error(`child exited with ${code} before reporting`))
+    })
+    child.send(job)
+  })
+}
+
+// --- statistics and the report ---------------------------------------------------------------------
+
+function median(values: number[]): number {
+  const s = [...values].sort((a, b) => a - b)
+  const mid = Math.floor(s.length / 2)
+  return s.length % 2 === 1 ? s[mid]! : (s[mid - 1]! + s[mid]!) / 2
+}
+
+interface ReportInput {
+  rounds: number
+  durationMs: number
+  warmupMs: number
+  loadBefore: number[]
+  loadAfter: number[]
+  redisVersion: string
+  results: Map<ScenarioId, { without: ChildResult[]; with: ChildResult[] }>
+  quick: boolean
+}
+
+function renderReport(input: ReportInput): string {
+  const fmtLoad = (l: number[]) => l.map((v) => v.toFixed(2)).join(' / ')
+  const rows: string[] = []
+  let worst = 0
+  for (const scenario of SCENARIOS) {
+    const r = input.results.get(scenario.id)
+    if (!r) continue
+    const opsWithout = r.without.map((x) => x.ops / x.seconds)
+    const opsWith = r.with.map((x) => x.ops / x.seconds)
+    const ratios = opsWith.map((w, i) => w / opsWithout[i]!)
+    const ratio = median(ratios)
+    const cost = 1 - ratio
+    worst = Math.max(worst, cost)
+    const cpuWithout = median(r.without.map((x) => x.cpuMicrosPerOp))
+    const cpuWith = median(r.with.map((x) => x.cpuMicrosPerOp))
+    const range = ratios.length > 1 ? `${Math.min(...ratios).toFixed(3)}–${Math.max(...ratios).toFixed(3)}` : '—'
+    rows.push(
+      `| ${scenario.title} | ${Math.round(median(opsWithout)).toLocaleString('en-US')} | ${Math.round(median(opsWith)).toLocaleString('en-US')} | ${ratio.toFixed(3)} | ${range} | ${(cost * 100).toFixed(1)} % | ${cpuWithout.toFixed(1)} → ${cpuWith.toFixed(1)} |`,
+    )
+  }
+  const verdict =
+    worst <= TARGET_COST
+      ? `Within the target: the largest median cost is ${(worst * 100).toFixed(1)} % (target ≤ ${TARGET_COST * 100} %).`
+      : `**Over the target**: the largest median cost is ${(worst * 100).toFixed(1)} % (target ≤ ${TARGET_COST * 100} %).`
+  const cpu = cpus()[0]?.model ?? 'unknown CPU'
+  return [
+    '## Metrics overhead (`npm run bench:metrics`)',
+    '',
+    `Throughput of our Locker (acquire + release) without and with \`instrument()\` from`,
+    '`@fencelock/metrics` (one registry, default options), measured in the same run on a dedicated',
+    'redis-server. Each measurement is a fresh child process; in each round the two variants run back',
+    'to back in alternating order. *Ratio* is the median over rounds of (with / without) ops/s; *cost*',
+    'is 1 − ratio. CPU is the child\'s user + system time per operation (Redis excluded).',
+    '',
+    '| scenario | ops/s without | ops/s with | ratio | ratio range | cost | µs CPU/op without → with |',
+    '| --- | ---: | ---: | ---: | --- | ---: | --- |',
+    ...rows,
+    '',
+    verdict,
+    '',
+    `${input.quick ? 'Quick run (`--quick`): indicative only. ' : ''}${input.rounds} round(s), ${input.durationMs / 1000} s measured after ${input.warmupMs / 1000} s warm-up per measurement.`,
+    `Machine: ${availableParallelism()} cores, ${cpu}, Node ${process.version}, redis-server ${input.redisVersion};`,
+    `load average (1/5/15 min) ${fmtLoad(input.loadBefore)} before, ${fmtLoad(input.loadAfter)} after; ${new Date().toISOString().slice(0, 10)}.`,
+  ].join('\n')
+}
+
+// --- docs/BENCHMARKS.md ----------------------------------------------------------------------------
+
+const HEADER = `# Benchmarks
+
+Each section is written by its benchmark script between its own markers; run the command in the
+section to refresh it. Numbers are only comparable within one section (same run, same machine).
+`
+
+/** Replaces the text between this section's markers (or appends the section), and nothing else. */
+function writeMarkedSection(file: string, name: string, body: string): void {
+  const start = `<!-- ${name}:start -->`
+  const end = `<!-- ${name}:end -->`
+  const section = `${start}\n${body.trim()}\n${end}`
+  const text = existsSync(file) ? readFileSync(file, 'utf8') : HEADER
+  const i = text.indexOf(start)
+  const j = text.indexOf(end)
+  let next: string
+  if (i >= 0 && j > i) next = text.slice(0, i) + section + text.slice(j + end.length)
+  else if (i >= 0 || j >= 0) throw new Error(`${file}: unbalanced ${name} markers; fix them by hand`)
+  else next = `${text.replace(/\n*$/, '\n\n')}${section}\n`
+  // Write beside and rename: another benchmark writing its own section never sees half a file.
+  const tmp = `${file}.${process.pid}.tmp`
+  writeFileSync(tmp, next)
+  renameSync(tmp, file)
+}
+
+// --- the dedicated redis-server ----------------------------------------------------------------------
+
+interface BenchRedis {
+  readonly port: number
+  readonly version: string
+  stop(): Promise<void>
+  killNow(): void
+}
+
+async function freePort(): Promise<number> {
+  const server = createServer()
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve))
+  const { port } = server.address() as { port: number }
+  await new Promise((resolve) => server.close(resolve))
+  return port
+}
+
+function ping(port: number): Promise<boolean> {
+  return new Promise((resolve) => {
+    const socket = new Socket()
+    const done = (ok: boolean) => {
+      socket.destroy()
+      resolve(ok)
+    }
+    socket.setTimeout(500, () => done(false))
+    socket.once('error', () => done(false))
+    socket.connect(port, '127.0.0.1', () => socket.write('PING\r\n'))
+    socket.once('data', (d) => done(d.toString().startsWith('+PONG')))
+  })
+}
+
+/** Spawns redis-server on a free loopback port, nothing on disk; stopped by its PID. */
+async function startRedis(): Promise<BenchRedis> {
+  const bin = process.env.REDIS_SERVER_BIN ?? 'redis-server'
+  const dir = mkdtempSync(join(tmpdir(), 'fencelock-bench-metrics-'))
+  const port = await freePort()
+  const child = spawn(bin, ['--port', String(port), '--bind', '127.0.0.1', '--save', '', '--appendonly', 'no', '--dir', dir], {
+    stdio: ['ignore', 'pipe', 'pipe'],
+  })
+  let log = ''
+  child.stdout?.on('data', (d: Buffer) => (log = (log + d.toString()).slice(-4_000)))
+  child.stderr?.on('data', (d: Buffer) => (log = (log + d.toString()).slice(-4_000)))
+  const exited = new Promise<void>((resolve) => child.once('exit', () => resolve()))
+  const end = performance.now() + 10_000
+  while (!(await ping(port))) {
+    if (child.exitCode !== null || performance.now() > end) {
+      child.kill('SIGKILL')
+      rmSync(dir, { recursive: true, force: true })
+      throw new Error(`redis-server did not start on port ${port}:\n${log}`)
+    }
+    await new Promise((resolve) => setTimeout(resolve, 50))
+  }
+  const version = /v=(\S+)/.exec(commandOutput(bin, ['--version']))?.[1] ?? 'unknown'
+  let stopped = false
+  return {
+    port,
+    version,
+    async stop() {
+      if (stopped) return
+      stopped = true
+      if (child.exitCode === null && child.signalCode === null) {
+        child.kill('SIGTERM')
+        const timer = setTimeout(() => child.kill('SIGKILL'), 3_000)
+        await exited
+        clearTimeout(timer)
+      }
+      rmSync(dir, { recursive: true, force: true })
+    },
+    killNow() {
+      if (child.exitCode === null && child.signalCode === null) child.kill('SIGKILL')
+      rmSync(dir, { recursive: true, force: true })
+    },
+  }
+}
+
+/** The output of a short command, or '' when it cannot run (the version is then "unknown"). */
+function commandOutput(bin: string, args: string[]): string {
+  try {
+    return execFileSync(bin, args, { encoding: 'utf8' })
+  } catch {
+    return ''
+  }
+}
