@@ -122,6 +122,46 @@ if (process.argv.includes('--child')) {
   await main()
 }
 
+// --- the listener alone: CPU per acquire + release, no Redis ---------------------------------------
+
+/**
+ * Feeds instrument()'s listener synthetic `acquired` + `released` pairs (50 resources, as the
+ * 50-worker scenario has) and returns the median CPU time per pair over `rounds` runs, in ns.
+ * Free of Redis and of the machine's other load, it shows what the throughput ratios are made of.
+ */
+async function listenerCostNs(rounds: number, pairs: number): Promise<number> {
+  const { instrument } = await import('@fencelock/metrics')
+  type Listener = Parameters<Parameters<typeof instrument>[0]['listen']>[0]
+  let listener: Listener = () => {}
+  const fake = {
+    listen(l: Listener) {
+      listener = l
+      return () => {}
+    },
+  }
+  instrument(fake)
+  const events: Parameters<Listener>[0][] = []
+  for (let i = 0; i < 50; i++) {
+    const resource = `bench:${i}`
+    const token = 1_700_000_000_000_000n + BigInt(i)
+    events.push({ type: 'acquired', resource, token, ttlMs: 10_000, waitedMs: 0.4, attempts: 1 })
+    events.push({ type: 'released', resource, token, heldMs: 0.8, outcome: 'released', wasLost: false })
+  }
+  const results: number[] = []
+  for (let round = 0; round <= rounds; round++) {
+    const cpu0 = process.cpuUsage()
+    for (let i = 0; i < pairs; i++) {
+      const j = (i % 50) * 2
+      listener(events[j]!)
+      listener(events[j + 1]!)
+    }
+    const cpu = process.cpuUsage(cpu0)
+    // Round 0 warms the JIT up and is not counted.
+    if (round > 0) results.push(((cpu.user + cpu.system) * 1000) / pairs)
+  }
+  return median(results)
+}
+
 // --- parent: the redis-server, the rounds, the report ----------------------------------------------
 
 async function main(): Promise<void> {
@@ -186,8 +226,10 @@ async function main(): Promise<void> {
     await server.stop()
   }
   const loadAfter = loadavg()
+  const listenerNs = await listenerCostNs(5, quick ? 200_000 : 1_000_000)
+  console.error(`listener alone: ${listenerNs.toFixed(0)} ns CPU per acquire + release`)
 
-  const report = renderReport({ rounds, durationMs, warmupMs, loadBefore, loadAfter, redisVersion: server.version, results, quick })
+  const report = renderReport({ rounds, durationMs, warmupMs, loadBefore, loadAfter, redisVersion: server.version, results, quick, listenerNs })
   console.log(report)
   if (!args['no-write']) {
     writeMarkedSection(BENCHMARKS_FILE, SECTION, report)
@@ -227,6 +269,7 @@ interface ReportInput {
   redisVersion: string
   results: Map<ScenarioId, { without: ChildResult[]; with: ChildResult[] }>
   quick: boolean
+  listenerNs: number
 }
 
 function renderReport(input: ReportInput): string {
@@ -268,6 +311,9 @@ function renderReport(input: ReportInput): string {
     ...rows,
     '',
     verdict,
+    '',
+    `The listener alone (synthetic \`acquired\` + \`released\` events, no Redis) takes ${input.listenerNs.toFixed(0)} ns of CPU per`,
+    'acquire + release: the share of the CPU per operation above that instrumentation can account for.',
     '',
     `${input.quick ? 'Quick run (`--quick`): indicative only. ' : ''}${input.rounds} round(s), ${input.durationMs / 1000} s measured after ${input.warmupMs / 1000} s warm-up per measurement.`,
     `Machine: ${availableParallelism()} cores, ${cpu}, Node ${process.version}, redis-server ${input.redisVersion};`,
