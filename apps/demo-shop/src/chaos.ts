@@ -69,7 +69,11 @@ export function startPauseChaos(supervisor: Supervisor, options: PauseChaosOptio
   let running: Promise<void> = Promise.resolve()
 
   const pause = async (call: ExternalCall) => {
-    if (!supervisor.freeze(call.pid)) return
+    if (!supervisor.freeze(call.pid)) {
+      // Not ours or already gone: stay armed for the next candidate.
+      current = undefined
+      return
+    }
     const record: PauseRecord = {
       instance: call.instance,
       pid: call.pid,
