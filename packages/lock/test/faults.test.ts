@@ -140,6 +140,25 @@ describe('a restart while a waiter is blocked', () => {
   })
 })
 
+describe('a restart under a held lock', () => {
+  it('the watchdog finds the key gone and fires lost (signal aborted) within about one TTL', async () => {
+    const { server, client } = await setUp()
+    const l = eventLog()
+    const locker = makeLocker(client, { commandTimeoutMs: 100, onEvent: l.onEvent })
+    const ttlMs = 300
+    const lock = await locker.acquire(unique('restart-held'), { ttlMs, autoExtend: true })
+    const lost = l.next('lost', { resource: lock.resource, timeoutMs: 3_000 })
+    await server.restart()
+    const backAt = performance.now()
+    const event = await lost
+    // Either a renewal reaches the empty server ("not-owner") or the validity runs out first.
+    expect(['not-owner', 'expired']).toContain(event.reason)
+    expect(event.at - backAt).toBeLessThan(ttlMs + SLACK_MS)
+    expect(lock.signal.reason).toBeInstanceOf(LockLostError)
+    expect(await lock.release()).toBe(false)
+  })
+})
+
 describe('a stopped (SIGSTOP) Redis', () => {
   it('fails acquire with LockUnavailableError within waitMs, and after SIGCONT no lock is left in our name', async () => {
     const { server, client, admin } = await setUp()

@@ -1,9 +1,10 @@
-import type { Redis } from 'ioredis'
-import { beforeAll, describe, expect, it } from 'vitest'
+import { Cluster, type Redis } from 'ioredis'
+import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { LOCK_DEFAULTS, resourceKeys } from '../src/index.js'
 import { resourceOfChannel } from '../src/keys.js'
-import { connect, ready } from './support/connections.js'
-import { startRedisServer } from './support/redis-server.js'
+import { connect, makeLocker, ready, unique } from './support/connections.js'
+import { startRedisServer, type RedisServer } from './support/redis-server.js'
+import { sleep, waitUntil } from './support/timing.js'
 
 // Odd names on purpose: braces inside the resource move where Redis finds the hash tag.
 const RESOURCES = ['order:42', 'a{b}c', 'x}y', '{x}', 'a{', 'a}', '{{}}', 'a:b:{c}', 'ключ', '🔒', ' ', 'x'.repeat(1024)]
@@ -36,10 +37,11 @@ describe('resourceKeys', () => {
 
 describe('hash tags (CLUSTER KEYSLOT on a cluster-mode redis-server)', () => {
   let redis: Redis
+  let server: RedisServer
   const slot = (key: string) => redis.cluster('KEYSLOT', key) as Promise<number>
 
   beforeAll(async () => {
-    const server = await startRedisServer({ cluster: true })
+    server = await startRedisServer({ cluster: true })
     redis = connect({ port: server.port })
     await ready(redis, server.url)
   })
@@ -58,5 +60,43 @@ describe('hash tags (CLUSTER KEYSLOT on a cluster-mode redis-server)', () => {
     // `{}` is an empty hash tag, so Redis hashes each whole key: the check is able to see a split.
     const k = resourceKeys('fencelock:', '}x')
     expect(await slot(k.lock)).not.toBe(await slot(k.fence))
+  })
+
+  describe('a Locker on an ioredis Cluster (one node owning every slot: CROSSSLOT is still enforced)', () => {
+    const clusters: Cluster[] = []
+    afterAll(() => {
+      for (const c of clusters) c.disconnect()
+    })
+    const clusterClient = () => {
+      const c = new Cluster([{ host: server.host, port: server.port }])
+      c.on('error', () => {})
+      clusters.push(c)
+      return c
+    }
+
+    it('acquires, hands off through pub/sub and releases odd resource names in one slot each', async () => {
+      await redis.cluster('ADDSLOTSRANGE', 0, 16383)
+      await waitUntil(async () => ((await redis.cluster('INFO')) as string).includes('cluster_state:ok'), { what: 'cluster_state:ok' })
+      const a = makeLocker(clusterClient())
+      const b = makeLocker(clusterClient(), { pollMs: 5_000 })
+      for (const name of ['a{b}c', 'x}y', '{x}', 'ключ', 'a:b:{c}']) {
+        const resource = `${name}${unique('')}`
+        const first = await a.acquire(resource, { ttlMs: 5_000 })
+        const waiting = b.acquire(resource, { waitMs: 3_000 })
+        await sleep(20)
+        const releasedAt = performance.now()
+        expect(await first.release()).toBe(true)
+        const second = await waiting
+        expect(performance.now() - releasedAt).toBeLessThan(100) // pub/sub, not the 5 s poll
+        expect(second.token).toBeGreaterThan(first.token)
+        await second.extend()
+        expect(await second.release()).toBe(true)
+      }
+    })
+
+    it("control: a script over the keys of a resource starting with '}' is refused with CROSSSLOT", async () => {
+      const k = resourceKeys('fencelock:', '}x')
+      await expect(redis.eval("return redis.call('EXISTS', KEYS[1], KEYS[2])", 2, k.lock, k.fence)).rejects.toThrow(/CROSSSLOT/)
+    })
   })
 })

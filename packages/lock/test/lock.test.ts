@@ -111,6 +111,7 @@ describe('the watchdog (acquire with autoExtend)', () => {
   it('keeps the lock across 5x its TTL, isHeld() true throughout; control: without it the lock is gone after one TTL', async () => {
     const ttlMs = 300
     const kept = await mine.acquire(unique('watchdog'), { ttlMs, autoExtend: true })
+    const keptToo = (await mine.tryAcquire(unique('watchdog-try'), { ttlMs, autoExtend: true }))!
     const control = await mine.acquire(unique('no-watchdog'), { ttlMs })
     let heldSamples = 0
     let notHeldSamples = 0
@@ -132,6 +133,10 @@ describe('the watchdog (acquire with autoExtend)', () => {
     expect(renewals.every((e) => e.auto && e.ttlMs === ttlMs)).toBe(true)
     expect(log.of('lost', kept.resource)).toEqual([])
     expect(await kept.release()).toBe(true)
+    // tryAcquire({ autoExtend }) runs the same watchdog.
+    expect(keptToo.isHeld()).toBe(true)
+    expect(await theirs.tryAcquire(keptToo.resource)).toBeNull()
+    expect(await keptToo.release()).toBe(true)
 
     expect(control.isHeld()).toBe(false)
     const taken = await theirs.tryAcquire(control.resource)

@@ -126,6 +126,17 @@ describe('acquire / tryAcquire', () => {
     await held.release()
   })
 
+  it('Lockers with different prefixes do not share locks or tokens', async () => {
+    const resource = unique('prefixed')
+    const a = makeLocker(redis, { prefix: unique('pa') + ':' })
+    const b = makeLocker(redis, { prefix: unique('pb') + ':' })
+    const la = await a.acquire(resource, { ttlMs: 5_000 })
+    const lb = await b.acquire(resource, { ttlMs: 5_000, waitMs: 0 })
+    expect(await a.tryAcquire(resource)).toBeNull() // control: the same prefix does exclude
+    expect(await la.release()).toBe(true)
+    expect(await lb.release()).toBe(true)
+  })
+
   it('heldCount follows grants, releases and losses', async () => {
     const counting = makeLocker(redis, { prefix: PREFIX })
     const a = await counting.acquire(unique('count'))
@@ -377,6 +388,22 @@ describe('close()', () => {
     // The blocked waiter's resource is untouched; the holder still has it.
     expect(busy.isHeld()).toBe(true)
     expect(await busy.release()).toBe(true)
+  })
+
+  it('close() while a using() routine runs: the lock is released from under it, so its signal must abort', async () => {
+    // Found by this suite (see the report): close() releases the lock but leaves lock.signal
+    // un-aborted, so the routine keeps going as if it held the lock while others may take it.
+    const client = connect({ port: server.port })
+    await ready(client, server.url)
+    const closing = makeLocker(client)
+    const thief = makeLocker(connect({ port: server.port }))
+    const resource = unique('close-using')
+    const seen = await closing.using(resource, async (lock) => {
+      await closing.close()
+      const taken = await thief.tryAcquire(resource) // someone else can have it now
+      return { taken: taken !== null, held: lock.isHeld(), signalAborted: lock.signal.aborted }
+    })
+    expect(seen).toEqual({ taken: true, held: false, signalAborted: true })
   })
 
   it('an acquire in flight when close() is called settles promptly and leaves no connection or lock behind', async () => {

@@ -6,7 +6,7 @@
 import { randomBytes } from 'node:crypto'
 import { Redis, type RedisOptions } from 'ioredis'
 import { afterAll, beforeEach } from 'vitest'
-import { Locker, type LockerOptions } from '../../src/index.js'
+import { Locker, type LockerOptions, type RedisClient } from '../../src/index.js'
 
 export const SHARED_REDIS_URL = process.env.REDIS_URL ?? 'redis://127.0.0.1:6379'
 
@@ -60,7 +60,7 @@ export async function ready(client: Redis, label: string, ms = 3_000): Promise<v
 }
 
 /** A Locker closed in afterAll. */
-export function makeLocker(client: Redis, options: LockerOptions = {}): Locker {
+export function makeLocker(client: RedisClient, options: LockerOptions = {}): Locker {
   const locker = new Locker(client, options)
   lockers.add(locker)
   return locker

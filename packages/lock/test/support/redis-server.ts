@@ -72,7 +72,11 @@ export class RedisServer {
       '--enable-debug-command', 'local',
       '--dir', this.#dir,
       '--logfile', '',
-      ...(this.#options.cluster ? ['--cluster-enabled', 'yes', '--cluster-config-file', join(this.#dir, `nodes-${this.#port}.conf`)] : []),
+      // A lone cluster node announces its IP as "" unless told, and ioredis's Cluster then
+      // cannot reach it.
+      ...(this.#options.cluster
+        ? ['--cluster-enabled', 'yes', '--cluster-config-file', join(this.#dir, `nodes-${this.#port}.conf`), '--cluster-announce-ip', HOST]
+        : []),
       ...(this.#options.args ?? []),
     ]
     const child = spawn('redis-server', args, { stdio: ['ignore', 'pipe', 'pipe'] })
