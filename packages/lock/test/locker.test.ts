@@ -137,6 +137,22 @@ describe('acquire / tryAcquire', () => {
     expect(await lb.release()).toBe(true)
   })
 
+  it("works on a client with ioredis keyPrefix: keys land under it, waiters are still woken by pub/sub", async () => {
+    const keyPrefix = unique('kp') + ':'
+    const a = makeLocker(connect(undefined, { keyPrefix }), { prefix: PREFIX })
+    const b = makeLocker(connect(undefined, { keyPrefix }), { prefix: PREFIX, pollMs: 5_000 })
+    const resource = unique('key-prefix')
+    const first = await a.acquire(resource, { ttlMs: 5_000 })
+    expect(await redis.exists(keyPrefix + lockKey(resource))).toBe(1)
+    const waiting = b.acquire(resource, { waitMs: 3_000 })
+    await sleep(30)
+    const releasedAt = performance.now()
+    await first.release()
+    const second = await waiting
+    expect(performance.now() - releasedAt).toBeLessThan(100)
+    expect(await second.release()).toBe(true)
+  })
+
   it('heldCount follows grants, releases and losses', async () => {
     const counting = makeLocker(redis, { prefix: PREFIX })
     const a = await counting.acquire(unique('count'))
