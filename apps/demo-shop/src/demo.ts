@@ -11,7 +11,7 @@
  */
 import { createServer } from 'node:net'
 import { databaseTarget, redact, startEmbeddedDatabase } from './database.js'
-import { FLASH_SALE_DEFAULTS, runFlashSale, type FlashSaleOptions, type FlashSaleReport } from './flash-sale.js'
+import { FLASH_SALE_DEFAULTS, FlashSaleAbortedError, runFlashSale, type FlashSaleOptions, type FlashSaleReport } from './flash-sale.js'
 import { startLiveShop, type LiveShop } from './live-shop.js'
 import { NO_REDIS_HELP, resolveRedis, type RedisEndpoint } from './redis-endpoint.js'
 import { formatReport, progressWriter } from './report-format.js'
@@ -52,9 +52,15 @@ async function main(): Promise<void> {
     for (const cleanup of cleanups.reverse()) await cleanup().catch(() => {})
     process.exit(code)
   }
+  // Ctrl-C during a sale: the sale stops its crowd and instances and drops its schema first;
+  // a second Ctrl-C exits at once (exit hooks still kill the instances and a spawned redis-server).
+  const interrupt = new AbortController()
+  let selling = false
   process.on('SIGINT', () => {
-    console.error('\nStopping what the demo started…')
-    void stopAll(130)
+    if (interrupt.signal.aborted) process.exit(130)
+    interrupt.abort()
+    console.error('\nStopping what the demo started… (Ctrl-C again to force)')
+    if (!selling) void stopAll(130)
   })
   process.on('SIGTERM', () => void stopAll(143))
 
@@ -95,7 +101,14 @@ async function main(): Promise<void> {
   for (const { title, options } of scenarios) {
     console.log(`━━ ${title} ━━`)
     const progress = progressWriter()
-    const report = await runFlashSale(options, (p) => progress.update(p), { redis, database })
+    selling = true
+    const report = await runFlashSale(options, (p) => progress.update(p), { redis, database }, interrupt.signal).catch((error: unknown) => {
+      progress.end()
+      if (error instanceof FlashSaleAbortedError) return undefined
+      throw error
+    })
+    selling = false
+    if (report === undefined) return stopAll(130)
     progress.end()
     console.log(`${formatReport(report)}\n`)
     reports.push({ title, report })

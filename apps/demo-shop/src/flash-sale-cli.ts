@@ -5,7 +5,7 @@
  * `--json`) on stdout. Exit code: 0, or 1 when a violation happened in `fenced` mode (the mode
  * that promises none), or 2 for a bad command line or a run that could not start.
  */
-import { exitCodeOf, FlashSaleSetupError, runFlashSale } from './flash-sale.js'
+import { exitCodeOf, FlashSaleAbortedError, FlashSaleSetupError, runFlashSale } from './flash-sale.js'
 import { parseFlashSaleArgs, USAGE, UsageError } from './flash-sale-args.js'
 import { formatReport, progressWriter, reportJson } from './report-format.js'
 
@@ -23,23 +23,31 @@ async function main(): Promise<number> {
     return 0
   }
   const progress = progressWriter()
-  // Ctrl-C: the run's cleanup (instances by PID, a spawned redis-server, the embedded database)
-  // happens in runFlashSale's finally; a second Ctrl-C exits at once (the exit hook kills instances).
-  let interrupted = false
+  // Ctrl-C: the run stops its crowd, then stops what it started (instances by PID, a spawned
+  // redis-server, the embedded database) and drops its schema. A second Ctrl-C exits at once
+  // (the exit hooks still kill the instances and a spawned redis-server).
+  const controller = new AbortController()
   process.on('SIGINT', () => {
-    if (interrupted) process.exit(130)
-    interrupted = true
+    if (controller.signal.aborted) process.exit(130)
+    controller.abort()
     progress.end()
     console.error('\nflash-sale: interrupted, stopping what it started (Ctrl-C again to force)')
-    process.exit(130)
   })
   try {
-    const report = await runFlashSale({ ...command.options, instanceLogs: command.verbose ? 'inherit' : 'ignore' }, (p) => progress.update(p))
+    const report = await runFlashSale(
+      { ...command.options, instanceLogs: command.verbose ? 'inherit' : 'ignore' },
+      (p) => {
+        if (!controller.signal.aborted) progress.update(p)
+      },
+      {},
+      controller.signal,
+    )
     progress.end()
     console.log(command.json ? reportJson(report) : formatReport(report))
     return exitCodeOf(report)
   } catch (error) {
     progress.end()
+    if (error instanceof FlashSaleAbortedError) return 130
     if (error instanceof FlashSaleSetupError) {
       console.error(`flash-sale: ${error.message}`)
       return 2

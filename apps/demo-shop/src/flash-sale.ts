@@ -113,6 +113,14 @@ export class FlashSaleSetupError extends Error {
   }
 }
 
+/** The run was stopped by its signal (Ctrl-C); what it started has been stopped and its schema dropped. */
+export class FlashSaleAbortedError extends Error {
+  constructor() {
+    super('the flash sale was interrupted')
+    this.name = 'FlashSaleAbortedError'
+  }
+}
+
 /** Services a run can be given instead of resolving its own (the demo shares them across runs). */
 export interface FlashSaleServices {
   readonly redis?: RedisEndpoint
@@ -131,12 +139,16 @@ export async function runFlashSale(
   options: FlashSaleOptions,
   onProgress: (progress: FlashSaleProgress) => void = () => {},
   services: FlashSaleServices = {},
+  signal?: AbortSignal,
 ): Promise<FlashSaleReport> {
   const started = performance.now()
   const runId = `fs-${Date.now().toString(36)}-${randomBytes(3).toString('hex')}`
   const random = seededRandom(options.seed)
   const cleanups: Array<() => Promise<void>> = []
   const progress = (p: Omit<FlashSaleProgress, 'buyers'>) => onProgress({ ...p, buyers: options.buyers })
+  const checkSignal = () => {
+    if (signal?.aborted) throw new FlashSaleAbortedError()
+  }
 
   try {
     progress({ phase: 'starting', done: 0, chaosCount: 0, message: 'starting Redis and the database' })
@@ -164,6 +176,7 @@ export async function runFlashSale(
         database = { connectionString: embedded.connectionString, origin: 'embedded PGlite (pglite-socket)' }
       }
     }
+    checkSignal()
     const embedded = database.origin.startsWith('embedded')
     const location: DatabaseLocation = { connectionString: database.connectionString, schema: `flash_sale_${runId.replaceAll('-', '_')}` }
     await prepareShopSchema(location, [{ sku: FLASH_SALE_DEFAULTS.sku, name: 'Flash-sale sneakers', priceCents: FLASH_SALE_DEFAULTS.priceCents, stock: options.stock }])
@@ -190,6 +203,7 @@ export async function runFlashSale(
     process.once('exit', onExit)
     cleanups.push(async () => void process.off('exit', onExit))
 
+    checkSignal()
     let chaos: Chaos = noChaos()
     if (options.chaos === 'pause') {
       chaos = startPauseChaos(supervisor, { random, pauseMs: Math.round(2.5 * options.ttlMs), gapMs: options.ttlMs, firstAfterMs: 100 })
@@ -207,7 +221,10 @@ export async function runFlashSale(
       purchaseTimeoutMs: 120_000,
       paymentTimeoutMs: 2 * options.ttlMs,
       onProgress: (done, totals) => progress({ phase: 'selling', done, totals, chaosCount: chaos.count }),
+      ...(signal === undefined ? {} : { signal }),
     })
+    // Interrupted: the finally below stops the chaos and the instances, and drops the schema.
+    if (signal?.aborted) throw new FlashSaleAbortedError()
     await chaos.stop()
     progress({ phase: 'draining', done: options.buyers, totals: load, chaosCount: chaos.count, message: 'waiting for the instances to finish' })
     const stats: InstanceStats[] = await supervisor.stats()

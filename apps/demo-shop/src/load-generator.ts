@@ -24,6 +24,8 @@ export interface LoadOptions {
   readonly maxPaymentAttempts?: number
   /** Called after each buyer is done. */
   readonly onProgress?: (done: number, totals: LoadTotals) => void
+  /** Stops the crowd: no new buyer starts, and requests in flight are dropped. */
+  readonly signal?: AbortSignal
 }
 
 /** What the crowd saw (the client's view; the report's truth comes from the database). */
@@ -48,8 +50,9 @@ interface Answer {
   body: Record<string, unknown>
 }
 
-function post(agent: Agent, url: string, json: unknown, timeoutMs: number): Promise<Answer | 'timeout' | 'error'> {
+function post(agent: Agent, url: string, json: unknown, timeoutMs: number, signal?: AbortSignal): Promise<Answer | 'timeout' | 'error'> {
   return new Promise((resolve) => {
+    if (signal?.aborted) return resolve('error')
     const payload = JSON.stringify(json)
     const req = request(url, { method: 'POST', agent, headers: { 'content-type': 'application/json', 'content-length': Buffer.byteLength(payload) } }, (res) => {
       const chunks: Buffer[] = []
@@ -75,6 +78,9 @@ function post(agent: Agent, url: string, json: unknown, timeoutMs: number): Prom
       clearTimeout(timer)
       resolve('error')
     })
+    const onAbort = () => req.destroy()
+    signal?.addEventListener('abort', onAbort, { once: true })
+    req.once('close', () => signal?.removeEventListener('abort', onAbort))
     req.end(payload)
   })
 }
@@ -118,10 +124,10 @@ export async function runLoad(options: LoadOptions): Promise<LoadTotals> {
   /** One delivery chain of a payment: on a timeout or failure, retried on another instance. */
   const deliver = async (orderId: number, first: number, attempts: { left: number }): Promise<boolean> => {
     let target = first
-    while (attempts.left > 0) {
+    while (attempts.left > 0 && !options.signal?.aborted) {
       attempts.left--
       totals.paymentRequests++
-      const answer = await post(agent, `${targets[target]}/api/orders/${orderId}/pay`, {}, options.paymentTimeoutMs)
+      const answer = await post(agent, `${targets[target]}/api/orders/${orderId}/pay`, {}, options.paymentTimeoutMs, options.signal)
       tally(answer)
       if (typeof answer !== 'string' && answer.status === 200) {
         if (answer.body.result === 'paid') totals.paid++
@@ -139,7 +145,7 @@ export async function runLoad(options: LoadOptions): Promise<LoadTotals> {
 
   const buyer = async (n: number) => {
     const target = random.int(0, targets.length - 1)
-    const answer = await post(agent, `${targets[target]}/api/products/${encodeURIComponent(options.sku)}/purchase`, { buyerId: `buyer-${n}` }, options.purchaseTimeoutMs)
+    const answer = await post(agent, `${targets[target]}/api/products/${encodeURIComponent(options.sku)}/purchase`, { buyerId: `buyer-${n}` }, options.purchaseTimeoutMs, options.signal)
     tally(answer)
     if (typeof answer === 'string' || answer.status >= 500 || (answer.status !== 201 && answer.status !== 409)) {
       totals.purchaseFailed++
@@ -163,7 +169,7 @@ export async function runLoad(options: LoadOptions): Promise<LoadTotals> {
 
   let next = 0
   const worker = async () => {
-    while (next < options.buyers) {
+    while (next < options.buyers && !options.signal?.aborted) {
       const n = next++
       await buyer(n)
       totals.buyersDone++
