@@ -79,7 +79,7 @@ export function readInstanceConfig(env: NodeJS.ProcessEnv): InstanceConfig {
   let database: InstanceConfig['database']
   try {
     database = databaseTarget(env.DATABASE_URL)
-  } catch (cause) {
+  } catch {
     throw new InvalidConfigError('DATABASE_URL', 'must be a postgresql:// URL', env.DATABASE_URL)
   }
   const mode = env.SHOP_MODE || INSTANCE_DEFAULTS.mode
@@ -91,7 +91,7 @@ export function readInstanceConfig(env: NodeJS.ProcessEnv): InstanceConfig {
   let gatewayLatency: GatewayLatency
   try {
     gatewayLatency = parseLatency(env.SHOP_GATEWAY_LATENCY_MS || INSTANCE_DEFAULTS.gatewayLatency)
-  } catch (error) {
+  } catch {
     throw new InvalidConfigError('SHOP_GATEWAY_LATENCY_MS', 'must be "<ms>" or "<min>-<max>", at most 60000', env.SHOP_GATEWAY_LATENCY_MS)
   }
   return {
