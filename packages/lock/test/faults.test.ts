@@ -214,8 +214,10 @@ describe('a stopped (SIGSTOP) Redis', () => {
       server.resume()
       process.off('unhandledRejection', onUnhandled)
     }
-    // Redis expired the key meanwhile (its clock kept running), so the release finds nothing.
-    expect(await lock.release()).toBe(false)
+    // Depending on timing Redis expired the key, or a renewal queued before the pause landed
+    // after SIGCONT and stretched it once more: either way release() cleans up what is ours.
+    await expect(lock.release()).resolves.toBeTypeOf('boolean')
+    expect(await client.exists(keyOf(lock.resource))).toBe(0)
     expect(unhandled).toEqual([])
   })
 })
