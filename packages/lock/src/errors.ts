@@ -32,6 +32,8 @@ export type LockLostReason =
   | 'not-owner'
   /** The local validity (TTL measured on the monotonic clock) ran out before a renewal succeeded. */
   | 'expired'
+  /** `Locker.close()` released it while the routine holding it was still running. */
+  | 'closed'
 
 /**
  * We no longer own the lock: `extend()` found another owner or no key, or the watchdog did.
@@ -43,7 +45,12 @@ export class LockLostError extends LockError {
   readonly reason: LockLostReason
 
   constructor(resource: string, token: bigint, reason: LockLostReason, cause?: unknown) {
-    const why = reason === 'expired' ? 'its validity ran out before a renewal succeeded' : 'Redis no longer holds our owner id'
+    const why =
+      reason === 'expired'
+        ? 'its validity ran out before a renewal succeeded'
+        : reason === 'closed'
+          ? 'its locker was closed'
+          : 'Redis no longer holds our owner id'
     super(`lock "${resource}" (token ${token}) was lost: ${why}`, { resource, cause })
     this.token = token
     this.reason = reason

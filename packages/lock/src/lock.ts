@@ -215,10 +215,13 @@ export class Lock {
     return reason instanceof LockLostError ? reason : new LockLostError(this.resource, this.token, 'not-owner')
   }
 
-  /** @internal Used by `Locker.close()`: stop renewing without touching Redis. */
-  stopWatchdog(): void {
-    this.#autoExtend = false
-    clearTimeout(this.#watchdog)
+  /**
+   * @internal Used by `Locker.close()`: the routine still holding the lock is told (its signal
+   * aborts with reason `closed`) before the lock is released from under it.
+   */
+  releaseOnClose(): Promise<boolean> {
+    if (this.#state === 'held') this.#controller.abort(new LockLostError(this.resource, this.token, 'closed'))
+    return this.release()
   }
 }
 

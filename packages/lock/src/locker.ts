@@ -87,6 +87,8 @@ export class Locker {
   readonly #host: LockHost
   #subscriber: Subscriber | undefined
   #closed = false
+  /** Smoothed round trip of acquire attempts (TCP's estimator), 0 until the first answer. */
+  #srttMs = 0
 
   /**
    * @param redis an ioredis `Redis` or `Cluster`; the Locker never closes it.
@@ -280,9 +282,7 @@ export class Locker {
       }
     }
     this.#queues.clear()
-    const held = [...this.#held]
-    for (const lock of held) lock.stopWatchdog()
-    await Promise.allSettled(held.map((lock) => lock.release()))
+    await Promise.allSettled([...this.#held].map((lock) => lock.releaseOnClose()))
     this.#subscriber?.disconnect()
     this.#subscriber = undefined
   }
@@ -297,10 +297,16 @@ export class Locker {
   async #attempt(resource: string, keys: ResourceKeys, ttlMs: number, autoExtend: boolean, deadline: number | undefined): Promise<Attempt> {
     const ownerId = newOwnerId()
     const sentAt = performance.now()
-    const budget = deadline === undefined ? this.#options.commandTimeoutMs : Math.min(this.#options.commandTimeoutMs, Math.max(1, deadline - sentAt))
+    // The caller's wait bounds how long we wait for a held lock, not how far away Redis may be:
+    // an attempt always gets a few smoothed round trips, so a healthy but distant Redis is never
+    // reported unavailable (and its grant never cleaned up) because the wait was short.
+    const floor = 3 * this.#srttMs + 2
+    const budget = deadline === undefined ? this.#options.commandTimeoutMs : Math.min(this.#options.commandTimeoutMs, Math.max(floor, deadline - sentAt))
     let reply: AcquireAttempt
     try {
       reply = await withDeadline(acquireOnce(this.#redis, keys, ownerId, ttlMs, this.#options.fenceTtlMs), budget)
+      const rtt = performance.now() - sentAt
+      this.#srttMs = this.#srttMs === 0 ? rtt : 0.875 * this.#srttMs + 0.125 * rtt
     } catch (error) {
       releaseOnce(this.#redis, keys, ownerId, this.#host.releaseMessage).catch(() => {})
       const e = asError(error)
