@@ -4,7 +4,7 @@
  * it, the message queue delivers a duplicate to another instance a moment later, and a request
  * that times out or fails is retried on another instance. The shop must charge each order once.
  */
-import { Agent, request } from 'node:http'
+import { Agent, request, type ClientRequest } from 'node:http'
 import type { Random } from './random.js'
 
 /** Options of {@link runLoad}. */
@@ -50,7 +50,10 @@ interface Answer {
   body: Record<string, unknown>
 }
 
-function post(agent: Agent, url: string, json: unknown, timeoutMs: number, signal?: AbortSignal): Promise<Answer | 'timeout' | 'error'> {
+/** Requests in flight, so an abort drops them all with one listener on the signal. */
+type InFlight = Set<ClientRequest>
+
+function post(agent: Agent, url: string, json: unknown, timeoutMs: number, inFlight: InFlight, signal?: AbortSignal): Promise<Answer | 'timeout' | 'error'> {
   return new Promise((resolve) => {
     if (signal?.aborted) return resolve('error')
     const payload = JSON.stringify(json)
@@ -78,9 +81,8 @@ function post(agent: Agent, url: string, json: unknown, timeoutMs: number, signa
       clearTimeout(timer)
       resolve('error')
     })
-    const onAbort = () => req.destroy()
-    signal?.addEventListener('abort', onAbort, { once: true })
-    req.once('close', () => signal?.removeEventListener('abort', onAbort))
+    inFlight.add(req)
+    req.once('close', () => inFlight.delete(req))
     req.end(payload)
   })
 }
@@ -100,6 +102,11 @@ export async function runLoad(options: LoadOptions): Promise<LoadTotals> {
   if (targets.length === 0) throw new RangeError('runLoad needs at least one target')
   const agent = new Agent({ keepAlive: true, maxSockets: Math.max(16, options.concurrency * 2) })
   const maxAttempts = options.maxPaymentAttempts ?? 4
+  const inFlight: InFlight = new Set()
+  const dropAll = () => {
+    for (const req of inFlight) req.destroy()
+  }
+  options.signal?.addEventListener('abort', dropAll, { once: true })
   const totals: LoadTotals = {
     buyersDone: 0,
     ordered: 0,
@@ -127,7 +134,7 @@ export async function runLoad(options: LoadOptions): Promise<LoadTotals> {
     while (attempts.left > 0 && !options.signal?.aborted) {
       attempts.left--
       totals.paymentRequests++
-      const answer = await post(agent, `${targets[target]}/api/orders/${orderId}/pay`, {}, options.paymentTimeoutMs, options.signal)
+      const answer = await post(agent, `${targets[target]}/api/orders/${orderId}/pay`, {}, options.paymentTimeoutMs, inFlight, options.signal)
       tally(answer)
       if (typeof answer !== 'string' && answer.status === 200) {
         if (answer.body.result === 'paid') totals.paid++
@@ -145,7 +152,7 @@ export async function runLoad(options: LoadOptions): Promise<LoadTotals> {
 
   const buyer = async (n: number) => {
     const target = random.int(0, targets.length - 1)
-    const answer = await post(agent, `${targets[target]}/api/products/${encodeURIComponent(options.sku)}/purchase`, { buyerId: `buyer-${n}` }, options.purchaseTimeoutMs, options.signal)
+    const answer = await post(agent, `${targets[target]}/api/products/${encodeURIComponent(options.sku)}/purchase`, { buyerId: `buyer-${n}` }, options.purchaseTimeoutMs, inFlight, options.signal)
     tally(answer)
     if (typeof answer === 'string' || answer.status >= 500 || (answer.status !== 201 && answer.status !== 409)) {
       totals.purchaseFailed++
@@ -179,6 +186,7 @@ export async function runLoad(options: LoadOptions): Promise<LoadTotals> {
   try {
     await Promise.all(Array.from({ length: Math.min(options.concurrency, options.buyers) }, worker))
   } finally {
+    options.signal?.removeEventListener('abort', dropAll)
     agent.destroy()
   }
   return totals
