@@ -1,6 +1,6 @@
 import type { Cluster, Redis } from 'ioredis'
 import { acquireOnce, type AcquireAttempt } from './acquire-script.js'
-import { withDeadline } from './deadline.js'
+import { DeadlineExceededError, withDeadline } from './deadline.js'
 import { InvalidLockOptionError, LockAbortedError, LockTimeoutError, LockUnavailableError } from './errors.js'
 import type { LockEvent } from './events.js'
 import { resourceKeys, resourceOfChannel, type ResourceKeys } from './keys.js'
@@ -465,6 +465,12 @@ export class Locker {
 
   #expireWaiter(q: WaitQueue, w: Waiter): void {
     if (w.done || w.running) return
+    // libuv runs timers on its cached loop time, which can lag: never give up early.
+    const left = w.deadline - performance.now()
+    if (left > 0) {
+      w.timer = setTimeout(() => this.#expireWaiter(q, w), left)
+      return
+    }
     this.#finish(q, w, this.#giveUp(w.resource, w.start, q.lastError))
     if (q.waiters.length === 0) this.#idleQueue(q)
   }
@@ -506,7 +512,7 @@ export class Locker {
   }
 
   #unavailable(resource: string, cause: Error): LockUnavailableError {
-    return new LockUnavailableError(resource, 'acquire', `could not acquire lock "${resource}": Redis did not answer (${cause.message})`, cause)
+    return new LockUnavailableError(resource, 'acquire', `could not acquire lock "${resource}": ${cause instanceof DeadlineExceededError ? 'Redis did not answer in time' : 'the Redis call failed'} (${cause.message})`, cause)
   }
 
   #aborted(resource: string, start: number, signal: AbortSignal | undefined): LockAbortedError {

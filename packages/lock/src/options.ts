@@ -98,6 +98,11 @@ export function checkResource(resource: unknown): string {
   return resource
 }
 
+/** Only `undefined` means "use the default"; `null` is a bad value like any other. */
+function or<T>(value: unknown, fallback: T): unknown {
+  return value === undefined ? fallback : value
+}
+
 function checkObject(field: string, value: unknown): Record<string, unknown> {
   if (value === undefined) return {}
   if (value === null || typeof value !== 'object') throw new InvalidLockOptionError(field, 'must be an object', value)
@@ -118,21 +123,21 @@ function checkBoolean(field: string, value: unknown): boolean {
 
 export function resolveLockerOptions(options: unknown): ResolvedLockerOptions {
   const o = checkObject('options', options)
-  const prefix = o.prefix ?? LOCK_DEFAULTS.prefix
+  const prefix = or(o.prefix, LOCK_DEFAULTS.prefix)
   if (typeof prefix !== 'string' || prefix.length > 256 || /[{}]/.test(prefix)) {
     throw new InvalidLockOptionError('prefix', "must be a string of at most 256 characters without '{' or '}'", prefix)
   }
   if (o.onEvent !== undefined && typeof o.onEvent !== 'function') {
     throw new InvalidLockOptionError('onEvent', 'must be a function', o.onEvent)
   }
-  const ttlMs = checkInteger('ttlMs', o.ttlMs ?? LOCK_DEFAULTS.ttlMs, 1, MAX_DURATION_MS)
+  const ttlMs = checkInteger('ttlMs', or(o.ttlMs, LOCK_DEFAULTS.ttlMs), 1, MAX_DURATION_MS)
   return {
     ttlMs,
-    waitMs: checkInteger('waitMs', o.waitMs ?? LOCK_DEFAULTS.waitMs, 0, MAX_DURATION_MS),
+    waitMs: checkInteger('waitMs', or(o.waitMs, LOCK_DEFAULTS.waitMs), 0, MAX_DURATION_MS),
     prefix,
-    commandTimeoutMs: checkInteger('commandTimeoutMs', o.commandTimeoutMs ?? LOCK_DEFAULTS.commandTimeoutMs, 1, 60_000),
-    pollMs: checkInteger('pollMs', o.pollMs ?? LOCK_DEFAULTS.pollMs, 10, 60_000),
-    fenceTtlMs: checkInteger('fenceTtlMs', o.fenceTtlMs ?? LOCK_DEFAULTS.fenceTtlMs, 1_000, 30 * MAX_DURATION_MS),
+    commandTimeoutMs: checkInteger('commandTimeoutMs', or(o.commandTimeoutMs, LOCK_DEFAULTS.commandTimeoutMs), 1, 60_000),
+    pollMs: checkInteger('pollMs', or(o.pollMs, LOCK_DEFAULTS.pollMs), 10, 60_000),
+    fenceTtlMs: checkInteger('fenceTtlMs', or(o.fenceTtlMs, LOCK_DEFAULTS.fenceTtlMs), 1_000, 30 * MAX_DURATION_MS),
     onEvent: o.onEvent as ResolvedLockerOptions['onEvent'],
   }
 }
@@ -147,8 +152,8 @@ export interface ResolvedAcquire {
 export function resolveAcquireOptions(options: unknown, defaults: ResolvedLockerOptions, forceAutoExtend = false): ResolvedAcquire {
   const o = checkObject('options', options)
   return {
-    ttlMs: checkInteger('ttlMs', o.ttlMs ?? defaults.ttlMs, 1, MAX_DURATION_MS),
-    waitMs: checkInteger('waitMs', o.waitMs ?? defaults.waitMs, 0, MAX_DURATION_MS),
+    ttlMs: checkInteger('ttlMs', or(o.ttlMs, defaults.ttlMs), 1, MAX_DURATION_MS),
+    waitMs: checkInteger('waitMs', or(o.waitMs, defaults.waitMs), 0, MAX_DURATION_MS),
     signal: checkSignal(o.signal),
     autoExtend: forceAutoExtend || checkBoolean('autoExtend', o.autoExtend),
   }

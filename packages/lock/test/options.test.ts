@@ -21,7 +21,7 @@ type AnyLocker = {
 }
 type Case = readonly [label: string, field: string, call: (locker: AnyLocker) => unknown]
 
-const BAD_DURATIONS = [-1, 1.5, Number.NaN, Number.POSITIVE_INFINITY, Number.NEGATIVE_INFINITY, '100', 10n, true, {}] as const
+const BAD_DURATIONS = [null, -1, 1.5, Number.NaN, Number.POSITIVE_INFINITY, Number.NEGATIVE_INFINITY, '100', 10n, true, {}] as const
 const BAD_TTLS = [0, ...BAD_DURATIONS, MAX_DURATION_MS + 1]
 const BAD_WAITS = [...BAD_DURATIONS, MAX_DURATION_MS + 1]
 const BAD_RESOURCES: readonly unknown[] = [
@@ -78,7 +78,7 @@ const CALL_CASES: Case[] = [
 /** Every bad option of the Locker constructor. */
 const CONSTRUCTOR_CASES: (readonly [label: string, field: string, options: unknown])[] = [
   ...['x', 5, null].map((v) => [`options ${show(v)}`, 'options', v] as const),
-  ...[5, 'a{', 'b}', '{x}', 'p'.repeat(257)].map((v) => [`prefix ${show(v)}`, 'prefix', { prefix: v }] as const),
+  ...[null, 5, 'a{', 'b}', '{x}', 'p'.repeat(257)].map((v) => [`prefix ${show(v)}`, 'prefix', { prefix: v }] as const),
   ...['fn', 5, {}, null].map((v) => [`onEvent ${show(v)}`, 'onEvent', { onEvent: v }] as const),
   ...BAD_TTLS.map((v) => [`ttlMs ${show(v)}`, 'ttlMs', { ttlMs: v }] as const),
   ...BAD_WAITS.map((v) => [`waitMs ${show(v)}`, 'waitMs', { waitMs: v }] as const),
