@@ -4,15 +4,17 @@
 // bench:metrics markers (every other section is left as it is). Target: at most 5 % slower.
 //
 //   npm run bench:metrics                          full run (~4 min): 5 interleaved rounds
-//   npm run bench:metrics -- --quick --no-write    smoke run (~30 s), file untouched
-//   options: --rounds N  --duration-ms N  --quick  --no-write
+//   npm run bench:metrics -- --quick --no-write    smoke run (~15 s), file untouched
+//   options: --rounds N  --slices N (a multiple of 4)  --slice-ms N  --quick  --no-write
 //
 // Scenarios: uncontended acquire + release by 1 worker and by 50 async workers sharing one
 // connection (each worker its own resource), and 20 workers contending for one resource with a
-// 1 ms hold. Every measurement runs in a fresh child process (this file with --child), so JIT
-// and heap state never carry over from one variant to the other; in each round the two variants
-// run back to back, in an order that alternates between rounds, so drift of a shared machine
-// hits both alike. The ratio is taken per round (with / without) and summarised by its median.
+// 1 ms hold. Each round runs every scenario in a fresh child process (this file with --child),
+// whose workers run without pause while instrumentation is switched on and off in short slices
+// (without, with, with, without, ...: ABBA, so a linear drift weighs on both alike); ops and CPU
+// time are summed per variant. Slow drifts of a shared machine (other processes, frequency
+// scaling) then hit both variants inside every second, which separate runs cannot promise. The
+// ratio (with / without ops/s) is taken per round and summarised by its median.
 import { execFileSync, fork, spawn, type ChildProcess } from 'node:child_process'
 import { existsSync, mkdtempSync, readFileSync, renameSync, rmSync, writeFileSync } from 'node:fs'
 import { createServer, Socket } from 'node:net'
@@ -47,36 +49,41 @@ const SCENARIOS: readonly Scenario[] = [
 interface ChildJob {
   readonly port: number
   readonly scenario: Scenario
-  readonly variant: Variant
   readonly warmupMs: number
-  readonly durationMs: number
+  readonly slices: number
+  readonly sliceMs: number
   readonly run: string
 }
 
-interface ChildResult {
-  readonly ops: number
-  readonly seconds: number
-  /** Process CPU time (user + system) per operation, in microseconds. */
-  readonly cpuMicrosPerOp: number
-  /** What the metrics counted, as a check that the instrumented run was really instrumented. */
-  readonly countedAcquires: number | undefined
+interface VariantTotals {
+  ops: number
+  seconds: number
+  /** Process CPU time (user + system), in microseconds. */
+  cpuMicros: number
 }
 
-// --- child: one measurement -----------------------------------------------------------------------
+interface ChildResult {
+  readonly without: VariantTotals
+  readonly with: VariantTotals
+  /** Acquires the metrics counted during the instrumented slices: proof they were instrumented. */
+  readonly countedAcquires: number
+}
+
+// --- child: one scenario, instrumentation switched on and off in slices ---------------------------
 
 async function runChild(job: ChildJob): Promise<ChildResult> {
   const { Redis } = await import('ioredis')
   const { Locker } = await import('@fencelock/lock')
   const { instrument } = await import('@fencelock/metrics')
-  const redis = new Redis({ host: '127.0.0.1', port: job.port, lazyConnect: false })
+  const { Registry } = await import('prom-client')
+  const redis = new Redis({ host: '127.0.0.1', port: job.port })
   await redis.ping()
   const locker = new Locker(redis, { ttlMs: 10_000, waitMs: 30_000 })
-  const metrics = job.variant === 'with' ? instrument(locker) : undefined
+  const registry = new Registry()
   const { scenario } = job
   const resourceOf = (worker: number) => (scenario.shared ? `bench:${job.run}` : `bench:${job.run}-${worker}`)
   const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms))
 
-  let counting = false
   let ops = 0
   let stopping = false
   const worker = async (index: number) => {
@@ -85,41 +92,56 @@ async function runChild(job: ChildJob): Promise<ChildResult> {
       const lock = await locker.acquire(resource)
       if (scenario.holdMs > 0) await sleep(scenario.holdMs)
       await lock.release()
-      if (counting) ops++
+      ops++
     }
   }
   const running = Array.from({ length: scenario.workers }, (_, i) => worker(i))
-  await sleep(job.warmupMs)
-  const cpu0 = process.cpuUsage()
-  const t0 = performance.now()
-  counting = true
-  await sleep(job.durationMs)
-  counting = false
-  const seconds = (performance.now() - t0) / 1000
-  const cpu = process.cpuUsage(cpu0)
-  const measured = ops
+
+  let instrumentation: ReturnType<typeof instrument> | undefined
+  const setVariant = (variant: Variant) => {
+    if (variant === 'with' && !instrumentation) instrumentation = instrument(locker, { registry })
+    if (variant === 'without' && instrumentation) {
+      instrumentation.stop()
+      instrumentation = undefined
+    }
+  }
+  // Warm both paths up: the JIT must have compiled the lock with and without a listener.
+  setVariant('with')
+  await sleep(job.warmupMs / 2)
+  setVariant('without')
+  await sleep(job.warmupMs / 2)
+
+  const totals: Record<Variant, VariantTotals> = {
+    without: { ops: 0, seconds: 0, cpuMicros: 0 },
+    with: { ops: 0, seconds: 0, cpuMicros: 0 },
+  }
+  const countedBefore = await countedAcquires(registry)
+  for (let i = 0; i < job.slices; i++) {
+    const variant: Variant = i % 4 === 0 || i % 4 === 3 ? 'without' : 'with'
+    setVariant(variant)
+    const ops0 = ops
+    const cpu0 = process.cpuUsage()
+    const t0 = performance.now()
+    await sleep(job.sliceMs)
+    const cpu = process.cpuUsage(cpu0)
+    totals[variant].seconds += (performance.now() - t0) / 1000
+    totals[variant].ops += ops - ops0
+    totals[variant].cpuMicros += cpu.user + cpu.system
+  }
+  setVariant('without')
+  const counted = (await countedAcquires(registry)) - countedBefore
   stopping = true
   await Promise.all(running)
-  let countedAcquires: number | undefined
-  if (metrics) {
-    const values = (await metrics.metrics.acquireTotal.get()).values
-    countedAcquires = values.filter((v) => v.labels.outcome === 'acquired').reduce((sum, v) => sum + v.value, 0)
-    metrics.stop()
-  }
   await locker.close()
   redis.disconnect()
-  return { ops: measured, seconds, cpuMicrosPerOp: (cpu.user + cpu.system) / Math.max(1, measured), countedAcquires }
+  return { without: totals.without, with: totals.with, countedAcquires: counted }
 }
 
-if (process.argv.includes('--child')) {
-  process.once('message', (job: ChildJob) => {
-    runChild(job).then(
-      (result) => process.send!({ ok: true, result }, () => process.exit(0)),
-      (error: unknown) => process.send!({ ok: false, error: String((error as Error)?.stack ?? error) }, () => process.exit(1)),
-    )
-  })
-} else {
-  await main()
+async function countedAcquires(registry: import('prom-client').Registry): Promise<number> {
+  const metric = registry.getSingleMetric('fencelock_acquire_total')
+  if (!metric) return 0
+  const values = (await metric.get()).values
+  return values.filter((v) => v.labels.outcome === 'acquired').reduce((sum, v) => sum + v.value, 0)
 }
 
 // --- the listener alone: CPU per acquire + release, no Redis ---------------------------------------
@@ -170,17 +192,19 @@ async function main(): Promise<void> {
       quick: { type: 'boolean', default: false },
       'no-write': { type: 'boolean', default: false },
       rounds: { type: 'string' },
-      'duration-ms': { type: 'string' },
+      slices: { type: 'string' },
+      'slice-ms': { type: 'string' },
       child: { type: 'boolean', default: false },
     },
     strict: true,
   })
   const quick = args.quick
   const rounds = Number(args.rounds ?? (quick ? 1 : 5))
-  const durationMs = Number(args['duration-ms'] ?? (quick ? 1_000 : 5_000))
-  const warmupMs = quick ? 300 : 1_000
-  if (!Number.isInteger(rounds) || rounds < 1 || !Number.isInteger(durationMs) || durationMs < 100) {
-    console.error('--rounds must be an integer >= 1 and --duration-ms an integer >= 100')
+  const slices = Number(args.slices ?? (quick ? 8 : 24))
+  const sliceMs = Number(args['slice-ms'] ?? (quick ? 250 : 500))
+  const warmupMs = quick ? 500 : 2_000
+  if (![rounds, slices, sliceMs].every(Number.isInteger) || rounds < 1 || slices < 4 || slices % 4 !== 0 || sliceMs < 50) {
+    console.error('--rounds must be an integer >= 1, --slices a multiple of 4, --slice-ms an integer >= 50')
     process.exit(2)
   }
 
@@ -197,29 +221,25 @@ async function main(): Promise<void> {
   })
   process.on('exit', cleanUp)
 
-  const results = new Map<ScenarioId, { without: ChildResult[]; with: ChildResult[] }>()
+  const results = new Map<ScenarioId, ChildResult[]>()
   try {
     for (let round = 0; round < rounds; round++) {
       for (const scenario of SCENARIOS) {
-        // Alternate which variant goes first, round by round and scenario by scenario.
-        const order: Variant[] = (round + SCENARIOS.indexOf(scenario)) % 2 === 0 ? ['without', 'with'] : ['with', 'without']
-        for (const variant of order) {
-          const job: ChildJob = { port: server.port, scenario, variant, warmupMs, durationMs, run: `${round}-${variant}-${Date.now()}` }
-          child = fork(fileURLToPath(import.meta.url), ['--child'], { execArgv: ['--import', 'tsx'], stdio: 'inherit' })
-          const result = await measure(child, job)
-          child = undefined
-          if (variant === 'with' && !(result.countedAcquires !== undefined && result.countedAcquires >= result.ops)) {
-            throw new Error(`instrumented run counted ${result.countedAcquires} acquires for ${result.ops} operations`)
-          }
-          const entry = results.get(scenario.id) ?? { without: [], with: [] }
-          entry[variant].push(result)
-          results.set(scenario.id, entry)
-          console.error(
-            `round ${round + 1}/${rounds} ${scenario.id.padEnd(15)} ${variant.padEnd(7)} ${Math.round(result.ops / result.seconds)
-              .toString()
-              .padStart(7)} ops/s  ${result.cpuMicrosPerOp.toFixed(1)} µs CPU/op`,
-          )
+        const job: ChildJob = { port: server.port, scenario, warmupMs, slices, sliceMs, run: `${round}-${Date.now()}` }
+        child = fork(fileURLToPath(import.meta.url), ['--child'], { execArgv: ['--import', 'tsx'], stdio: 'inherit' })
+        const result = await measure(child, job)
+        child = undefined
+        // An operation is counted in the slice where it ends, so a few of the 'with' operations
+        // were acquired in the slice before, uninstrumented.
+        if (result.countedAcquires < 0.9 * result.with.ops) {
+          throw new Error(`the instrumented slices counted ${result.countedAcquires} acquires for ${result.with.ops} operations`)
         }
+        results.set(scenario.id, [...(results.get(scenario.id) ?? []), result])
+        const rate = (t: VariantTotals) => Math.round(t.ops / t.seconds).toString().padStart(7)
+        const cpuPerOp = (t: VariantTotals) => (t.cpuMicros / Math.max(1, t.ops)).toFixed(1)
+        console.error(
+          `round ${round + 1}/${rounds} ${scenario.id.padEnd(15)} without ${rate(result.without)} ops/s ${cpuPerOp(result.without)} µs CPU/op | with ${rate(result.with)} ops/s ${cpuPerOp(result.with)} µs CPU/op | ratio ${(result.with.ops / result.with.seconds / (result.without.ops / result.without.seconds)).toFixed(3)}`,
+        )
       }
     }
   } finally {
@@ -229,7 +249,7 @@ async function main(): Promise<void> {
   const listenerNs = await listenerCostNs(5, quick ? 200_000 : 1_000_000)
   console.error(`listener alone: ${listenerNs.toFixed(0)} ns CPU per acquire + release`)
 
-  const report = renderReport({ rounds, durationMs, warmupMs, loadBefore, loadAfter, redisVersion: server.version, results, quick, listenerNs })
+  const report = renderReport({ rounds, slices, sliceMs, warmupMs, loadBefore, loadAfter, redisVersion: server.version, results, quick, listenerNs })
   console.log(report)
   if (!args['no-write']) {
     writeMarkedSection(BENCHMARKS_FILE, SECTION, report)
@@ -262,34 +282,34 @@ function median(values: number[]): number {
 
 interface ReportInput {
   rounds: number
-  durationMs: number
+  slices: number
+  sliceMs: number
   warmupMs: number
   loadBefore: number[]
   loadAfter: number[]
   redisVersion: string
-  results: Map<ScenarioId, { without: ChildResult[]; with: ChildResult[] }>
+  results: Map<ScenarioId, ChildResult[]>
   quick: boolean
   listenerNs: number
 }
 
 function renderReport(input: ReportInput): string {
   const fmtLoad = (l: number[]) => l.map((v) => v.toFixed(2)).join(' / ')
+  const opsPerSecond = (t: VariantTotals) => t.ops / t.seconds
+  const cpuPerOp = (t: VariantTotals) => t.cpuMicros / Math.max(1, t.ops)
   const rows: string[] = []
-  let worst = 0
+  let worst = Number.NEGATIVE_INFINITY
   for (const scenario of SCENARIOS) {
     const r = input.results.get(scenario.id)
     if (!r) continue
-    const opsWithout = r.without.map((x) => x.ops / x.seconds)
-    const opsWith = r.with.map((x) => x.ops / x.seconds)
-    const ratios = opsWith.map((w, i) => w / opsWithout[i]!)
+    const ratios = r.map((x) => opsPerSecond(x.with) / opsPerSecond(x.without))
     const ratio = median(ratios)
     const cost = 1 - ratio
     worst = Math.max(worst, cost)
-    const cpuWithout = median(r.without.map((x) => x.cpuMicrosPerOp))
-    const cpuWith = median(r.with.map((x) => x.cpuMicrosPerOp))
     const range = ratios.length > 1 ? `${Math.min(...ratios).toFixed(3)}–${Math.max(...ratios).toFixed(3)}` : '—'
+    const num = (v: number) => Math.round(v).toLocaleString('en-US')
     rows.push(
-      `| ${scenario.title} | ${Math.round(median(opsWithout)).toLocaleString('en-US')} | ${Math.round(median(opsWith)).toLocaleString('en-US')} | ${ratio.toFixed(3)} | ${range} | ${(cost * 100).toFixed(1)} % | ${cpuWithout.toFixed(1)} → ${cpuWith.toFixed(1)} |`,
+      `| ${scenario.title} | ${num(median(r.map((x) => opsPerSecond(x.without))))} | ${num(median(r.map((x) => opsPerSecond(x.with))))} | ${ratio.toFixed(3)} | ${range} | ${(cost * 100).toFixed(1)} % | ${median(r.map((x) => cpuPerOp(x.without))).toFixed(1)} → ${median(r.map((x) => cpuPerOp(x.with))).toFixed(1)} |`,
     )
   }
   const verdict =
@@ -300,11 +320,12 @@ function renderReport(input: ReportInput): string {
   return [
     '## Metrics overhead (`npm run bench:metrics`)',
     '',
-    `Throughput of our Locker (acquire + release) without and with \`instrument()\` from`,
-    '`@fencelock/metrics` (one registry, default options), measured in the same run on a dedicated',
-    'redis-server. Each measurement is a fresh child process; in each round the two variants run back',
-    'to back in alternating order. *Ratio* is the median over rounds of (with / without) ops/s; *cost*',
-    'is 1 − ratio. CPU is the child\'s user + system time per operation (Redis excluded).',
+    'Throughput of our Locker (acquire + release) without and with `instrument()` from',
+    '`@fencelock/metrics` (one registry, default options), in the same run, on a dedicated',
+    'redis-server. Each round runs each scenario in a fresh process whose workers never stop while',
+    'instrumentation is switched off and on in alternating slices (ABBA); *ratio* is the median over',
+    'rounds of (with / without) ops/s, *cost* is 1 − ratio, and the range shows the spread of the',
+    'per-round ratios. CPU is the benchmark process\'s user + system time per operation (Redis excluded).',
     '',
     '| scenario | ops/s without | ops/s with | ratio | ratio range | cost | µs CPU/op without → with |',
     '| --- | ---: | ---: | ---: | --- | ---: | --- |',
@@ -313,9 +334,9 @@ function renderReport(input: ReportInput): string {
     verdict,
     '',
     `The listener alone (synthetic \`acquired\` + \`released\` events, no Redis) takes ${input.listenerNs.toFixed(0)} ns of CPU per`,
-    'acquire + release: the share of the CPU per operation above that instrumentation can account for.',
+    'acquire + release, against the tens of µs of CPU the lock itself spends per operation above.',
     '',
-    `${input.quick ? 'Quick run (`--quick`): indicative only. ' : ''}${input.rounds} round(s), ${input.durationMs / 1000} s measured after ${input.warmupMs / 1000} s warm-up per measurement.`,
+    `${input.quick ? 'Quick run (`--quick`): indicative only. ' : ''}${input.rounds} round(s); per scenario and round ${input.warmupMs / 1000} s of warm-up, then ${input.slices} slices of ${input.sliceMs} ms.`,
     `Machine: ${availableParallelism()} cores, ${cpu}, Node ${process.version}, redis-server ${input.redisVersion};`,
     `load average (1/5/15 min) ${fmtLoad(input.loadBefore)} before, ${fmtLoad(input.loadAfter)} after; ${new Date().toISOString().slice(0, 10)}.`,
   ].join('\n')
@@ -429,4 +450,17 @@ function commandOutput(bin: string, args: string[]): string {
   } catch {
     return ''
   }
+}
+
+// --- entry point (last, so every declaration above is initialised) ----------------------------------
+
+if (process.argv.includes('--child')) {
+  process.once('message', (job: ChildJob) => {
+    runChild(job).then(
+      (result) => process.send!({ ok: true, result }, () => process.exit(0)),
+      (error: unknown) => process.send!({ ok: false, error: String((error as Error)?.stack ?? error) }, () => process.exit(1)),
+    )
+  })
+} else {
+  await main()
 }
