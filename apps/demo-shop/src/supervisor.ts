@@ -34,6 +34,11 @@ export interface SupervisorOptions {
   readonly stderr?: 'inherit' | 'ignore'
   /** Longest wait for all instances to be ready, in ms. Default 60 000. */
   readonly readyTimeoutMs?: number
+  /**
+   * The script each child runs; it must speak the IPC protocol of `ipc-messages.ts`. Default the
+   * shop instance (`main.ts`); the chaos suite forks its recording workers with it.
+   */
+  readonly entry?: string
 }
 
 const MAIN = fileURLToPath(new URL('./main.ts', import.meta.url))
@@ -76,7 +81,7 @@ export class Supervisor {
     for (let i = 0; i < options.instances; i++) {
       const id = `${prefix}-${i + 1}`
       const port = options.basePort ? options.basePort + i : 0
-      const child = fork(MAIN, [], {
+      const child = fork(options.entry ?? MAIN, [], {
         execArgv: ['--import', 'tsx'],
         env: { ...process.env, ...options.env, SHOP_INSTANCE_ID: id, PORT: String(port) },
         stdio: ['ignore', 'inherit', options.stderr ?? 'inherit', 'ipc'],

@@ -1,0 +1,64 @@
+/**
+ * Wraps a demo-shop {@link Protection} so that the history records what the business code did
+ * under it: each critical section's entry and exit with its token, and each transaction that
+ * wrote, accepted (with its place in the row's commit order) or rejected for a stale token.
+ * The business code itself (`ShopService`) is the shop's, unchanged.
+ */
+import { StaleFencingTokenError } from '@fencelock/fencing'
+import { quoteIdent } from '../../../apps/demo-shop/src/database.js'
+import type { GuardedRow, Protection, Tx } from '../../../apps/demo-shop/src/protection.js'
+import type { Recorder } from './history.js'
+
+/** The sequence that orders the accepted writes of a run (created by the runner in the run's schema). */
+export const WRITE_SEQUENCE = 'chaos_write_seq'
+
+const rowName = (row: GuardedRow): string => (row.model === 'Product' ? `Product:${row.where.sku}` : `Order:${row.where.id}`)
+
+/**
+ * The place of this transaction in its row's commit order, or undefined when it wrote nothing.
+ * Drawn after the business code ran, so after the row was written and its row lock taken: the
+ * row lock is held until commit, so for one row the numbers follow the commit order.
+ * `txid_current_if_assigned()` is null in a transaction that has not written.
+ */
+async function commitOrder(tx: Tx, schema: string): Promise<number | undefined> {
+  const [written] = await tx.$queryRawUnsafe<{ xid: string | null }[]>('SELECT txid_current_if_assigned()::text AS xid')
+  if (written?.xid == null) return undefined
+  const sequence = `${quoteIdent(schema)}.${quoteIdent(WRITE_SEQUENCE)}`
+  const [drawn] = await tx.$queryRawUnsafe<{ seq: string }[]>(`SELECT nextval('${sequence}')::text AS seq`)
+  return drawn === undefined ? undefined : Number(drawn.seq)
+}
+
+/** `inner` with every section and write recorded by `recorder` as instance `inst`. */
+export function recordingProtection(inner: Protection, recorder: Recorder, inst: string, schema: string): Protection {
+  return {
+    mode: inner.mode,
+    run: (resource, fn) =>
+      inner.run(resource, async (guard) => {
+        const token = String(guard.token ?? 0n)
+        recorder.record({ k: 'enter', inst, res: resource, token })
+        try {
+          return await fn({
+            resource: guard.resource,
+            token: guard.token,
+            transaction: async (row, work) => {
+              let seq: number | undefined
+              try {
+                const result = await guard.transaction(row, async (tx) => {
+                  const out = await work(tx)
+                  seq = await commitOrder(tx, schema)
+                  return out
+                })
+                if (seq !== undefined) recorder.record({ k: 'write', inst, res: resource, row: rowName(row), token, outcome: 'accepted', seq })
+                return result
+              } catch (error) {
+                if (error instanceof StaleFencingTokenError) recorder.record({ k: 'write', inst, res: resource, row: rowName(row), token, outcome: 'rejected' })
+                throw error
+              }
+            },
+          })
+        } finally {
+          recorder.record({ k: 'exit', inst, res: resource, token })
+        }
+      }),
+  }
+}

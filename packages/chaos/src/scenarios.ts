@@ -1,0 +1,216 @@
+/**
+ * The scenarios and the run of one: a schema of its own in PostgreSQL, a redis-server of its own
+ * (so kill -9, SIGSTOP, DEBUG SLEEP and SCRIPT FLUSH touch only it), worker processes under the
+ * demo shop's Supervisor, one fault injector, then the checker on the merged history and the
+ * database's counts.
+ */
+import { randomBytes } from 'node:crypto'
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs'
+import { tmpdir } from 'node:os'
+import { join } from 'node:path'
+import { fileURLToPath } from 'node:url'
+import pg from 'pg'
+import { createPrisma, databaseTarget, dropShopSchema, prepareShopSchema, quoteIdent, type DatabaseLocation } from '../../../apps/demo-shop/src/database.js'
+import { countShop } from '../../../apps/demo-shop/src/shop-counts.js'
+import { lockPrefixOf } from '../../../apps/demo-shop/src/shop-keys.js'
+import { Supervisor } from '../../../apps/demo-shop/src/supervisor.js'
+import { startRedisServer } from '../../lock/test/support/redis-server-process.js'
+import { checkHistory, type CheckResult } from './checker.js'
+import { expireEarly, flushScripts, jumpClock, killRedis, sigstopHolder, stallRedis, type FaultContext, type Injector } from './faults.js'
+import { readHistory, Recorder } from './history.js'
+import { WRITE_SEQUENCE } from './recording-protection.js'
+
+/** The libfaketime the clock-jump scenario preloads into one worker. */
+export const LIBFAKETIME = process.env.CHAOS_LIBFAKETIME ?? '/usr/lib/x86_64-linux-gnu/faketime/libfaketime.so.1'
+
+/** One scenario. */
+export interface Scenario {
+  readonly name: string
+  /** The faults, as the table shows them. */
+  readonly faults: string
+  /** Gateway latency inside the critical section, `<min>-<max>` ms. */
+  readonly gatewayMs: string
+  /**
+   * `bite`: lock-only must show an overlap, or the scenario proves nothing and fails.
+   * `quiet`: the fault must change nothing: no overlap and no violation even with the lock alone.
+   * `report`: lock-only is measured and shown, not asserted.
+   */
+  readonly lockOnly: 'bite' | 'quiet' | 'report'
+  /** Extra environment of the workers (e.g. `CHAOS_BLOCK=1`). */
+  readonly workerEnv?: Readonly<Record<string, string>>
+  /** One of the workers runs under libfaketime. */
+  readonly fakedWorker?: boolean
+  readonly inject?: (ctx: FaultContext) => Injector
+}
+
+/** TTL of every lock of the suite, in ms. */
+export const TTL_MS = 500
+
+/**
+ * Short critical sections (a gateway call of 20-100 ms) for the holder faults; long ones
+ * (100-700 ms, beyond the TTL, kept alive by the watchdog) where the fault is on Redis's side:
+ * a Redis that stalls or loses its data can only hurt a holder that still has work to do.
+ */
+export const SCENARIOS: readonly Scenario[] = Object.freeze([
+  { name: 'sigstop-holder', faults: 'SIGSTOP of a holder inside its section for 0-3×TTL, then SIGCONT', gatewayMs: '20-100', lockOnly: 'bite', inject: sigstopHolder },
+  { name: 'event-loop-blocked', faults: "holder's event loop blocked (busy loop) for 0-3×TTL inside its section", gatewayMs: '20-100', lockOnly: 'bite', workerEnv: { CHAOS_BLOCK: '1' } },
+  { name: 'redis-kill-9', faults: 'kill -9 of redis-server, restart without persistence, every 2-4×TTL', gatewayMs: '100-700', lockOnly: 'report', inject: killRedis },
+  { name: 'redis-stall', faults: 'DEBUG SLEEP / SIGSTOP of redis-server for 0-3×TTL, in turn', gatewayMs: '100-700', lockOnly: 'bite', inject: stallRedis },
+  { name: 'early-expiry', faults: 'held lock key DELeted or PEXPIREd 1 ms from outside, every 0.25-0.75×TTL', gatewayMs: '100-700', lockOnly: 'report', inject: expireEarly },
+  { name: 'script-flush', faults: 'SCRIPT FLUSH every 30-70 ms', gatewayMs: '20-100', lockOnly: 'report', inject: flushScripts },
+  { name: 'clock-jump', faults: "one worker's wall clock jumps (-3d..+2d) every 0.4-0.8 s (libfaketime)", gatewayMs: '20-100', lockOnly: 'quiet', fakedWorker: true, inject: jumpClock },
+])
+
+/** Options of {@link runScenario}. */
+export interface RunOptions {
+  readonly mode: 'lock' | 'fenced'
+  /** How long the faults run, in ms. */
+  readonly durationMs: number
+  /** Worker processes. Default 3. */
+  readonly workers?: number
+  /** Show the workers' stderr. */
+  readonly verbose?: boolean
+}
+
+/** What one run measured. */
+export interface RunResult {
+  readonly scenario: string
+  readonly mode: 'lock' | 'fenced'
+  readonly check: CheckResult
+  /** Faults by kind. */
+  readonly faultKinds: Record<string, number>
+  /** How far the faked worker's wall clock strayed from CLOCK_MONOTONIC, in ms (clock-jump). */
+  readonly wallClockStrayMs?: number
+  readonly seconds: number
+}
+
+const PRODUCTS = [
+  // Sells out during a run: oversell is possible without fencing.
+  { sku: 'flash-1', name: 'Flash sale unit', priceCents: 4_999, stock: 25 },
+  // Never sells out: lost updates show on it whatever the timing.
+  { sku: 'flash-2', name: 'Deep stock unit', priceCents: 1_999, stock: 1_000_000 },
+]
+
+const WORKER = fileURLToPath(new URL('./worker.ts', import.meta.url))
+const sleep = (ms: number) => new Promise<void>((r) => setTimeout(r, ms))
+
+/** Runs `scenario` once in `options.mode` and checks it. Everything it started is stopped before it returns. */
+export async function runScenario(scenario: Scenario, options: RunOptions): Promise<RunResult> {
+  const began = performance.now()
+  const runId = `ch${randomBytes(4).toString('hex')}`
+  const { connectionString } = databaseTarget()
+  const location: DatabaseLocation = { connectionString, schema: `chaos_${runId}_${options.mode}` }
+  const dir = mkdtempSync(join(tmpdir(), 'fencelock-chaos-'))
+  const cleanups: (() => Promise<void>)[] = [async () => rmSync(dir, { recursive: true, force: true })]
+  try {
+    await prepareShopSchema(location, PRODUCTS)
+    cleanups.push(() => dropShopSchema(location))
+    const client = new pg.Client({ connectionString })
+    await client.connect()
+    await client.query(`CREATE SEQUENCE IF NOT EXISTS ${quoteIdent(location.schema)}.${quoteIdent(WRITE_SEQUENCE)}`).finally(() => client.end())
+
+    const redis = await startRedisServer()
+    cleanups.push(() => redis.dispose())
+    const env = {
+      CHAOS_MODE: options.mode,
+      CHAOS_REDIS_URL: redis.url,
+      CHAOS_DB_URL: connectionString,
+      CHAOS_SCHEMA: location.schema,
+      CHAOS_RUN_ID: runId,
+      CHAOS_TTL_MS: String(TTL_MS),
+      CHAOS_GATEWAY_MS: scenario.gatewayMs,
+      CHAOS_SKUS: PRODUCTS.map((p) => p.sku).join(','),
+      CHAOS_HISTORY_DIR: dir,
+      ...scenario.workerEnv,
+    }
+    const workers = options.workers ?? 3
+    const stderr = options.verbose ? 'inherit' : 'ignore'
+    const supervisors: Supervisor[] = []
+    cleanups.push(async () => {
+      await Promise.all(supervisors.map((s) => s.stop(10_000)))
+    })
+    let fakeTimeFile: string | undefined
+    const plain = workers - (scenario.fakedWorker ? 1 : 0)
+    const starting = [Supervisor.start({ instances: plain, env, entry: WORKER, idPrefix: 'w', stderr })]
+    if (scenario.fakedWorker) {
+      fakeTimeFile = join(dir, 'faketime.rc')
+      writeFileSync(fakeTimeFile, '+0\n')
+      starting.push(
+        Supervisor.start({
+          instances: 1,
+          entry: WORKER,
+          idPrefix: 'faked',
+          stderr,
+          env: {
+            ...env,
+            LD_PRELOAD: LIBFAKETIME,
+            FAKETIME_TIMESTAMP_FILE: fakeTimeFile,
+            FAKETIME_NO_CACHE: '1',
+            FAKETIME_DONT_FAKE_MONOTONIC: '1',
+          },
+        }),
+      )
+    }
+    const started = await Promise.allSettled(starting)
+    for (const s of started) if (s.status === 'fulfilled') supervisors.push(s.value)
+    const failed = started.find((s) => s.status === 'rejected')
+    if (failed) throw (failed as PromiseRejectedResult).reason
+    const main = supervisors[0] as Supervisor
+
+    const recorder = new Recorder(dir, 'faults')
+    await sleep(300)
+    const injector = scenario.inject?.({ supervisor: main, redis, recorder, ttlMs: TTL_MS, lockPrefix: lockPrefixOf(runId), ...(fakeTimeFile ? { fakeTimeFile } : {}) })
+    await sleep(options.durationMs)
+    await injector?.stop()
+    recorder.close()
+    // A stalled or restarted Redis must be back before the workers drain and release.
+    if (!redis.running) await redis.spawn()
+    await Promise.all(supervisors.map((s) => s.stop(10_000)))
+
+    const prisma = createPrisma(location, 2)
+    const counts = await countShop(prisma, location.schema).finally(() => prisma.$disconnect())
+    const events = readHistory(dir)
+    const faultKinds: Record<string, number> = {}
+    for (const e of events) if (e.k === 'fault') faultKinds[e.kind] = (faultKinds[e.kind] ?? 0) + 1
+    let wallClockStrayMs: number | undefined
+    if (scenario.fakedWorker) {
+      // wall − mono is a constant for an honest clock; its spread on the faked worker is the jump.
+      const drift = events.filter((e) => 'inst' in e && e.inst.startsWith('faked')).map((e) => e.wall - e.mono)
+      wallClockStrayMs = drift.length === 0 ? 0 : Math.max(...drift) - Math.min(...drift)
+    }
+    return {
+      scenario: scenario.name,
+      mode: options.mode,
+      check: checkHistory(events, counts),
+      faultKinds,
+      ...(wallClockStrayMs === undefined ? {} : { wallClockStrayMs }),
+      seconds: (performance.now() - began) / 1000,
+    }
+  } finally {
+    for (const cleanup of cleanups.reverse()) await cleanup().catch(() => {})
+  }
+}
+
+/** Why a scenario's pair of runs fails its acceptance; empty when it passes. */
+export function verdict(scenario: Scenario, fenced: RunResult, lock: RunResult): string[] {
+  const problems: string[] = []
+  const f = fenced.check
+  if (f.staleWritesAccepted.length > 0) problems.push(`fenced: ${f.staleWritesAccepted.length} stale writes accepted`)
+  if (f.oversoldUnits > 0) problems.push(`fenced: ${f.oversoldUnits} oversold`)
+  if (f.doubleChargedOrders > 0) problems.push(`fenced: ${f.doubleChargedOrders} double charges`)
+  if (f.lostUpdates > 0) problems.push(`fenced: ${f.lostUpdates} lost updates`)
+  for (const r of [fenced, lock]) {
+    if (r.check.nonIncreasingTokens.length > 0) problems.push(`${r.mode}: ${r.check.nonIncreasingTokens.length} tokens did not increase`)
+    if (r.check.sections === 0) problems.push(`${r.mode}: no lock was ever granted`)
+  }
+  if (scenario.inject !== undefined || scenario.workerEnv !== undefined) {
+    for (const r of [fenced, lock]) if (r.check.faults === 0) problems.push(`${r.mode}: no fault was injected`)
+  }
+  if (scenario.lockOnly === 'bite' && lock.check.overlaps.length === 0) problems.push('lock-only: no overlap — the scenario does not bite')
+  if (scenario.lockOnly === 'quiet') {
+    if (lock.check.overlaps.length > 0) problems.push(`lock-only: ${lock.check.overlaps.length} overlaps where the fault must change nothing`)
+    if (lock.check.safetyViolations > 0) problems.push(`lock-only: ${lock.check.safetyViolations} violations where the fault must change nothing`)
+    for (const r of [fenced, lock]) if ((r.wallClockStrayMs ?? 0) < 60_000) problems.push(`${r.mode}: the worker's wall clock did not jump`)
+  }
+  return problems
+}

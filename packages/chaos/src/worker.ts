@@ -1,0 +1,146 @@
+/**
+ * One chaos worker process, forked by the demo shop's Supervisor (it speaks the shop instance's
+ * IPC protocol: `ready`, `external-call`, `shutdown`). It runs the shop's business code
+ * (`ShopService`) in `lock` or `fenced` mode with its own Redis connection, Locker and Prisma
+ * client, from a few concurrent clients, and records its history (see history.ts) to
+ * `<CHAOS_HISTORY_DIR>/<instance>.jsonl`. No HTTP: the faults are about the lock and the
+ * database, and a server would only add latency between the fault and the write.
+ *
+ * With `CHAOS_BLOCK=1` it blocks its own event loop (a busy loop, as a long synchronous job or a
+ * stop-the-world GC) for 0-3 × TTL at some gateway calls made under a lock, and records each.
+ */
+import { fencedTransaction, fencing } from '@fencelock/fencing'
+import { Locker } from '@fencelock/lock'
+import { Redis } from 'ioredis'
+import { createPrisma } from '../../../apps/demo-shop/src/database.js'
+import type { InstanceMessage, SupervisorMessage } from '../../../apps/demo-shop/src/ipc-messages.js'
+import { parseLatency, simulatedGateway } from '../../../apps/demo-shop/src/payment-gateway.js'
+import { createProtection, type FencedTransaction, type PlainTransaction } from '../../../apps/demo-shop/src/protection.js'
+import { lockPrefixOf } from '../../../apps/demo-shop/src/shop-keys.js'
+import { ShopService, type ShopObserver } from '../../../apps/demo-shop/src/shop-service.js'
+import { monoNow, Recorder } from './history.js'
+import { recordingProtection } from './recording-protection.js'
+
+const env = (name: string): string => {
+  const value = process.env[name]
+  if (value === undefined || value === '') throw new Error(`${name} is required`)
+  return value
+}
+
+const send = (message: InstanceMessage) => {
+  if (process.send && process.connected) process.send(message, undefined, {}, () => {})
+}
+const sleep = (ms: number) => new Promise<void>((r) => setTimeout(r, ms))
+
+async function main(): Promise<void> {
+  const inst = env('SHOP_INSTANCE_ID')
+  const mode = env('CHAOS_MODE')
+  if (mode !== 'lock' && mode !== 'fenced') throw new Error(`CHAOS_MODE must be lock or fenced (got ${mode})`)
+  const ttlMs = Number(env('CHAOS_TTL_MS'))
+  const waitMs = Number(process.env.CHAOS_WAIT_MS ?? 2_000)
+  const schema = env('CHAOS_SCHEMA')
+  const skus = env('CHAOS_SKUS').split(',')
+  const clients = Number(process.env.CHAOS_CLIENTS ?? 3)
+  const block = process.env.CHAOS_BLOCK === '1'
+  const recorder = new Recorder(env('CHAOS_HISTORY_DIR'), inst)
+
+  const redis = new Redis(env('CHAOS_REDIS_URL'), { maxRetriesPerRequest: 2 })
+  redis.on('error', () => {
+    // ioredis reconnects by itself (across a kill -9 of redis-server); the lock reports failures.
+  })
+  const locker = new Locker(redis, { ttlMs, waitMs, prefix: lockPrefixOf(env('CHAOS_RUN_ID')) })
+  const prisma = createPrisma({ connectionString: env('CHAOS_DB_URL'), schema }, clients + 1)
+  const db = prisma.$extends(fencing({ models: { Product: 'fenceToken', Order: 'fenceToken' } }))
+  const limits = { maxWait: 15_000, timeout: 15_000 }
+  const plain: PlainTransaction = (fn) => prisma.$transaction(fn, limits)
+  const fenced: FencedTransaction = (token, row, fn) =>
+    fencedTransaction(db, token, { model: row.model, where: row.where as never, maxWaitMs: limits.maxWait, timeoutMs: limits.timeout }, fn as never)
+  const protection = recordingProtection(createProtection(mode, { plain, fenced, locker, ttlMs, waitMs }), recorder, inst, schema)
+
+  let nextBlockAt = performance.now() + ttlMs
+  const observer: ShopObserver = {
+    externalCall: (call) => {
+      send({ type: 'external-call', instance: inst, pid: process.pid, operation: call.operation, resource: call.resource, token: call.token === undefined ? null : String(call.token) })
+      if (!block || performance.now() < nextBlockAt || Math.random() > 0.3) return
+      // The holder's event loop stops: no watchdog renewal, no I/O, as in a long GC pause.
+      const ms = Math.random() * 3 * ttlMs
+      const start = monoNow()
+      const until = performance.now() + ms
+      while (performance.now() < until) {
+        // Busy: the point is to hold the event loop.
+      }
+      recorder.record({ k: 'fault', kind: 'event-loop-blocked', start, end: monoNow(), detail: `${inst} ${Math.round(ms)} ms in ${call.resource}` })
+      nextBlockAt = performance.now() + 2 * ttlMs
+    },
+  }
+  const shop = new ShopService({
+    db: prisma,
+    protection,
+    gateway: simulatedGateway(parseLatency(env('CHAOS_GATEWAY_MS'))),
+    instanceId: inst,
+    observer,
+  })
+
+  let stopping = false
+  const mine: number[] = []
+  const pickOrder = async (): Promise<number | undefined> => {
+    // Half the time an order of our own; else a recent unpaid one of anyone's, so two workers
+    // pay one order at once (the double-charge race).
+    if (mine.length > 0 && Math.random() < 0.5) return mine.shift()
+    const recent = await prisma.order.findMany({ where: { status: 'pending' }, orderBy: { id: 'desc' }, take: 4, select: { id: true } })
+    return recent[Math.floor(Math.random() * recent.length)]?.id
+  }
+  const client = async (n: number) => {
+    let i = 0
+    while (!stopping) {
+      i++
+      const purchase = Math.random() < 0.55
+      try {
+        if (purchase) {
+          const sku = skus[Math.floor(Math.random() * skus.length)] as string
+          const r = await shop.purchase(sku, `${inst}-c${n}-${i}`)
+          if (r.kind === 'ordered') mine.push(r.orderId)
+          recorder.record({ k: 'op', inst, op: 'purchase', result: r.kind })
+        } else {
+          const orderId = await pickOrder()
+          if (orderId === undefined) continue
+          const r = await shop.pay(orderId)
+          recorder.record({ k: 'op', inst, op: 'pay', result: r.kind })
+        }
+      } catch (error) {
+        recorder.record({ k: 'op', inst, op: purchase ? 'purchase' : 'pay', result: error instanceof Error ? error.name : 'error' })
+        await sleep(20)
+      }
+    }
+  }
+
+  const loops = Array.from({ length: clients }, (_, n) => client(n))
+  const shutdown = async () => {
+    if (stopping) return
+    stopping = true
+    // Drain: a woken holder's writes belong to the run and must land (or be refused) before the
+    // database is counted.
+    await Promise.race([Promise.all(loops), sleep(20_000)])
+    await locker.close().catch(() => {})
+    await prisma.$disconnect().catch(() => {})
+    redis.disconnect()
+    recorder.close()
+    process.disconnect?.()
+    process.exit(0)
+  }
+  process.on('message', (m: SupervisorMessage) => {
+    if (m?.type === 'shutdown') void shutdown()
+  })
+  process.on('SIGTERM', () => void shutdown())
+  // The supervisor died without telling us: do not linger as an orphan.
+  process.on('disconnect', () => void shutdown())
+  send({ type: 'ready', instance: inst, pid: process.pid, port: 0 })
+}
+
+main().catch((error: unknown) => {
+  const message = error instanceof Error ? (error.stack ?? error.message) : String(error)
+  console.error(`[chaos worker] cannot start: ${message}`)
+  send({ type: 'failed', message })
+  process.exitCode = 1
+  setTimeout(() => process.exit(1), 100).unref()
+})

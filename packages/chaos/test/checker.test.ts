@@ -1,0 +1,116 @@
+import { describe, expect, it } from 'vitest'
+import { checkHistory } from '../src/checker.js'
+import type { HistoryEvent } from '../src/history.js'
+
+// Hand-made histories: only `mono` matters to the checker; the other clocks are filler (a
+// faked wall clock must change nothing, so some events carry absurd wall times on purpose).
+const clocks = (mono: number, wall = 1_700_000_000_000 + mono) => ({ mono, perf: mono, origin: 0, wall })
+const enter = (inst: string, res: string, token: number, mono: number, wall?: number): HistoryEvent => ({ k: 'enter', inst, res, token: String(token), ...clocks(mono, wall) })
+const exit = (inst: string, res: string, token: number, mono: number, wall?: number): HistoryEvent => ({ k: 'exit', inst, res, token: String(token), ...clocks(mono, wall) })
+const write = (inst: string, row: string, token: number, seq: number, mono: number, outcome: 'accepted' | 'rejected' = 'accepted'): HistoryEvent => ({
+  k: 'write', inst, res: 'product:a', row, token: String(token), outcome, seq, ...clocks(mono),
+})
+const op = (inst: string, mono: number): HistoryEvent => ({ k: 'op', inst, op: 'purchase', result: 'ordered', ...clocks(mono) })
+const fault = (start: number, end: number): HistoryEvent => ({ k: 'fault', kind: 'sigstop', start, end, ...clocks(end) })
+
+/** Two holders one after the other, each writing once: a correct run. */
+const clean: HistoryEvent[] = [
+  enter('w1', 'product:a', 10, 0),
+  write('w1', 'Product:a', 10, 1, 5),
+  exit('w1', 'product:a', 10, 10),
+  op('w1', 11),
+  enter('w2', 'product:a', 11, 12),
+  write('w2', 'Product:a', 11, 2, 15),
+  exit('w2', 'product:a', 11, 20),
+  op('w2', 21),
+]
+
+describe('checkHistory', () => {
+  it('passes a clean history', () => {
+    const r = checkHistory(clean, { oversoldUnits: 0, doubleChargedOrders: 0, lostUpdates: 0 })
+    expect(r.overlaps).toEqual([])
+    expect(r.staleWritesAccepted).toEqual([])
+    expect(r.nonIncreasingTokens).toEqual([])
+    expect(r.safetyViolations).toBe(0)
+    expect(r).toMatchObject({ sections: 2, operations: 2, acceptedWrites: 2, rejectedWrites: 0 })
+  })
+
+  it('finds overlapping sections of one resource, not of different resources', () => {
+    const r = checkHistory([
+      enter('w1', 'product:a', 10, 0), enter('w2', 'product:a', 11, 5), exit('w2', 'product:a', 11, 8), exit('w1', 'product:a', 10, 30),
+      enter('w3', 'product:b', 3, 1), exit('w3', 'product:b', 3, 40),
+    ])
+    expect(r.overlaps).toHaveLength(1)
+    expect(r.overlaps[0]).toMatchObject({ res: 'product:a', first: { inst: 'w1', token: '10' }, second: { inst: 'w2', token: '11' }, overlapMs: 3 })
+    // An overlap alone is no safety violation: with fencing it is expected.
+    expect(r.safetyViolations).toBe(0)
+  })
+
+  it('orders by the monotonic clock, not by a jumped wall clock', () => {
+    // w2's wall clock jumped an hour back: by wall time its section would sit inside w1's.
+    const r = checkHistory([
+      enter('w1', 'product:a', 10, 0), exit('w1', 'product:a', 10, 10),
+      enter('w2', 'product:a', 11, 12, 1_700_000_000_000 - 3_600_000), exit('w2', 'product:a', 11, 20, 1_700_000_000_000 - 3_600_000),
+    ])
+    expect(r.overlaps).toEqual([])
+  })
+
+  it('treats a section never left as open until the end of the history', () => {
+    const r = checkHistory([enter('w1', 'product:a', 10, 0), enter('w2', 'product:a', 11, 50), exit('w2', 'product:a', 11, 60)])
+    expect(r.overlaps).toHaveLength(1)
+  })
+
+  it('finds an accepted write whose token is below one already accepted on the row', () => {
+    const r = checkHistory([...clean, write('w1', 'Product:a', 10, 3, 25)])
+    expect(r.staleWritesAccepted).toHaveLength(1)
+    expect(r.staleWritesAccepted[0]).toMatchObject({ inst: 'w1', token: '10', seq: 3 })
+    expect(r.safetyViolations).toBe(1)
+  })
+
+  it('uses the commit order (seq), and ignores rejected writes and other rows', () => {
+    const r = checkHistory([
+      // Stamped late (a pause after commit) but committed first: not stale.
+      write('w1', 'Product:a', 10, 1, 100), write('w2', 'Product:a', 11, 2, 50),
+      write('w1', 'Product:a', 10, 3, 120, 'rejected'),
+      write('w3', 'Order:1', 5, 4, 130),
+    ])
+    expect(r.staleWritesAccepted).toEqual([])
+    expect(r).toMatchObject({ acceptedWrites: 3, rejectedWrites: 1 })
+  })
+
+  it('accepts equal tokens on a row (one holder writing twice)', () => {
+    const r = checkHistory([write('w1', 'Product:a', 10, 1, 1), write('w1', 'Product:a', 10, 2, 2)])
+    expect(r.staleWritesAccepted).toEqual([])
+  })
+
+  it('finds tokens that did not increase between successive grants', () => {
+    const r = checkHistory([
+      enter('w1', 'product:a', 10, 0), exit('w1', 'product:a', 10, 5),
+      enter('w2', 'product:a', 10, 6), exit('w2', 'product:a', 10, 9),
+      enter('w3', 'product:a', 7, 10), exit('w3', 'product:a', 7, 12),
+    ])
+    expect(r.nonIncreasingTokens.map((n) => n.next.inst)).toEqual(['w2', 'w3'])
+    expect(r.safetyViolations).toBe(2)
+  })
+
+  it('compares tokens as bigints, beyond 2^53', () => {
+    // 2^53 + 1 and 2^53 + 2 are the same JS number: compared as numbers they would not increase.
+    const grant = (token: string, mono: number): HistoryEvent[] => [
+      { k: 'enter', inst: 'w', res: 'r', token, ...clocks(mono) },
+      { k: 'exit', inst: 'w', res: 'r', token, ...clocks(mono + 1) },
+    ]
+    expect(checkHistory([...grant('9007199254740993', 0), ...grant('9007199254740994', 2)]).nonIncreasingTokens).toEqual([])
+    expect(checkHistory([...grant('9007199254740994', 0), ...grant('9007199254740993', 2)]).nonIncreasingTokens).toHaveLength(1)
+  })
+
+  it('counts oversold units, double charges and lost updates from the database', () => {
+    const r = checkHistory(clean, { oversoldUnits: 2, doubleChargedOrders: 1, lostUpdates: 3 })
+    expect(r).toMatchObject({ oversoldUnits: 2, doubleChargedOrders: 1, lostUpdates: 3, safetyViolations: 6 })
+  })
+
+  it('measures recovery from the end of each fault to the next grant', () => {
+    const r = checkHistory([...clean, fault(1, 3), fault(11, 11.5), fault(25, 30)])
+    expect(r.faults).toBe(3)
+    expect(r.recoveryMs).toEqual([9, 0.5, null])
+  })
+})

@@ -1,0 +1,206 @@
+/**
+ * Spawns throw-away `redis-server` processes for fault tests: kill, SIGSTOP/SIGCONT, restart on
+ * the same port, FLUSHALL, SCRIPT FLUSH, INFO commandstats in isolation. Each server runs from
+ * PATH on a free loopback port with nothing on disk (`--save "" --appendonly no`) and `DEBUG`
+ * allowed from loopback. Every server is stopped by PID, with {@link stopAllRedisServers}, and
+ * again (SIGKILL, synchronously) when the process exits, so no process is left behind even when
+ * a run fails half-way.
+ *
+ * No Vitest here: the chaos suite (`packages/chaos`) runs these servers from a plain process too.
+ * The lock tests import `redis-server.ts`, which adds the `afterAll` hook.
+ */
+import { spawn, type ChildProcess } from 'node:child_process'
+import { mkdtempSync, rmSync } from 'node:fs'
+import { createServer, Socket } from 'node:net'
+import { tmpdir } from 'node:os'
+import { join } from 'node:path'
+
+export interface RedisServerOptions {
+  /** Start in cluster mode (needed for `CLUSTER KEYSLOT`); no slots are assigned. */
+  readonly cluster?: boolean
+  /** Extra `redis-server` arguments. */
+  readonly args?: readonly string[]
+}
+
+const HOST = '127.0.0.1'
+const live = new Set<RedisServer>()
+
+/** One spawned redis-server. Use {@link startRedisServer}. */
+export class RedisServer {
+  readonly host = HOST
+  #port: number
+  #child: ChildProcess | undefined
+  #exited: Promise<void> = Promise.resolve()
+  #log = ''
+  readonly #dir: string
+  readonly #options: RedisServerOptions
+
+  /** @internal */
+  constructor(port: number, dir: string, options: RedisServerOptions) {
+    this.#port = port
+    this.#dir = dir
+    this.#options = options
+  }
+
+  get port(): number {
+    return this.#port
+  }
+
+  get url(): string {
+    return `redis://${HOST}:${this.#port}`
+  }
+
+  /** PID of the running process; throws when it is not running. */
+  get pid(): number {
+    const pid = this.#child?.pid
+    if (pid === undefined || this.#child?.exitCode !== null || this.#child.signalCode !== null) {
+      throw new Error(`redis-server on port ${this.#port} is not running`)
+    }
+    return pid
+  }
+
+  get running(): boolean {
+    return this.#child !== undefined && this.#child.exitCode === null && this.#child.signalCode === null
+  }
+
+  /** Spawns the process and resolves once it answers PING. */
+  async spawn(): Promise<void> {
+    if (this.running) throw new Error(`redis-server on port ${this.#port} is already running`)
+    const args = [
+      '--port', String(this.#port),
+      '--bind', HOST,
+      '--save', '',
+      '--appendonly', 'no',
+      '--enable-debug-command', 'local',
+      '--dir', this.#dir,
+      '--logfile', '',
+      // A lone cluster node announces its IP as "" unless told, and ioredis's Cluster then
+      // cannot reach it.
+      ...(this.#options.cluster
+        ? ['--cluster-enabled', 'yes', '--cluster-config-file', join(this.#dir, `nodes-${this.#port}.conf`), '--cluster-announce-ip', HOST]
+        : []),
+      ...(this.#options.args ?? []),
+    ]
+    const child = spawn('redis-server', args, { stdio: ['ignore', 'pipe', 'pipe'] })
+    this.#child = child
+    this.#log = ''
+    const keep = (chunk: Buffer) => {
+      this.#log = (this.#log + chunk.toString()).slice(-4000)
+    }
+    child.stdout?.on('data', keep)
+    child.stderr?.on('data', keep)
+    this.#exited = new Promise((resolve) => child.once('exit', () => resolve()))
+    const spawnError = new Promise<never>((_, reject) => child.once('error', reject))
+    spawnError.catch(() => {})
+    live.add(this)
+    const deadline = performance.now() + 5_000
+    while (performance.now() < deadline) {
+      if (!this.running) break
+      if (await Promise.race([answersPing(this.#port), spawnError])) return
+      await new Promise((r) => setTimeout(r, 15))
+    }
+    const log = this.#log
+    await this.stop()
+    throw new Error(`redis-server did not come up on port ${this.#port}:\n${log}`)
+  }
+
+  /** Kills the process by PID (SIGKILL: a crash, nothing saved) and waits until it is gone. */
+  async stop(): Promise<void> {
+    const child = this.#child
+    if (child && this.running && child.pid !== undefined) {
+      try {
+        process.kill(child.pid, 'SIGKILL')
+      } catch {
+        // Already gone.
+      }
+    }
+    await this.#exited
+  }
+
+  /** SIGSTOP: the process keeps its sockets open but answers nothing. */
+  pause(): void {
+    process.kill(this.pid, 'SIGSTOP')
+  }
+
+  /** SIGCONT after {@link pause}. */
+  resume(): void {
+    process.kill(this.pid, 'SIGCONT')
+  }
+
+  /** Kills the process and starts a fresh one on the same port: all data is gone. */
+  async restart(): Promise<void> {
+    await this.stop()
+    await this.spawn()
+  }
+
+  /** Stops the process for good and removes its directory. */
+  async dispose(): Promise<void> {
+    await this.stop()
+    live.delete(this)
+    rmSync(this.#dir, { recursive: true, force: true })
+  }
+
+  /** @internal Synchronous last-resort kill for the process exit hook. */
+  killNow(): void {
+    const pid = this.#child?.pid
+    if (pid !== undefined && this.running) {
+      try {
+        process.kill(pid, 'SIGKILL')
+      } catch {
+        // Already gone.
+      }
+    }
+    rmSync(this.#dir, { recursive: true, force: true })
+  }
+}
+
+/** Spawns a redis-server on a free loopback port (retrying another port if one is taken). */
+export async function startRedisServer(options: RedisServerOptions = {}): Promise<RedisServer> {
+  let lastError: unknown
+  for (let i = 0; i < 5; i++) {
+    const port = await freePort()
+    const server = new RedisServer(port, mkdtempSync(join(tmpdir(), 'fencelock-redis-')), options)
+    try {
+      await server.spawn()
+      return server
+    } catch (error) {
+      lastError = error
+      await server.dispose()
+    }
+  }
+  throw lastError
+}
+
+/** Stops every server this module spawned in this process. */
+export async function stopAllRedisServers(): Promise<void> {
+  await Promise.all([...live].map((server) => server.dispose()))
+}
+
+process.once('exit', () => {
+  for (const server of live) server.killNow()
+})
+
+function freePort(): Promise<number> {
+  return new Promise((resolve, reject) => {
+    const server = createServer()
+    server.once('error', reject)
+    server.listen(0, HOST, () => {
+      const { port } = server.address() as { port: number }
+      server.close(() => resolve(port))
+    })
+  })
+}
+
+function answersPing(port: number): Promise<boolean> {
+  return new Promise((resolve) => {
+    const socket = new Socket()
+    const done = (ok: boolean) => {
+      socket.destroy()
+      resolve(ok)
+    }
+    socket.setTimeout(300, () => done(false))
+    socket.once('error', () => done(false))
+    socket.once('data', (data) => done(data.toString().startsWith('+PONG')))
+    socket.connect(port, HOST, () => socket.write('PING\r\n'))
+  })
+}
