@@ -13,8 +13,13 @@ export type LockEvent =
   | { type: 'timeout'; resource: string; waitedMs: number }
   /** An acquire gave up because the caller's signal aborted. */
   | { type: 'aborted'; resource: string; waitedMs: number }
-  /** A Redis call failed or timed out. For `acquire` the acquire failed with LockUnavailableError. */
-  | { type: 'error'; resource: string; operation: 'acquire' | 'renew' | 'extend' | 'release'; error: Error }
+  /**
+   * One Redis call failed or timed out (a diagnostic: a blocked acquire may retry after it).
+   * `token` is set for the calls of a granted lock (renew, extend, release).
+   */
+  | { type: 'error'; resource: string; operation: 'acquire' | 'renew' | 'extend' | 'release'; error: Error; token?: bigint }
+  /** An acquire or tryAcquire ended with LockUnavailableError: its outcome, emitted once per call. */
+  | { type: 'unavailable'; resource: string; waitedMs: number; error: Error }
   /** The lease was renewed (`auto`: by the watchdog). */
   | { type: 'extended'; resource: string; token: bigint; ttlMs: number; auto: boolean }
   /** A held lock stopped being ours; `lock.signal` has aborted with a LockLostError. */

@@ -103,7 +103,7 @@ export class Lock {
     try {
       ok = await withDeadline(extendOnce(this.#host.client, this.#keys, this.#ownerId, ttlMs), this.#host.commandTimeoutMs)
     } catch (error) {
-      this.#host.emit({ type: 'error', resource: this.resource, operation: 'extend', error: asError(error) })
+      this.#host.emit({ type: 'error', resource: this.resource, operation: 'extend', error: asError(error), token: this.token })
       throw new LockUnavailableError(this.resource, 'extend', `could not extend lock "${this.resource}": ${asError(error).message}`, error)
     }
     if (!ok) {
@@ -141,7 +141,7 @@ export class Lock {
         this.#host.commandTimeoutMs,
       )
     } catch (error) {
-      this.#host.emit({ type: 'error', resource: this.resource, operation: 'release', error: asError(error) })
+      this.#host.emit({ type: 'error', resource: this.resource, operation: 'release', error: asError(error), token: this.token })
       if (!wasLost) this.#host.onLockEnd(this)
       throw new LockUnavailableError(this.resource, 'release', `could not release lock "${this.resource}": ${asError(error).message}`, error)
     }
@@ -184,7 +184,7 @@ export class Lock {
         },
         (error: unknown) => {
           if (this.#state !== 'held') return
-          this.#host.emit({ type: 'error', resource: this.resource, operation: 'renew', error: asError(error) })
+          this.#host.emit({ type: 'error', resource: this.resource, operation: 'renew', error: asError(error), token: this.token })
           const remaining = this.#validUntil - performance.now()
           if (remaining <= 0) return this.#lose('expired', error)
           // Try again soon, and in any case before the validity runs out.

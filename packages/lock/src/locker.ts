@@ -64,7 +64,12 @@ interface WaitQueue {
   linger: NodeJS.Timeout | undefined
 }
 
-type Attempt = { granted: true; lock: Lock } | { granted: false; holderTtlMs: number } | { granted: false; error: Error }
+/**
+ * `cut`: the attempt ran out of the caller's remaining wait, not of `commandTimeoutMs`. That says
+ * nothing about Redis (a loaded event loop does it too), so it never overrides a held lock seen
+ * earlier: the waiter then times out, it is not told that Redis is unavailable.
+ */
+type Attempt = { granted: true; lock: Lock } | { granted: false; holderTtlMs: number } | { granted: false; error: Error; cut: boolean }
 
 /**
  * Grants locks on Redis with fencing tokens. One Locker per process is the usual set-up: its
@@ -244,7 +249,7 @@ export class Locker {
       this.#emitAcquired(attempt.lock, start, 1)
       return attempt.lock
     }
-    if ('error' in attempt) throw this.#unavailable(name, attempt.error)
+    if ('error' in attempt) throw this.#unavailable(name, start, attempt.error)
     this.#host.emit({ type: 'contended', resource: name, holderTtlMs: attempt.holderTtlMs })
     return null
   }
@@ -311,12 +316,12 @@ export class Locker {
       releaseOnce(this.#redis, keys, ownerId, this.#host.releaseMessage).catch(() => {})
       const e = asError(error)
       this.#host.emit({ type: 'error', resource, operation: 'acquire', error: e })
-      return { granted: false, error: e }
+      return { granted: false, error: e, cut: error instanceof DeadlineExceededError && budget < this.#options.commandTimeoutMs }
     }
     if (!reply.granted) return reply
     if (this.#closed) {
       releaseOnce(this.#redis, keys, ownerId, this.#host.releaseMessage).catch(() => {})
-      return { granted: false, error: new Error('the locker was closed') }
+      return { granted: false, error: new Error('the locker was closed'), cut: false }
     }
     const lock = new Lock(this.#host, { resource, keys, ownerId, token: reply.token, ttlMs, sentAt, autoExtend })
     this.#held.add(lock)
@@ -416,7 +421,7 @@ export class Locker {
           this.#finish(q, head, undefined, attempt.lock)
         }
       } else if ('error' in attempt) {
-        q.lastError = attempt.error
+        if (!attempt.cut) q.lastError = attempt.error
         q.errorStreak++
       } else {
         q.lastError = undefined
@@ -505,13 +510,14 @@ export class Locker {
 
   /** The wait ran out: a timeout if Redis answered last, otherwise Redis is unavailable. */
   #giveUp(resource: string, start: number, lastError: Error | undefined): Error {
-    if (lastError) return this.#unavailable(resource, lastError)
+    if (lastError) return this.#unavailable(resource, start, lastError)
     const waitedMs = performance.now() - start
     this.#host.emit({ type: 'timeout', resource, waitedMs })
     return new LockTimeoutError(resource, waitedMs)
   }
 
-  #unavailable(resource: string, cause: Error): LockUnavailableError {
+  #unavailable(resource: string, start: number, cause: Error): LockUnavailableError {
+    this.#host.emit({ type: 'unavailable', resource, waitedMs: performance.now() - start, error: cause })
     return new LockUnavailableError(resource, 'acquire', `could not acquire lock "${resource}": ${cause instanceof DeadlineExceededError ? 'Redis did not answer in time' : 'the Redis call failed'} (${cause.message})`, cause)
   }
 

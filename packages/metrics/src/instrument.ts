@@ -121,7 +121,8 @@ export function instrument(locker: InstrumentableLocker, options: InstrumentOpti
    */
   const held = new Map<string, HeldLock>()
 
-  const end = (resource: string, token: bigint, heldMs: number): GroupState | undefined => {
+  /** Ends a held lock once; `heldMs` undefined when the hold time is unknown (failed release). */
+  const end = (resource: string, token: bigint, heldMs: number | undefined): GroupState | undefined => {
     let entry = held.get(resource)
     let previous: HeldLock | undefined
     while (entry && entry.token !== token) {
@@ -133,7 +134,7 @@ export function instrument(locker: InstrumentableLocker, options: InstrumentOpti
     else if (entry.next) held.set(resource, entry.next)
     else held.delete(resource)
     const s = entry.state
-    s.hold.observe(heldMs / 1000)
+    if (heldMs !== undefined) s.hold.observe(heldMs / 1000)
     s.held--
     return s
   }
@@ -160,10 +161,18 @@ export function instrument(locker: InstrumentableLocker, options: InstrumentOpti
         s.wait.observe(event.waitedMs / 1000)
         return
       }
+      case 'unavailable': {
+        const s = seriesOf(event.resource)
+        s.acquire.error++
+        s.wait.observe(event.waitedMs / 1000)
+        return
+      }
       case 'error':
-        if (event.operation === 'acquire') seriesOf(event.resource).acquire.error++
-        else if (event.operation === 'renew') seriesOf(event.resource).renew.error++
-        else if (event.operation === 'release') endAfterFailedRelease(event.resource)
+        // Per failed round trip; an acquire's outcome comes once, as `unavailable`.
+        if (event.operation === 'renew') seriesOf(event.resource).renew.error++
+        // A release Redis failed ends the lock (it expires on its own); its outcome is unknown,
+        // so it is not counted as a release.
+        else if (event.operation === 'release' && event.token !== undefined) end(event.resource, event.token, undefined)
         return
       case 'extended':
         if (event.auto) seriesOf(event.resource).renew.ok++
@@ -183,26 +192,6 @@ export function instrument(locker: InstrumentableLocker, options: InstrumentOpti
       case 'contended':
         return
     }
-  }
-
-  /**
-   * A release that Redis failed ends the lock (it expires on its own) without a `released` event,
-   * and the `error` event names the resource but not the token, so the oldest held lock of the
-   * resource is taken as the one (nearly always the only one). Not counted as a release: its
-   * outcome is unknown.
-   */
-  const endAfterFailedRelease = (resource: string): void => {
-    let entry = held.get(resource)
-    let previous: HeldLock | undefined
-    // Entries are pushed at the head: the oldest is the last.
-    while (entry?.next) {
-      previous = entry
-      entry = entry.next
-    }
-    if (!entry) return
-    if (previous) previous.next = undefined
-    else held.delete(resource)
-    entry.state.held--
   }
 
   const unsubscribe = locker.listen(onEvent)

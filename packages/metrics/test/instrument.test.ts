@@ -162,7 +162,7 @@ describe('instrument(locker)', () => {
     expect(await valueOf(registry, 'fencelock_lost_total', { group })).toBe(1)
     expect(await held(registry, group)).toBe(0)
 
-    // Acquire: one error per round trip that got no answer; the call fails as unavailable.
+    // Acquire: the call fails as unavailable, counted once as outcome="error".
     await expect(locker.acquire(resourceIn(group), { waitMs: 0 })).rejects.toBeInstanceOf(LockUnavailableError)
     expect(await acquires(registry, group, 'error')).toBe(1)
     expect(await acquires(registry, group, 'timeout')).toBe(0)
