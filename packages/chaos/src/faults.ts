@@ -184,7 +184,7 @@ export function jumpClock(ctx: FaultContext): Injector {
   if (file === undefined) throw new Error('clock-jump needs the faked worker')
   let i = 0
   const injector = loop(
-    () => 400 + Math.random() * 400,
+    () => 200 + Math.random() * 300,
     async () => {
       const offset = CLOCK_OFFSETS[i++ % CLOCK_OFFSETS.length] as string
       const start = monoNow()

@@ -2,8 +2,8 @@
  * `npm run chaos`: every scenario, fenced then lock-only, checked, and the table written to
  * docs/RELIABILITY.md. Exit code 1 when a scenario fails its acceptance (see `verdict`).
  *
- *   npm run chaos                      # the full set (20 s of faults per run), writes docs/RELIABILITY.md
- *   npm run chaos -- --short           # the CI version (6 s per run), prints the table only
+ *   npm run chaos                      # the full set (15 s of faults per run), writes docs/RELIABILITY.md
+ *   npm run chaos -- --short           # the CI version (5 s per run), prints the table only
  *   npm run chaos -- --only redis-stall,clock-jump --duration-ms 10000 --verbose
  */
 import { writeFileSync } from 'node:fs'
@@ -25,7 +25,7 @@ async function main(): Promise<number> {
     return 0
   }
   const short = flag('--short')
-  const durationMs = Number(value('--duration-ms') ?? (short ? 6_000 : 20_000))
+  const durationMs = Number(value('--duration-ms') ?? (short ? 5_000 : 15_000))
   if (!Number.isInteger(durationMs) || durationMs < 1_000) {
     console.error(`--duration-ms must be an integer ≥ 1000\n${USAGE}`)
     return 2

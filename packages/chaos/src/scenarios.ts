@@ -43,6 +43,9 @@ export interface Scenario {
   readonly inject?: (ctx: FaultContext) => Injector
 }
 
+/** Time between the workers' start and the first fault, in ms. */
+export const WARMUP_MS = 2_500
+
 /** TTL of every lock of the suite, in ms. */
 export const TTL_MS = 500
 
@@ -58,7 +61,7 @@ export const SCENARIOS: readonly Scenario[] = Object.freeze([
   { name: 'redis-stall', faults: 'DEBUG SLEEP / SIGSTOP of redis-server for 0-3×TTL, in turn', gatewayMs: '100-700', lockOnly: 'bite', inject: stallRedis },
   { name: 'early-expiry', faults: 'held lock key DELeted or PEXPIREd 1 ms from outside, every 0.25-0.75×TTL', gatewayMs: '100-700', lockOnly: 'report', inject: expireEarly },
   { name: 'script-flush', faults: 'SCRIPT FLUSH every 30-70 ms', gatewayMs: '20-100', lockOnly: 'report', inject: flushScripts },
-  { name: 'clock-jump', faults: "one worker's wall clock jumps (-3d..+2d) every 0.4-0.8 s (libfaketime)", gatewayMs: '20-100', lockOnly: 'quiet', fakedWorker: true, inject: jumpClock },
+  { name: 'clock-jump', faults: "one worker's wall clock jumps (-3d..+2d) every 0.2-0.5 s (libfaketime)", gatewayMs: '20-100', lockOnly: 'quiet', fakedWorker: true, inject: jumpClock },
 ])
 
 /** Options of {@link runScenario}. */
@@ -101,7 +104,10 @@ export async function runScenario(scenario: Scenario, options: RunOptions): Prom
   const { connectionString } = databaseTarget()
   const location: DatabaseLocation = { connectionString, schema: `chaos_${runId}_${options.mode}` }
   const dir = mkdtempSync(join(tmpdir(), 'fencelock-chaos-'))
-  const cleanups: (() => Promise<void>)[] = [async () => rmSync(dir, { recursive: true, force: true })]
+  // CHAOS_KEEP_HISTORY=1 keeps the JSON lines for a look afterwards (the path is printed).
+  const cleanups: (() => Promise<void>)[] = [
+    async () => (process.env.CHAOS_KEEP_HISTORY === '1' ? console.error(`history kept: ${dir}`) : rmSync(dir, { recursive: true, force: true })),
+  ]
   try {
     await prepareShopSchema(location, PRODUCTS)
     cleanups.push(() => dropShopSchema(location))
@@ -158,7 +164,9 @@ export async function runScenario(scenario: Scenario, options: RunOptions): Prom
     const main = supervisors[0] as Supervisor
 
     const recorder = new Recorder(dir, 'faults')
-    await sleep(300)
+    // Workers are slow for their first seconds (tsx, Prisma and the JIT warming up on a small
+    // machine): a lease can run out then with no fault at all. Faults start after the warm-up.
+    await sleep(WARMUP_MS)
     const injector = scenario.inject?.({ supervisor: main, redis, recorder, ttlMs: TTL_MS, lockPrefix: lockPrefixOf(runId), ...(fakeTimeFile ? { fakeTimeFile } : {}) })
     await sleep(options.durationMs)
     await injector?.stop()
