@@ -12,7 +12,7 @@ import type { ProtectionMode } from './protection.js'
 import { seededRandom } from './random.js'
 import { resolveRedis, type RedisEndpoint } from './redis-endpoint.js'
 import { countShop } from './shop-counts.js'
-import { Supervisor } from './supervisor.js'
+import { Supervisor, type InstanceProcess } from './supervisor.js'
 
 /** Defaults of a run, in one frozen object. */
 export const FLASH_SALE_DEFAULTS = Object.freeze({
@@ -57,6 +57,8 @@ export interface FlashSaleProgress {
   readonly totals?: LoadTotals
   readonly chaosCount: number
   readonly message?: string
+  /** The run's instances, from `selling` on (the dashboard scrapes their /metrics and /api/state). */
+  readonly instances?: readonly InstanceProcess[]
 }
 
 /** The report. Every violation count is taken from the database after the run. */
@@ -212,15 +214,17 @@ export async function runFlashSale(
     }
     cleanups.push(() => chaos.stop())
 
+    const instances = supervisor.instances
+    progress({ phase: 'selling', done: 0, chaosCount: 0, instances })
     const load = await runLoad({
-      targets: supervisor.instances.map((i) => i.url),
+      targets: instances.map((i) => i.url),
       sku: FLASH_SALE_DEFAULTS.sku,
       buyers: options.buyers,
       concurrency: options.concurrency,
       random,
       purchaseTimeoutMs: 120_000,
       paymentTimeoutMs: 2 * options.ttlMs,
-      onProgress: (done, totals) => progress({ phase: 'selling', done, totals, chaosCount: chaos.count }),
+      onProgress: (done, totals) => progress({ phase: 'selling', done, totals, chaosCount: chaos.count, instances }),
       ...(signal === undefined ? {} : { signal }),
     })
     // Interrupted: the finally below stops the chaos and the instances, and drops the schema.

@@ -37,6 +37,11 @@ export interface LiveShopOptions {
 /** A running live shop. */
 export interface LiveShop {
   readonly supervisor: Supervisor
+  /**
+   * Holds the crowd back (true: the drop under way is dropped, no new one starts) or lets it go
+   * again. The dashboard holds it while a flash sale runs, so the two do not share the machine.
+   */
+  setCrowdPaused(paused: boolean): void
   stop(): Promise<void>
 }
 
@@ -85,16 +90,21 @@ export async function startLiveShop(options: LiveShopOptions): Promise<LiveShop>
   })
   const random = seededRandom(options.seed)
   let stopped = false
+  let crowdPaused = false
+  let drop: AbortController | undefined
   let chaos: Chaos | undefined
   if (options.pauseEveryMs > 0) {
     chaos = startPauseChaos(supervisor, { random, pauseMs: Math.round(2.5 * options.ttlMs), gapMs: options.pauseEveryMs, firstAfterMs: options.pauseEveryMs })
   }
   const crowd = (async () => {
     if (options.buyersPerDrop <= 0) return
-    for (let drop = 1; !stopped; drop++) {
-      const sku = `drop-${drop}`
+    for (let n = 1; !stopped; n++) {
+      while (crowdPaused && !stopped) await sleep(200)
+      if (stopped) break
+      const sku = `drop-${n}`
       await addProduct(options.database, sku, options.stockPerDrop)
-      options.onDrop?.(drop)
+      options.onDrop?.(n)
+      drop = new AbortController()
       await runLoad({
         targets: supervisor.instances.map((i) => i.url),
         sku,
@@ -103,14 +113,20 @@ export async function startLiveShop(options: LiveShopOptions): Promise<LiveShop>
         random,
         purchaseTimeoutMs: 60_000,
         paymentTimeoutMs: 2 * options.ttlMs,
+        signal: drop.signal,
       }).catch(() => undefined)
       for (let i = 0; i < 50 && !stopped; i++) await sleep(100)
     }
   })()
   return {
     supervisor,
+    setCrowdPaused(paused) {
+      crowdPaused = paused
+      if (paused) drop?.abort()
+    },
     async stop() {
       stopped = true
+      drop?.abort()
       await chaos?.stop()
       await supervisor.stop()
       await crowd.catch(() => {})
