@@ -1,0 +1,293 @@
+/**
+ * Flash sales started from the browser: the request validated against fixed enumerations and
+ * bounds, one run at a time, and the last runs kept for the side-by-side comparison. A run is
+ * `runFlashSale` itself — its own schema, instances, chaos and lock names — on the demo's Redis
+ * and PostgreSQL, so nothing it does touches the live shop's locks or rows.
+ */
+import { CHAOS_KINDS, type ChaosKind } from '../chaos.js'
+import { FLASH_SALE_DEFAULTS, type FlashSaleOptions, type FlashSaleProgress, type FlashSaleReport, type FlashSaleServices } from '../flash-sale.js'
+import { PROTECTION_MODES, type ProtectionMode } from '../protection.js'
+import type { RedisEndpoint } from '../redis-endpoint.js'
+import type { InstanceProcess } from '../supervisor.js'
+import type { RunLimits, RunRequest, RunView } from './wire.js'
+
+/** How many finished runs are kept. */
+export const RUN_HISTORY = 10
+
+/** Bounds of a run from the browser: small enough that a run cannot swamp the machine. */
+export const RUN_LIMITS_DEFAULTS = Object.freeze({
+  buyers: Object.freeze({ min: 10, max: 2_000, default: 300 }),
+  stock: Object.freeze({ min: 1, max: 500, default: 30 }),
+  instances: 3,
+})
+
+/** Base class of the errors of this module. */
+export class FlashSaleRunError extends Error {
+  /** The API's error code. */
+  readonly code: string
+  constructor(code: string, message: string) {
+    super(message)
+    this.name = 'FlashSaleRunError'
+    this.code = code
+  }
+}
+
+/** The request is not one the server accepts (400). */
+export class InvalidRunRequestError extends FlashSaleRunError {
+  /** The field at fault. */
+  readonly field: string
+  constructor(field: string, message: string) {
+    super('invalid_run_request', message)
+    this.name = 'InvalidRunRequestError'
+    this.field = field
+  }
+}
+
+/** A run is already going on (409). */
+export class RunInProgressError extends FlashSaleRunError {
+  readonly activeRunId: number
+  constructor(activeRunId: number) {
+    super('run_in_progress', `run #${activeRunId} is still going on; one run at a time`)
+    this.name = 'RunInProgressError'
+    this.activeRunId = activeRunId
+  }
+}
+
+/** The chaos asked for cannot run here (422), e.g. `redis-restart` with `REDIS_URL` set. */
+export class ChaosUnavailableError extends FlashSaleRunError {
+  constructor(message: string) {
+    super('chaos_unavailable', message)
+    this.name = 'ChaosUnavailableError'
+  }
+}
+
+const RUN_REQUEST_FIELDS = new Set(['mode', 'chaos', 'buyers', 'stock'])
+
+function boundedInteger(body: Record<string, unknown>, field: 'buyers' | 'stock', bounds: { min: number; max: number; default: number }): number {
+  const value = body[field]
+  if (value === undefined) return bounds.default
+  if (typeof value !== 'number' || !Number.isInteger(value) || value < bounds.min || value > bounds.max) {
+    throw new InvalidRunRequestError(field, `${field} must be an integer from ${bounds.min} to ${bounds.max}`)
+  }
+  return value
+}
+
+/**
+ * Validates a request body: `mode` and `chaos` from their enumerations, `buyers` and `stock`
+ * integers within `limits`, no other field.
+ * @throws InvalidRunRequestError naming the field at fault.
+ */
+export function parseRunRequest(body: unknown, limits: Pick<RunLimits, 'buyers' | 'stock'>): Required<RunRequest> {
+  if (body === null || typeof body !== 'object' || Array.isArray(body)) throw new InvalidRunRequestError('body', 'the body must be a JSON object {mode, chaos, buyers?, stock?}')
+  const record = body as Record<string, unknown>
+  for (const key of Object.keys(record)) {
+    if (!RUN_REQUEST_FIELDS.has(key)) throw new InvalidRunRequestError(key.slice(0, 40), `unknown field ${JSON.stringify(key.slice(0, 40))} (fields: mode, chaos, buyers, stock)`)
+  }
+  const { mode, chaos } = record
+  if (typeof mode !== 'string' || !(PROTECTION_MODES as readonly string[]).includes(mode)) {
+    throw new InvalidRunRequestError('mode', `mode must be one of ${PROTECTION_MODES.join(', ')}`)
+  }
+  if (typeof chaos !== 'string' || !(CHAOS_KINDS as readonly string[]).includes(chaos)) {
+    throw new InvalidRunRequestError('chaos', `chaos must be one of ${CHAOS_KINDS.join(', ')}`)
+  }
+  return {
+    mode: mode as ProtectionMode,
+    chaos: chaos as ChaosKind,
+    buyers: boundedInteger(record, 'buyers', limits.buyers),
+    stock: boundedInteger(record, 'stock', limits.stock),
+  }
+}
+
+/** Runs one flash sale (`runFlashSale`, or a stand-in in tests of the HTTP layer). */
+export type FlashSaleRunner = (
+  options: FlashSaleOptions,
+  onProgress: (progress: FlashSaleProgress) => void,
+  services: FlashSaleServices,
+  signal: AbortSignal,
+) => Promise<FlashSaleReport>
+
+/** What a {@link FlashSaleRuns} needs. */
+export interface FlashSaleRunsDeps {
+  readonly runner: FlashSaleRunner
+  /** The demo's Redis; a `redis-restart` run gets a redis-server of its own instead (unless `redisRestart` is false). */
+  readonly redis: RedisEndpoint
+  readonly database: { readonly connectionString: string; readonly origin: string }
+  /** Options of every run, before the request's mode, chaos, buyers and stock. Default: FLASH_SALE_DEFAULTS. */
+  readonly baseOptions?: Partial<FlashSaleOptions>
+  readonly limits?: Partial<RunLimits>
+  /** Told when a run starts (true) and ends (false): the live shop's crowd steps aside meanwhile. */
+  readonly onActiveChange?: (active: boolean) => void
+  /** Told when a run fails, for the server's log. */
+  readonly onRunError?: (run: RunView, error: unknown) => void
+  /** Clock, epoch ms. Default Date.now. */
+  readonly now?: () => number
+}
+
+interface RunRecord {
+  view: RunView
+  instances: readonly InstanceProcess[]
+  done: Promise<void>
+}
+
+/**
+ * The runs of the dashboard.
+ * @example
+ * ```ts
+ * const runs = new FlashSaleRuns({ runner: runFlashSale, redis, database })
+ * const run = runs.start(parseRunRequest(req.body, runs.limits))   // throws RunInProgressError (409)
+ * ```
+ */
+export class FlashSaleRuns {
+  readonly limits: RunLimits
+  readonly #deps: FlashSaleRunsDeps
+  readonly #now: () => number
+  readonly #history: RunView[] = []
+  readonly #abort = new AbortController()
+  #active: RunRecord | undefined
+  #nextId = 1
+
+  constructor(deps: FlashSaleRunsDeps) {
+    this.#deps = deps
+    this.#now = deps.now ?? Date.now
+    this.limits = {
+      buyers: deps.limits?.buyers ?? RUN_LIMITS_DEFAULTS.buyers,
+      stock: deps.limits?.stock ?? RUN_LIMITS_DEFAULTS.stock,
+      instances: deps.limits?.instances ?? RUN_LIMITS_DEFAULTS.instances,
+      redisRestart: deps.limits?.redisRestart ?? !process.env.REDIS_URL,
+    }
+  }
+
+  /** The run going on, if any. */
+  get active(): RunView | undefined {
+    return this.#active?.view
+  }
+
+  /** The instances of the run going on (empty before they listen and after the run). */
+  get activeInstances(): readonly InstanceProcess[] {
+    return this.#active?.instances ?? []
+  }
+
+  /** Finished runs, newest first, and the one going on first of all. */
+  get runs(): RunView[] {
+    return this.#active ? [this.#active.view, ...this.#history] : [...this.#history]
+  }
+
+  /**
+   * Starts a run in the background and returns its view.
+   * @throws RunInProgressError while another run goes on; ChaosUnavailableError for `redis-restart` when it cannot run here.
+   */
+  start(request: Required<RunRequest>): RunView {
+    if (this.#active) throw new RunInProgressError(this.#active.view.id)
+    if (this.#abort.signal.aborted) throw new FlashSaleRunError('shutting_down', 'the demo is stopping')
+    if (request.chaos === 'redis-restart' && !this.limits.redisRestart) {
+      throw new ChaosUnavailableError('redis-restart restarts a redis-server the demo starts itself; REDIS_URL is set, so there is none to restart')
+    }
+    const id = this.#nextId++
+    const options: FlashSaleOptions = {
+      ...FLASH_SALE_DEFAULTS,
+      ...this.#deps.baseOptions,
+      instances: this.limits.instances,
+      mode: request.mode,
+      chaos: request.chaos,
+      buyers: request.buyers,
+      stock: request.stock,
+      seed: id,
+    }
+    const startedAtMs = this.#now()
+    const record: RunRecord = {
+      view: {
+        id,
+        mode: options.mode,
+        chaos: options.chaos,
+        buyers: options.buyers,
+        stock: options.stock,
+        instances: options.instances,
+        seed: options.seed,
+        status: 'running',
+        startedAtMs,
+        phase: 'starting',
+        buyersDone: 0,
+        ordered: 0,
+        soldOut: 0,
+        paid: 0,
+        chaosEvents: 0,
+        durationMs: null,
+        result: null,
+        error: null,
+      },
+      instances: [],
+      done: Promise.resolve(),
+    }
+    this.#active = record
+    this.#deps.onActiveChange?.(true)
+    // redis-restart restarts a Redis of the run's own (runFlashSale spawns it); the others share the demo's.
+    const services: FlashSaleServices =
+      options.chaos === 'redis-restart' ? { database: this.#deps.database } : { redis: this.#deps.redis, database: this.#deps.database }
+    const onProgress = (p: FlashSaleProgress) => {
+      if (p.instances !== undefined) record.instances = p.instances
+      record.view = {
+        ...record.view,
+        phase: p.phase,
+        buyersDone: p.done,
+        ordered: p.totals?.ordered ?? record.view.ordered,
+        soldOut: p.totals?.soldOut ?? record.view.soldOut,
+        paid: p.totals?.paid ?? record.view.paid,
+        chaosEvents: p.chaosCount,
+      }
+      if (p.phase !== 'selling') record.instances = []
+    }
+    record.done = this.#deps
+      .runner(options, onProgress, services, this.#abort.signal)
+      .then(
+        (report) => {
+          record.view = {
+            ...record.view,
+            status: 'done',
+            phase: 'finished',
+            chaosEvents: report.chaosEvents,
+            durationMs: report.durationMs,
+            result: {
+              remainingStock: report.remainingStock,
+              sold: report.sold,
+              oversold: report.oversoldUnits,
+              doubleCharges: report.doubleChargedOrders,
+              lostUpdates: report.lostUpdates,
+              staleWritesRejected: report.staleWritesRejected,
+              expiredLocks: report.expiredLocks,
+              acquireP99Ms: report.acquireP99Ms,
+            },
+          }
+        },
+        (error: unknown) => {
+          const aborted = this.#abort.signal.aborted
+          record.view = {
+            ...record.view,
+            status: aborted ? 'aborted' : 'failed',
+            phase: 'finished',
+            durationMs: this.#now() - startedAtMs,
+            error: error instanceof Error ? error.message : String(error),
+          }
+          if (!aborted) this.#deps.onRunError?.(record.view, error)
+        },
+      )
+      .finally(() => {
+        record.instances = []
+        this.#history.unshift(record.view)
+        this.#history.length = Math.min(this.#history.length, RUN_HISTORY)
+        this.#active = undefined
+        this.#deps.onActiveChange?.(false)
+      })
+    return record.view
+  }
+
+  /** Resolves when the run going on (if any) has ended. */
+  async settled(): Promise<void> {
+    await this.#active?.done
+  }
+
+  /** Stops the run going on (its instances, chaos and schema are cleaned up by the run) and refuses new ones. */
+  async close(): Promise<void> {
+    this.#abort.abort()
+    await this.settled()
+  }
+}

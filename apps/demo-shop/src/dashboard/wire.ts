@@ -1,0 +1,151 @@
+/**
+ * What the dashboard server sends the browser, and what it accepts: the one description of the
+ * wire format, imported (types only) by `apps/dashboard`. No imports here, so the dashboard's
+ * compiler reads this file alone.
+ *
+ * Fencing tokens are decimal strings end to end: JSON has no bigint, and a token above 2^53 read
+ * as a JS number would lose digits.
+ */
+
+/** Modes and chaos a run from the browser may ask for (the same as the CLI's). */
+export type WireMode = 'unsafe' | 'lock' | 'fenced'
+export type WireChaos = 'none' | 'pause' | 'redis-restart'
+
+/** One sample of the aggregated lock metrics, taken about once a second. */
+export interface MetricsPoint {
+  /** Time of the sample, epoch ms. */
+  readonly atMs: number
+  /** Acquires per second over the window, every outcome. */
+  readonly acquireRate: number
+  /** Acquires that got the lock / all acquires, over the window; null with no acquire. */
+  readonly successRatio: number | null
+  /** Wait quantiles over the window (granted, timed out and aborted acquires), in ms; null with no wait observed. */
+  readonly waitP50Ms: number | null
+  readonly waitP99Ms: number | null
+  /** (expired + lost) / every lock that ended, over the window; null when none ended. */
+  readonly expiryRatio: number | null
+  /** Locks found lost in this sample (since the previous one). */
+  readonly lostLocks: number
+  /** Writes the database refused for an old fencing token, in this sample. */
+  readonly fencingRejections: number
+  /** Instances whose /metrics answered this sample, and instances watched. */
+  readonly instancesUp: number
+  readonly instancesWatched: number
+}
+
+/** The shop's invariants as counted from its database. */
+export interface InvariantsView {
+  /** `live` (the shop left running) or `run-<n>` (a flash sale from the dashboard). */
+  readonly source: string
+  readonly title: string
+  /** `live`: counted now; `final`: counted after the run's instances drained and exited. */
+  readonly kind: 'live' | 'final'
+  readonly mode: WireMode
+  /** Units on sale at the start (summed over the live shop's drops). */
+  readonly initialStock: number
+  /** Units left in the database. */
+  readonly stock: number
+  readonly sold: number
+  readonly oversold: number
+  readonly doubleCharges: number
+  readonly lostUpdates: number
+  /** When the counts were taken, epoch ms. */
+  readonly atMs: number
+}
+
+/** One lock held now (or believed held by a frozen holder). */
+export interface HeldLockView {
+  /** The shop it belongs to: `live` or `run-<n>`. */
+  readonly source: string
+  readonly resource: string
+  /** The holder's instance id (`shop-2`) and pid. */
+  readonly instance: string
+  readonly pid: number
+  /** Fencing token, decimal string. */
+  readonly token: string
+  /** Lease left in Redis when read, ms; 0 when expired or taken over. */
+  readonly ttlLeftMs: number
+  /** False for a holder that still believes it holds a lock whose lease is gone (a frozen holder). */
+  readonly leaseLive: boolean
+}
+
+/** A run asked for from the browser (`POST /api/runs`). */
+export interface RunRequest {
+  readonly mode: WireMode
+  readonly chaos: WireChaos
+  /** Default and bounds: `RunLimits`. */
+  readonly buyers?: number
+  readonly stock?: number
+}
+
+/** Bounds of a run from the browser, as the server enforces them. */
+export interface RunLimits {
+  readonly buyers: { readonly min: number; readonly max: number; readonly default: number }
+  readonly stock: { readonly min: number; readonly max: number; readonly default: number }
+  readonly instances: number
+  /** False when the chaos `redis-restart` cannot run here (REDIS_URL is set: no Redis of our own to restart). */
+  readonly redisRestart: boolean
+}
+
+/** A run, running or finished. */
+export interface RunView {
+  /** 1, 2, 3... in the order started. */
+  readonly id: number
+  readonly mode: WireMode
+  readonly chaos: WireChaos
+  readonly buyers: number
+  readonly stock: number
+  readonly instances: number
+  readonly seed: number
+  readonly status: 'running' | 'done' | 'failed' | 'aborted'
+  readonly startedAtMs: number
+  /** While running: phase and buyers done. */
+  readonly phase: 'starting' | 'selling' | 'draining' | 'counting' | 'finished'
+  readonly buyersDone: number
+  readonly ordered: number
+  readonly soldOut: number
+  readonly paid: number
+  /** Pauses or Redis restarts so far. */
+  readonly chaosEvents: number
+  readonly durationMs: number | null
+  /** From the report (database counts), once done. */
+  readonly result: {
+    readonly remainingStock: number
+    readonly sold: number
+    readonly oversold: number
+    readonly doubleCharges: number
+    readonly lostUpdates: number
+    readonly staleWritesRejected: number
+    readonly expiredLocks: number
+    readonly acquireP99Ms: number | null
+  } | null
+  /** Why a run failed. */
+  readonly error: string | null
+}
+
+/** What the stream sends every second (`event: snapshot`) and `GET /api/dashboard` returns. */
+export interface DashboardSnapshot {
+  readonly atMs: number
+  readonly point: MetricsPoint
+  /** The live shop's invariants, and those of the current or last run. */
+  readonly invariants: InvariantsView[]
+  readonly locks: HeldLockView[]
+  /** The run going on, if any. */
+  readonly activeRun: RunView | null
+  /** Runs, newest first (at most `RUN_HISTORY`). */
+  readonly runs: RunView[]
+  readonly limits: RunLimits
+}
+
+/** The first message of the stream (`event: history`): the points of the last minutes, oldest first. */
+export interface DashboardHistory {
+  readonly points: MetricsPoint[]
+  /** Seconds between samples. */
+  readonly intervalMs: number
+}
+
+/** Error answers of the dashboard API: `{error, message}`. */
+export interface ApiError {
+  readonly error: string
+  readonly message: string
+}

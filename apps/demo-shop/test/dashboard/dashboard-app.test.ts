@@ -1,0 +1,203 @@
+// The dashboard's HTTP API: starting a run is validated and one at a time, the stream speaks
+// server-sent events, the built dashboard is served; and the sampler on a real shop instance
+// (real Redis and PostgreSQL) turns its /metrics and /api/state into a snapshot.
+import { mkdtempSync, writeFileSync } from 'node:fs'
+import type { Server } from 'node:http'
+import type { AddressInfo } from 'node:net'
+import { tmpdir } from 'node:os'
+import { join } from 'node:path'
+import { afterAll, beforeAll, describe, expect, it } from 'vitest'
+import { createDashboardApp, listenDashboard, MAX_RUN_BODY_BYTES, type DashboardServer } from '../../src/dashboard/dashboard-app.js'
+import { DashboardSampler } from '../../src/dashboard/dashboard-sampler.js'
+import { FlashSaleRuns, type FlashSaleRunner } from '../../src/dashboard/flash-sale-runs.js'
+import type { DashboardSnapshot, RunView } from '../../src/dashboard/wire.js'
+import { dropShopSchema, prepareShopSchema } from '../../src/database.js'
+import type { FlashSaleReport } from '../../src/flash-sale.js'
+import { buildInstance, type Instance } from '../../src/instance.js'
+import { readInstanceConfig } from '../../src/instance-config.js'
+import { REDIS_URL, testDatabase, uniqueRun } from '../services.js'
+
+/** A runner that stands in for runFlashSale: each run waits until the test settles it. */
+function controllableRunner() {
+  const pending: Array<{ options: Parameters<FlashSaleRunner>[0]; resolve: (r: FlashSaleReport) => void; reject: (e: Error) => void; services: Parameters<FlashSaleRunner>[2] }> = []
+  const runner: FlashSaleRunner = (options, onProgress, services) =>
+    new Promise((resolve, reject) => {
+      onProgress({ phase: 'selling', done: 5, buyers: options.buyers, chaosCount: 1, instances: [] })
+      pending.push({ options, resolve, reject, services })
+    })
+  const report = (options: Parameters<FlashSaleRunner>[0], over: Partial<FlashSaleReport>) =>
+    ({ options, durationMs: 1234, initialStock: options.stock, remainingStock: 0, sold: options.stock, oversoldUnits: 0, doubleChargedOrders: 0, lostUpdates: 0, staleWritesRejected: 0, expiredLocks: 0, acquireP99Ms: 12, chaosEvents: 2, ...over }) as FlashSaleReport
+  return { runner, pending, report }
+}
+
+const redis = { url: REDIS_URL, origin: 'test', owned: undefined, stop: async () => {} }
+const database = { connectionString: 'postgresql://unused', origin: 'test' }
+
+describe('dashboard API', () => {
+  const { runner, pending, report } = controllableRunner()
+  const runs = new FlashSaleRuns({ runner, redis, database, limits: { redisRestart: false } })
+  const sampler = new DashboardSampler({ runs })
+  const dist = mkdtempSync(join(tmpdir(), 'dashboard-dist-'))
+  writeFileSync(join(dist, 'index.html'), '<!doctype html><title>FenceLock</title>')
+  let server: DashboardServer
+  let base: string
+
+  beforeAll(async () => {
+    server = await listenDashboard(createDashboardApp({ sampler, runs, staticDir: dist }), { host: '127.0.0.1', port: 0 })
+    base = server.url
+  })
+  afterAll(async () => {
+    for (const p of pending) p.reject(new Error('test over'))
+    await runs.close()
+    await server.close()
+  })
+
+  const postRun = (body: string, headers: Record<string, string> = { 'content-type': 'application/json' }) =>
+    fetch(`${base}api/runs`, { method: 'POST', headers, body })
+
+  it('refuses what is not a valid run, naming why, before anything starts', async () => {
+    const cases: Array<[unknown, number, string]> = [
+      [{ mode: 'yolo', chaos: 'none' }, 400, 'invalid_run_request'],
+      [{ mode: 'fenced', chaos: 'kill -9' }, 400, 'invalid_run_request'],
+      [{ mode: 'fenced' }, 400, 'invalid_run_request'],
+      [{ mode: 'fenced', chaos: 'none', buyers: 1e9 }, 400, 'invalid_run_request'],
+      [{ mode: 'fenced', chaos: 'none', buyers: 2.5 }, 400, 'invalid_run_request'],
+      [{ mode: 'fenced', chaos: 'none', stock: '10' }, 400, 'invalid_run_request'],
+      [{ mode: 'fenced', chaos: 'none', instances: 32 }, 400, 'invalid_run_request'],
+      [{ mode: 'fenced', chaos: 'none', resource: 'product:drop-1' }, 400, 'invalid_run_request'],
+      [['fenced', 'none'], 400, 'invalid_run_request'],
+      [{ mode: 'fenced', chaos: 'redis-restart' }, 422, 'chaos_unavailable'],
+    ]
+    for (const [body, status, error] of cases) {
+      const res = await postRun(JSON.stringify(body))
+      expect(res.status, JSON.stringify(body)).toBe(status)
+      expect(((await res.json()) as { error: string }).error).toBe(error)
+    }
+    expect((await postRun('{"mode": ')).status).toBe(400)
+    expect((await postRun(JSON.stringify({ mode: 'fenced', chaos: 'none', pad: 'x'.repeat(MAX_RUN_BODY_BYTES) }))).status).toBe(413)
+    expect((await postRun('mode=fenced&chaos=none', { 'content-type': 'application/x-www-form-urlencoded' })).status).toBe(415)
+    expect((await postRun('{"mode":"fenced","chaos":"none"}', { 'content-type': 'application/json', origin: 'http://evil.example' })).status).toBe(403)
+    expect((await postRun('{"mode":"fenced","chaos":"none"}', { 'content-type': 'application/json', 'sec-fetch-site': 'cross-site' })).status).toBe(403)
+    expect(pending).toHaveLength(0)
+    expect(runs.runs).toHaveLength(0)
+  })
+
+  it('starts one run at a time (409 meanwhile), and keeps the finished ones for comparison', async () => {
+    const first = await postRun(JSON.stringify({ mode: 'fenced', chaos: 'pause', buyers: 50, stock: 5 }), { 'content-type': 'application/json', origin: base.slice(0, -1) })
+    expect(first.status).toBe(202)
+    const started = (await first.json()) as RunView
+    expect([started.id, started.mode, started.chaos, started.buyers, started.stock, started.status]).toEqual([1, 'fenced', 'pause', 50, 5, 'running'])
+    expect(pending[0]?.options).toMatchObject({ mode: 'fenced', chaos: 'pause', buyers: 50, stock: 5, instances: 3 })
+    // The demo's Redis is shared by every chaos but redis-restart.
+    expect(pending[0]?.services.redis).toBe(redis)
+
+    const second = await postRun(JSON.stringify({ mode: 'unsafe', chaos: 'none' }))
+    expect(second.status).toBe(409)
+    expect(((await second.json()) as { error: string }).error).toBe('run_in_progress')
+
+    const during = (await (await fetch(`${base}api/runs`)).json()) as { active: RunView; runs: RunView[] }
+    expect([during.active.id, during.active.phase, during.active.buyersDone, during.active.chaosEvents]).toEqual([1, 'selling', 5, 1])
+
+    pending[0]?.resolve(report(pending[0].options, { sold: 5, staleWritesRejected: 3 }))
+    await runs.settled()
+    const third = await postRun(JSON.stringify({ mode: 'unsafe', chaos: 'none' }))
+    expect(third.status).toBe(202)
+    pending[1]?.resolve(report(pending[1].options, { sold: 40, oversoldUnits: 35 }))
+    await runs.settled()
+
+    const after = (await (await fetch(`${base}api/runs`)).json()) as { active: RunView | null; runs: RunView[] }
+    expect(after.active).toBeNull()
+    expect(after.runs.map((r) => [r.id, r.mode, r.status, r.result?.sold, r.result?.oversold, r.result?.staleWritesRejected])).toEqual([
+      [2, 'unsafe', 'done', 40, 35, 0],
+      [1, 'fenced', 'done', 5, 0, 3],
+    ])
+  })
+
+  it('records a failed run with its reason, and takes the next', async () => {
+    expect((await postRun(JSON.stringify({ mode: 'lock', chaos: 'none' }))).status).toBe(202)
+    pending[2]?.reject(new Error('instances not ready within 60000 ms'))
+    await runs.settled()
+    const failed = runs.runs[0] as RunView
+    expect([failed.status, failed.error]).toEqual(['failed', 'instances not ready within 60000 ms'])
+  })
+
+  it('streams server-sent events: the history, then snapshots', async () => {
+    await sampler.sample()
+    const controller = new AbortController()
+    const res = await fetch(`${base}api/dashboard/stream`, { signal: controller.signal })
+    expect(res.headers.get('content-type')).toMatch(/^text\/event-stream/)
+    const reader = (res.body as ReadableStream<Uint8Array>).getReader()
+    let text = ''
+    while (!/event: snapshot\ndata: .*\n\n/.test(text)) text += new TextDecoder().decode((await reader.read()).value)
+    controller.abort()
+    expect(text).toMatch(/^retry: 2000\n\nevent: history\ndata: \{"points":\[/)
+    const snapshot = JSON.parse(/event: snapshot\ndata: (.*)\n\n/.exec(text)?.[1] ?? '') as DashboardSnapshot
+    expect(snapshot.runs.map((r) => r.id)).toEqual([3, 2, 1])
+    // The last finished run's final counts stand next to the live shop's.
+    expect(snapshot.invariants.map((i) => [i.source, i.kind, i.oversold])).toEqual([['run-2', 'final', 35]])
+  })
+
+  it('serves the built dashboard with headers that keep it from being framed, and JSON 404s under /api', async () => {
+    const page = await fetch(base)
+    expect(page.status).toBe(200)
+    expect(await page.text()).toContain('<title>FenceLock</title>')
+    expect(page.headers.get('content-security-policy')).toContain("frame-ancestors 'none'")
+    const missing = await fetch(`${base}api/locks/release`, { method: 'POST' })
+    expect(missing.status).toBe(404)
+    expect(((await missing.json()) as { error: string }).error).toBe('not_found')
+  })
+})
+
+describe('sampler on a real shop instance', () => {
+  const { runId, schema } = uniqueRun('dash')
+  const location = testDatabase(schema)
+  let instance: Instance
+  let server: Server
+  let url: string
+
+  beforeAll(async () => {
+    await prepareShopSchema(location, [{ sku: 'drop-1', name: 'Drop', priceCents: 100, stock: 3 }])
+    instance = await buildInstance(
+      readInstanceConfig({
+        REDIS_URL,
+        DATABASE_URL: `${location.connectionString}${location.connectionString.includes('?') ? '&' : '?'}schema=${schema}`,
+        SHOP_INSTANCE_ID: 'shop-1',
+        SHOP_MODE: 'fenced',
+        SHOP_RUN_ID: runId,
+        SHOP_GATEWAY_LATENCY_MS: '1-3',
+        SHOP_DB_POOL_SIZE: '2',
+      }),
+    )
+    server = instance.app.listen(0, '127.0.0.1')
+    await new Promise<void>((r) => server.once('listening', () => r()))
+    url = `http://127.0.0.1:${(server.address() as AddressInfo).port}`
+  })
+  afterAll(async () => {
+    server?.closeAllConnections()
+    await new Promise((r) => server?.close(r))
+    await instance?.close()
+    await dropShopSchema(location)
+  })
+
+  it('sums the instance’s lock metrics and reads the invariants from its database', async () => {
+    const runs = new FlashSaleRuns({ runner: controllableRunner().runner, redis, database })
+    const live = { mode: 'fenced' as const, instances: () => [{ id: 'shop-1', pid: process.pid, port: 0, url }] }
+    const sampler = new DashboardSampler({ runs, live })
+    await sampler.sample()
+    for (const buyer of ['b1', 'b2']) {
+      const res = await fetch(`${url}/api/products/drop-1/purchase`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ buyerId: buyer }) })
+      expect(res.status).toBe(201)
+    }
+    await sampler.sample()
+    const { point, invariants, locks } = sampler.snapshot
+    expect([point.instancesUp, point.instancesWatched]).toEqual([1, 1])
+    expect(point.acquireRate).toBeGreaterThan(0)
+    expect(point.successRatio).toBe(1)
+    expect(point.waitP50Ms).not.toBeNull()
+    expect(invariants).toEqual([
+      expect.objectContaining({ source: 'live', kind: 'live', mode: 'fenced', initialStock: 3, stock: 1, sold: 2, oversold: 0, doubleCharges: 0, lostUpdates: 0 }),
+    ])
+    expect(locks).toEqual([])
+    expect(sampler.history().points).toHaveLength(2)
+  })
+})
