@@ -1,23 +1,30 @@
 /**
- * `npm run demo`: the flash sale three times on the same services — no lock, the lock alone with
- * a holder frozen past its TTL, the lock plus fencing with the same chaos — each report counted
- * from the database, then a side-by-side summary. Then, on a terminal, the shop keeps running
- * (4 instances, fenced) for you to poke at `/api/state` and `/metrics` until Ctrl-C. The live
- * dashboard (apps/dashboard) will take the place of the terminal report.
+ * `npm run demo`: the live shop and its dashboard, at one URL. The shop (4 instances, fenced, a
+ * crowd buying drop after drop, a lock holder frozen every 5 s) runs until Ctrl-C; the dashboard
+ * shows its lock metrics, invariants and locks held live, and starts flash sales in any mode and
+ * chaos, side by side.
+ *
+ * `--once` instead runs the flash sale three times in the terminal on the same services — no lock,
+ * the lock alone with a holder frozen past its TTL, the lock plus fencing with the same chaos —
+ * each report counted from the database, then a side-by-side summary, and exits.
  *
  * Services: `REDIS_URL`, else 127.0.0.1:6379 when it answers, else a redis-server it spawns;
- * `DATABASE_URL`, else an embedded PGlite served over pglite-socket. Ctrl-C stops everything it
- * started, by PID. Flags: `--once` (exit after the reports), `--buyers <n>`, `--stock <n>`.
+ * `DATABASE_URL` (its `?schema=` names the live shop's schema, default `demo_shop`, reset at
+ * start), else an embedded PGlite served over pglite-socket. Ctrl-C stops everything it started,
+ * by PID. Flags: `--once`, `--port <n>` (the dashboard's, default 3000; 0 for a free one),
+ * `--buyers <n>`, `--stock <n>` (sizes of a sale).
  */
 import { createServer } from 'node:net'
 import { databaseTarget, redact, startEmbeddedDatabase } from './database.js'
 import { FLASH_SALE_DEFAULTS, FlashSaleAbortedError, runFlashSale, type FlashSaleOptions, type FlashSaleReport } from './flash-sale.js'
 import { startLiveShop, type LiveShop } from './live-shop.js'
+import { startDashboard } from './dashboard/start-dashboard.js'
 import { NO_REDIS_HELP, resolveRedis, type RedisEndpoint } from './redis-endpoint.js'
 import { formatReport, progressWriter } from './report-format.js'
 
 const LIVE_BASE_PORT = 3001
 const LIVE_SCHEMA = 'demo_shop'
+const DASHBOARD_PORT = 3000
 
 /** True when nothing listens on 127.0.0.1:`port`. */
 function portFree(port: number): Promise<boolean> {
@@ -28,8 +35,15 @@ function portFree(port: number): Promise<boolean> {
   })
 }
 
-function parseArgs(argv: readonly string[]): { once: boolean; buyers: number | undefined; stock: number | undefined } {
-  const out: { once: boolean; buyers: number | undefined; stock: number | undefined } = { once: false, buyers: undefined, stock: undefined }
+interface DemoArgs {
+  once: boolean
+  port: number
+  buyers: number | undefined
+  stock: number | undefined
+}
+
+function parseArgs(argv: readonly string[]): DemoArgs {
+  const out: DemoArgs = { once: false, port: DASHBOARD_PORT, buyers: undefined, stock: undefined }
   for (let i = 0; i < argv.length; i++) {
     const arg = argv[i]
     if (arg === '--once') out.once = true
@@ -37,7 +51,11 @@ function parseArgs(argv: readonly string[]): { once: boolean; buyers: number | u
       const value = argv[++i] ?? ''
       if (!/^\d{1,6}$/.test(value) || Number(value) < 1) throw new Error(`${arg} must be a positive integer (got ${JSON.stringify(value)})`)
       out[arg === '--buyers' ? 'buyers' : 'stock'] = Number(value)
-    } else throw new Error(`unknown option ${JSON.stringify(arg)} (options: --once, --buyers <n>, --stock <n>)`)
+    } else if (arg === '--port') {
+      const value = argv[++i] ?? ''
+      if (!/^\d{1,5}$/.test(value) || Number(value) > 65_535) throw new Error(`--port must be an integer from 0 to 65535 (got ${JSON.stringify(value)})`)
+      out.port = Number(value)
+    } else throw new Error(`unknown option ${JSON.stringify(arg)} (options: --once, --port <n>, --buyers <n>, --stock <n>)`)
   }
   return out
 }
@@ -73,8 +91,11 @@ async function main(): Promise<void> {
   }
   cleanups.push(() => redis.stop())
   let database: { connectionString: string; origin: string }
+  let liveSchema = LIVE_SCHEMA
   if (process.env.DATABASE_URL) {
-    database = { connectionString: databaseTarget(process.env.DATABASE_URL).connectionString, origin: `DATABASE_URL (${redact(process.env.DATABASE_URL)})` }
+    const target = databaseTarget(process.env.DATABASE_URL)
+    database = { connectionString: target.connectionString, origin: `DATABASE_URL (${redact(process.env.DATABASE_URL)})` }
+    if (new URL(process.env.DATABASE_URL).searchParams.has('schema')) liveSchema = target.schema
   } else {
     console.log('Starting an embedded PostgreSQL (PGlite, 2-4 s)…')
     const embedded = await startEmbeddedDatabase()
@@ -92,6 +113,7 @@ async function main(): Promise<void> {
     concurrency: embedded ? 16 : 32,
     seed: 7,
   }
+  if (!args.once) return serveLive()
   const scenarios: Array<{ title: string; options: FlashSaleOptions }> = [
     { title: 'No lock', options: { ...base, mode: 'unsafe', chaos: 'none' } },
     { title: 'Lock alone, a holder frozen (SIGSTOP) past its TTL', options: { ...base, mode: 'lock', chaos: 'pause' } },
@@ -124,37 +146,52 @@ async function main(): Promise<void> {
   }
   console.log('\nThe lock keeps contenders out most of the time; only the fencing token makes the database safe.\n')
 
-  if (args.once || !process.stdout.isTTY) return stopAll(0)
+  return stopAll(0)
 
-  // The live shop: fenced, a steady crowd in drops and the pause chaos, for the dashboard and curl.
-  const portsFree = (await Promise.all([0, 1, 2, 3].map((i) => portFree(LIVE_BASE_PORT + i)))).every(Boolean)
-  let shop: LiveShop
-  try {
-    shop = await startLiveShop({
-      redisUrl: redis.url,
-      database: { connectionString: database.connectionString, schema: LIVE_SCHEMA },
-      instances: 4,
-      mode: 'fenced',
-      basePort: portsFree ? LIVE_BASE_PORT : 0,
+  /** The live shop and the dashboard, until Ctrl-C. */
+  async function serveLive(): Promise<void> {
+    // Fixed ports when free (for curl and Prometheus), else free ones.
+    const portsFree = (await Promise.all([0, 1, 2, 3].map((i) => portFree(LIVE_BASE_PORT + i)))).every(Boolean)
+    let shop: LiveShop
+    try {
+      shop = await startLiveShop({
+        redisUrl: redis.url,
+        database: { connectionString: database.connectionString, schema: liveSchema },
+        instances: 4,
+        mode: 'fenced',
+        basePort: portsFree ? LIVE_BASE_PORT : 0,
+        host: '127.0.0.1',
+        dbPoolSize: embedded ? 1 : 4,
+        ttlMs: FLASH_SALE_DEFAULTS.ttlMs,
+        pauseEveryMs: 5_000,
+        buyersPerDrop: embedded ? 100 : 300,
+        stockPerDrop: embedded ? 10 : 30,
+        seed: 7,
+      })
+    } catch (error) {
+      console.error(`The live shop did not start: ${error instanceof Error ? error.message : String(error)}`)
+      return stopAll(1)
+    }
+    cleanups.push(() => shop.stop())
+    const dashboard = await startDashboard({
+      live: { shop, mode: 'fenced' },
+      redis,
+      database,
       host: '127.0.0.1',
-      dbPoolSize: embedded ? 1 : 4,
-      ttlMs: FLASH_SALE_DEFAULTS.ttlMs,
-      pauseEveryMs: 5_000,
-      buyersPerDrop: embedded ? 100 : 300,
-      stockPerDrop: embedded ? 10 : 30,
-      seed: 7,
+      port: args.port,
+      fallbackToFreePort: true,
+      runOptions: { concurrency: base.concurrency },
+      limits: {
+        buyers: { min: 10, max: 2_000, default: args.buyers ?? (embedded ? 200 : 300) },
+        stock: { min: 1, max: 500, default: args.stock ?? (embedded ? 20 : 30) },
+      },
     })
-  } catch (error) {
-    console.error(`The live shop did not start: ${error instanceof Error ? error.message : String(error)}`)
-    return stopAll(1)
+    // Stopped before the shop (cleanups run in reverse): a run going on cleans up first.
+    cleanups.push(() => dashboard.stop())
+    console.log('The shop is running: 4 instances (fenced), a crowd buying drop after drop, a lock holder frozen every 5 s.')
+    console.log(`\n  Open the dashboard: ${dashboard.url}\n`)
+    console.log('Ctrl-C stops everything the demo started.')
   }
-  cleanups.push(() => shop.stop())
-  const supervisor = shop.supervisor
-  console.log('The shop is running (fenced; a crowd buys drop after drop; a lock holder is frozen every 5 s):')
-  for (const i of supervisor.instances) console.log(`  ${i.id}  ${i.url}/api/state   ${i.url}/metrics`)
-  const first = supervisor.instances[0]?.url ?? ''
-  console.log(`\n  curl -s -XPOST -H 'content-type: application/json' -d '{"buyerId":"me"}' ${first}/api/products/drop-1/purchase`)
-  console.log('\nCtrl-C stops everything the demo started.')
 }
 
 main().catch((error: unknown) => {
