@@ -1,0 +1,43 @@
+import { ChartsPanel } from './components/charts-panel'
+import { ConnectionBanner } from './components/connection-banner'
+import { InvariantsPanel } from './components/invariants-panel'
+import { LocksTable } from './components/locks-table'
+import { RunControls } from './components/run-controls'
+import { RunsComparison } from './components/runs-comparison'
+import { useDashboardStream, type StreamOptions } from './use-dashboard-stream'
+
+/** The whole dashboard: one stream in, panels out. */
+export function App({ stream }: { stream?: StreamOptions }) {
+  const { snapshot, points, connection } = useDashboardStream(stream)
+  const updated = snapshot ? new Date(snapshot.atMs).toLocaleTimeString() : null
+  return (
+    <div className="page">
+      <header className="top">
+        <h1>
+          FenceLock <span className="sub">flash-sale shop, live</span>
+        </h1>
+        <p className={`live-pill live-${connection.state}`} aria-live="polite">
+          {connection.state === 'open' ? `● Live · ${updated ?? ''}` : connection.state === 'connecting' ? '○ Connecting' : '○ Reconnecting'}
+        </p>
+      </header>
+      <ConnectionBanner connection={connection} />
+      <main className="grid">
+        <div className="area-run">
+          <RunControls limits={snapshot?.limits ?? null} activeRun={snapshot?.activeRun ?? null} />
+        </div>
+        <div className="area-inv">
+          <InvariantsPanel invariants={snapshot?.invariants ?? []} />
+        </div>
+        <div className="area-charts">
+          <ChartsPanel points={points} />
+        </div>
+        <div className="area-locks">
+          <LocksTable locks={snapshot?.locks ?? []} />
+        </div>
+        <div className="area-runs">
+          <RunsComparison runs={snapshot?.runs ?? []} />
+        </div>
+      </main>
+    </div>
+  )
+}

@@ -1,0 +1,64 @@
+import { formatCount, MODE_LABELS } from '../format'
+import type { InvariantsView } from '../wire'
+
+/** Violations of one shop: oversold units + double-charged orders + lost updates. */
+export function violationsOf(view: InvariantsView): number {
+  return view.oversold + view.doubleCharges + view.lostUpdates
+}
+
+function Row({ label, value, bad, hint }: { label: string; value: string; bad?: boolean; hint?: string }) {
+  return (
+    <div className={`kv${bad ? ' kv-bad' : ''}`}>
+      <dt>{label}</dt>
+      <dd>
+        {value}
+        {hint ? <span className="hint"> {hint}</span> : null}
+      </dd>
+    </div>
+  )
+}
+
+function InvariantsCard({ view }: { view: InvariantsView }) {
+  const violations = violationsOf(view)
+  const healthy = violations === 0
+  const id = `inv-${view.source}`
+  return (
+    <section className={`inv-card ${healthy ? 'inv-healthy' : 'inv-violated'}`} aria-labelledby={id} data-source={view.source}>
+      <header className="inv-head">
+        <h3 id={id}>{view.title}</h3>
+        <span className={`status ${healthy ? 'status-ok' : 'status-bad'}`} role="status" aria-label={healthy ? 'Status: healthy' : `Status: violated (${violations})`}>
+          {healthy ? '✓ Healthy' : '✗ Violated'}
+        </span>
+      </header>
+      <dl className="kvs">
+        <Row label="Stock left" value={formatCount(view.stock)} hint={`of ${formatCount(view.initialStock)}`} />
+        <Row label="Sold" value={formatCount(view.sold)} />
+        <Row label="Oversold" value={formatCount(view.oversold)} bad={view.oversold > 0} />
+        <Row label="Double charges" value={formatCount(view.doubleCharges)} bad={view.doubleCharges > 0} />
+        <Row label="Lost updates" value={formatCount(view.lostUpdates)} bad={view.lostUpdates > 0} />
+      </dl>
+      <p className="note">
+        {MODE_LABELS[view.mode]} · {view.kind === 'final' ? 'final, counted from the database after the run' : 'counted from the database now'}
+        {!healthy && view.mode !== 'fenced' ? ' · expected without fencing' : ''}
+      </p>
+    </section>
+  )
+}
+
+/** The shop's invariants, one card per shop (the live shop, the current or last run). */
+export function InvariantsPanel({ invariants }: { invariants: readonly InvariantsView[] }) {
+  return (
+    <section className="panel" aria-labelledby="invariants-title">
+      <h2 id="invariants-title">Invariants</h2>
+      {invariants.length === 0 ? (
+        <p className="empty">Waiting for the shop's counts…</p>
+      ) : (
+        <div className="inv-grid">
+          {invariants.map((view) => (
+            <InvariantsCard key={view.source} view={view} />
+          ))}
+        </div>
+      )}
+    </section>
+  )
+}

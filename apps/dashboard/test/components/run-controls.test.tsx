@@ -1,0 +1,42 @@
+import { cleanup, fireEvent, render, screen, waitFor } from '@testing-library/react'
+import { afterEach, describe, expect, it, vi } from 'vitest'
+import { RunControls, type StartRun } from '../../src/components/run-controls'
+import type { RunLimits } from '../../src/wire'
+import { run } from './fixtures'
+
+afterEach(cleanup)
+
+const limits: RunLimits = { buyers: { min: 10, max: 2000, default: 300 }, stock: { min: 1, max: 500, default: 30 }, instances: 3, redisRestart: false }
+
+describe('RunControls', () => {
+  it('labels every control and sends the chosen mode, chaos and sizes', async () => {
+    const startRun = vi.fn<StartRun>(async () => null)
+    render(<RunControls limits={limits} activeRun={null} startRun={startRun} />)
+    fireEvent.change(screen.getByLabelText('Mode'), { target: { value: 'unsafe' } })
+    fireEvent.change(screen.getByLabelText('Chaos'), { target: { value: 'none' } })
+    fireEvent.change(screen.getByLabelText('Buyers'), { target: { value: '120' } })
+    fireEvent.click(screen.getByRole('button', { name: 'Start the sale' }))
+    await waitFor(() => expect(startRun).toHaveBeenCalledWith({ mode: 'unsafe', chaos: 'none', buyers: 120, stock: 30 }))
+    expect(screen.queryByRole('alert')).toBeNull()
+  })
+
+  it('offers redis-restart only where the demo owns a Redis', () => {
+    render(<RunControls limits={limits} activeRun={null} startRun={async () => null} />)
+    const option = screen.getByRole('option', { name: /Restart Redis/ }) as HTMLOptionElement
+    expect(option.disabled).toBe(true)
+  })
+
+  it('shows why the shop refused a run', async () => {
+    render(<RunControls limits={limits} activeRun={null} startRun={async () => 'run #4 is still going on; one run at a time'} />)
+    fireEvent.click(screen.getByRole('button', { name: 'Start the sale' }))
+    expect((await screen.findByRole('alert')).textContent).toBe('Not started: run #4 is still going on; one run at a time')
+  })
+
+  it('shows the progress of the run going on and cannot start another', () => {
+    render(<RunControls limits={limits} activeRun={run({ id: 4, status: 'running', phase: 'selling', buyers: 200, buyersDone: 50, result: null })} startRun={async () => null} />)
+    expect((screen.getByRole('button') as HTMLButtonElement).disabled).toBe(true)
+    const bar = screen.getByRole('progressbar', { name: 'Flash sale #4 progress' }) as HTMLProgressElement
+    expect([bar.value, bar.max]).toEqual([50, 200])
+    expect(screen.getByText(/selling: 50 of 200 buyers done/)).toBeTruthy()
+  })
+})

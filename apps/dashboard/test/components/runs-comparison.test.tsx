@@ -1,0 +1,57 @@
+import { cleanup, render, screen, within } from '@testing-library/react'
+import { afterEach, describe, expect, it } from 'vitest'
+import { RunsComparison } from '../../src/components/runs-comparison'
+import { run } from './fixtures'
+
+afterEach(cleanup)
+
+const cell = (row: HTMLElement, col: string) => row.querySelector(`[data-col="${col}"]`) as HTMLElement
+
+describe('RunsComparison', () => {
+  it('puts the runs side by side: mode, chaos, sold, oversold, double charges, stale writes rejected', () => {
+    render(
+      <RunsComparison
+        runs={[
+          run({ id: 3, mode: 'unsafe', chaos: 'none', stock: 10, result: { remainingStock: 4, sold: 57, oversold: 47, doubleCharges: 31, lostUpdates: 51, staleWritesRejected: 0, expiredLocks: 0, acquireP99Ms: null } }),
+          run({ id: 2, mode: 'lock', chaos: 'pause', result: { remainingStock: 0, sold: 21, oversold: 1, doubleCharges: 1, lostUpdates: 1, staleWritesRejected: 0, expiredLocks: 2, acquireP99Ms: 2500 } }),
+          run({ id: 1 }),
+        ]}
+      />,
+    )
+    const table = screen.getByRole('table')
+    const headers = within(table).getAllByRole('columnheader').map((h) => h.textContent)
+    expect(headers).toEqual(['#', 'Mode', 'Chaos', 'Sold / stock', 'Oversold', 'Double charges', 'Lost updates', 'Stale writes rejected', 'Time'])
+    const rows = within(table).getAllByRole('row').slice(1)
+    expect(rows.map((r) => r.getAttribute('data-run-id'))).toEqual(['3', '2', '1'])
+    const [unsafe, lock, fenced] = rows as [HTMLElement, HTMLElement, HTMLElement]
+    expect([cell(unsafe, 'mode').textContent, cell(unsafe, 'chaos').textContent, cell(unsafe, 'sold').textContent]).toEqual(['No lock', 'none', '57 / 10'])
+    expect([cell(unsafe, 'oversold').textContent, cell(unsafe, 'double-charges').textContent, cell(unsafe, 'stale-rejected').textContent]).toEqual(['47', '31', '0'])
+    expect(cell(unsafe, 'oversold').className).toContain('cell-bad')
+    expect([cell(lock, 'mode').textContent, cell(lock, 'chaos').textContent, cell(lock, 'oversold').textContent]).toEqual(['Lock only', 'pause', '1'])
+    expect([cell(fenced, 'mode').textContent, cell(fenced, 'oversold').textContent, cell(fenced, 'double-charges').textContent, cell(fenced, 'stale-rejected').textContent]).toEqual([
+      'Lock + fencing',
+      '0',
+      '0',
+      '2',
+    ])
+    expect(cell(fenced, 'oversold').className).toContain('cell-ok')
+    expect(cell(fenced, 'status').textContent).toBe('21.4 s')
+  })
+
+  it('shows a run going on without numbers yet, and a failed run with its reason', () => {
+    render(
+      <RunsComparison
+        runs={[run({ id: 5, status: 'running', phase: 'selling', result: null, durationMs: null }), run({ id: 4, status: 'failed', result: null, error: 'instances not ready within 60000 ms' })]}
+      />,
+    )
+    const [running, failed] = within(screen.getByRole('table')).getAllByRole('row').slice(1) as [HTMLElement, HTMLElement]
+    expect(cell(running, 'oversold').textContent).toBe('–')
+    expect(cell(running, 'status').textContent).toBe('running · selling')
+    expect(cell(failed, 'status').textContent).toContain('instances not ready')
+  })
+
+  it('invites a first run', () => {
+    render(<RunsComparison runs={[]} />)
+    expect(screen.getByText(/No run yet/)).toBeTruthy()
+  })
+})
