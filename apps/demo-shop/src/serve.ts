@@ -14,8 +14,10 @@
  * | `SHOP_LOCK_TTL_MS` | `1000` | lock lease |
  * | `SHOP_PAUSE_EVERY_MS` | `0` | freeze a lock holder past its TTL this often (0: never) |
  * | `SHOP_BUYERS_PER_DROP` / `SHOP_STOCK_PER_DROP` | `0` / `30` | a crowd in rounds (0 buyers: none) |
+ * | `SHOP_DASHBOARD_PORT` | `0` | serve the dashboard (apps/dashboard/dist) and its API on this port on `HOST` (0: no dashboard) |
  */
 import { databaseTarget, redact, startEmbeddedDatabase } from './database.js'
+import { startDashboard } from './dashboard/start-dashboard.js'
 import { startLiveShop } from './live-shop.js'
 import { PROTECTION_MODES, type ProtectionMode } from './protection.js'
 import { resolveRedis } from './redis-endpoint.js'
@@ -36,6 +38,7 @@ async function main(): Promise<void> {
   const pauseEveryMs = int('SHOP_PAUSE_EVERY_MS', 0, 0, 3_600_000)
   const buyersPerDrop = int('SHOP_BUYERS_PER_DROP', 0, 0, 100_000)
   const stockPerDrop = int('SHOP_STOCK_PER_DROP', 30, 1, 100_000)
+  const dashboardPort = int('SHOP_DASHBOARD_PORT', 0, 0, 65_535)
 
   const cleanups: Array<() => Promise<void>> = []
   const redis = await resolveRedis()
@@ -73,6 +76,18 @@ async function main(): Promise<void> {
   cleanups.push(() => shop.stop())
   console.log(`[shop] ${mode} mode, Redis ${redis.origin}, PostgreSQL ${origin} schema ${schema}`)
   for (const i of shop.supervisor.instances) console.log(`[shop] ${i.id} ${i.url} (pid ${i.pid})`)
+  if (dashboardPort > 0) {
+    const dashboard = await startDashboard({
+      live: { shop, mode: mode as ProtectionMode },
+      redis,
+      database: { connectionString, origin },
+      host: process.env.HOST || '127.0.0.1',
+      port: dashboardPort,
+      runOptions: { concurrency: embedded ? 16 : 32 },
+    })
+    cleanups.push(() => dashboard.stop())
+    console.log(`[shop] dashboard on port ${dashboardPort}: ${dashboard.url}`)
+  }
 
   let stopping = false
   const stop = async (code: number) => {

@@ -19,7 +19,7 @@ describe('docker-compose.yml', () => {
 
   it('has the services of the demo, and every file it mounts or builds from exists', () => {
     const text = readFileSync(composeFile, 'utf8')
-    for (const service of ['redis', 'postgres', 'shop', 'prometheus', 'grafana', 'dashboard']) expect(text).toMatch(new RegExp(`^  ${service}:$`, 'm'))
+    for (const service of ['redis', 'postgres', 'shop', 'prometheus', 'grafana']) expect(text).toMatch(new RegExp(`^  ${service}:$`, 'm'))
     const mounted = [...text.matchAll(/- \.\/([^:]+):/g)].map((m) => m[1] as string)
     expect(mounted).toContain('packages/metrics/prometheus/alerts.yml')
     expect(mounted).toContain('packages/metrics/grafana')
