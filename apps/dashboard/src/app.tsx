@@ -23,7 +23,7 @@ export function App({ stream }: { stream?: StreamOptions }) {
       <ConnectionBanner connection={connection} />
       <main className="grid">
         <div className="area-run">
-          <RunControls limits={snapshot?.limits ?? null} activeRun={snapshot?.activeRun ?? null} />
+          <RunControls limits={snapshot?.limits ?? null} activeRun={snapshot?.activeRun ?? null} offline={connection.state !== 'open'} />
         </div>
         <div className="area-inv">
           <InvariantsPanel invariants={snapshot?.invariants ?? []} />

@@ -13,7 +13,7 @@ export function LocksTable({ locks }: { locks: readonly HeldLockView[] }) {
         <p className="empty">No lock held at the last update.</p>
       ) : (
         <div className="table-wrap" role="region" aria-labelledby="locks-title" tabIndex={0}>
-          <table className="table">
+          <table className="table stack">
             <thead>
               <tr>
                 <th scope="col">Shop</th>
@@ -28,13 +28,17 @@ export function LocksTable({ locks }: { locks: readonly HeldLockView[] }) {
             <tbody>
               {rows.map((l) => (
                 <tr key={`${l.source} ${l.resource} ${l.token}`} className={l.leaseLive ? undefined : 'row-stale'}>
-                  <td>{sourceLabel(l.source)}</td>
-                  <td className="mono">{l.resource}</td>
-                  <td>
+                  <td data-label="Shop">{sourceLabel(l.source)}</td>
+                  <td className="mono" data-label="Resource">
+                    {l.resource}
+                  </td>
+                  <td data-label="Holder">
                     {l.instance} <span className="hint">pid {l.pid}</span>
                   </td>
-                  <td className="mono token">{l.token}</td>
-                  <td className="num">{l.leaseLive ? formatMs(l.ttlLeftMs) : <span className="tag-bad">lease gone — holder frozen</span>}</td>
+                  <td className="mono token" data-label="Token">
+                    {l.token}
+                  </td>
+                  <td className="num" data-label="TTL left">{l.leaseLive ? formatMs(l.ttlLeftMs) : <span className="tag-bad">lease gone — holder frozen</span>}</td>
                 </tr>
               ))}
             </tbody>

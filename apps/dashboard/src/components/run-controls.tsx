@@ -49,7 +49,18 @@ function RunProgress({ run }: { run: RunView }) {
 }
 
 /** Start a flash sale (mode, chaos, size) and watch the one going on. */
-export function RunControls({ limits, activeRun, startRun = postRun }: { limits: RunLimits | null; activeRun: RunView | null; startRun?: StartRun }) {
+export function RunControls({
+  limits,
+  activeRun,
+  offline = false,
+  startRun = postRun,
+}: {
+  limits: RunLimits | null
+  activeRun: RunView | null
+  /** The stream is down: a run could not be watched, so none is started. */
+  offline?: boolean
+  startRun?: StartRun
+}) {
   const [mode, setMode] = useState<WireMode>('fenced')
   const [chaos, setChaos] = useState<WireChaos>('pause')
   const [buyers, setBuyers] = useState<string>('')
@@ -60,7 +71,7 @@ export function RunControls({ limits, activeRun, startRun = postRun }: { limits:
   const buyersValue = buyers === '' ? (limits?.buyers.default ?? 300) : Number(buyers)
   const stockValue = stock === '' ? (limits?.stock.default ?? 30) : Number(stock)
   const busy = posting || activeRun !== null
-  const disabled = busy || limits === null
+  const disabled = busy || offline || limits === null
 
   const submit = async (event: FormEvent) => {
     event.preventDefault()

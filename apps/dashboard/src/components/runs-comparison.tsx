@@ -1,10 +1,15 @@
 import { CHAOS_SHORT, formatCount, formatMs, MODE_LABELS } from '../format'
 import type { RunView } from '../wire'
 
-function Count({ value, bad, col }: { value: number | undefined; bad?: boolean; col: string }) {
-  if (value === undefined) return <td className="num" data-col={col}>–</td>
+function Count({ value, bad, col, label }: { value: number | undefined; bad?: boolean; col: string; label: string }) {
+  if (value === undefined)
+    return (
+      <td className="num" data-col={col} data-label={label}>
+        –
+      </td>
+    )
   return (
-    <td className={`num${bad && value > 0 ? ' cell-bad' : ''}${bad && value === 0 ? ' cell-ok' : ''}`} data-col={col}>
+    <td className={`num${bad && value > 0 ? ' cell-bad' : ''}${bad && value === 0 ? ' cell-ok' : ''}`} data-col={col} data-label={label}>
       {formatCount(value)}
     </td>
   )
@@ -25,7 +30,7 @@ export function RunsComparison({ runs }: { runs: readonly RunView[] }) {
         <p className="empty">No run yet. Start one above: the same sale with no lock, the lock alone and lock + fencing shows what each protects.</p>
       ) : (
         <div className="table-wrap" role="region" aria-labelledby="runs-title" tabIndex={0}>
-          <table className="table runs">
+          <table className="table stack runs">
             <thead>
               <tr>
                 <th scope="col">#</th>
@@ -54,17 +59,23 @@ export function RunsComparison({ runs }: { runs: readonly RunView[] }) {
                 const r = run.result
                 return (
                   <tr key={run.id} data-run-id={run.id} data-status={run.status}>
-                    <th scope="row">{run.id}</th>
-                    <td data-col="mode">{MODE_LABELS[run.mode]}</td>
-                    <td data-col="chaos">{CHAOS_SHORT[run.chaos]}</td>
-                    <td className="num" data-col="sold">
+                    <th scope="row" data-label="Run">
+                      {run.id}
+                    </th>
+                    <td data-col="mode" data-label="Mode">
+                      {MODE_LABELS[run.mode]}
+                    </td>
+                    <td data-col="chaos" data-label="Chaos">
+                      {CHAOS_SHORT[run.chaos]}
+                    </td>
+                    <td className="num" data-col="sold" data-label="Sold / stock">
                       {r ? `${formatCount(r.sold)} / ${formatCount(run.stock)}` : `– / ${formatCount(run.stock)}`}
                     </td>
-                    <Count col="oversold" value={r?.oversold} bad />
-                    <Count col="double-charges" value={r?.doubleCharges} bad />
-                    <Count col="lost-updates" value={r?.lostUpdates} bad />
-                    <Count col="stale-rejected" value={r?.staleWritesRejected} />
-                    <td data-col="status" title={run.error ?? undefined}>
+                    <Count col="oversold" label="Oversold" value={r?.oversold} bad />
+                    <Count col="double-charges" label="Double charges" value={r?.doubleCharges} bad />
+                    <Count col="lost-updates" label="Lost updates" value={r?.lostUpdates} bad />
+                    <Count col="stale-rejected" label="Stale writes rejected" value={r?.staleWritesRejected} />
+                    <td data-col="status" data-label="Time" title={run.error ?? undefined}>
                       {statusText(run)}
                       {run.error ? <span className="hint"> {run.error}</span> : null}
                     </td>
