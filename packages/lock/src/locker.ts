@@ -176,7 +176,7 @@ export class Locker {
     if (!queue || queue.waiters.length === 0) {
       // Nobody here is waiting for it: try straight away.
       const wakesBefore = queue?.wakes
-      const attempt = await this.#attempt(name, keys, o.ttlMs, o.autoExtend, o.waitMs === 0 ? undefined : deadline)
+      const attempt = await this.#attempt(name, keys, o.ttlMs, o.autoExtend, o.waitMs === 0 ? undefined : deadline, true)
       tried = true
       if (attempt.granted) {
         if (o.signal?.aborted) {
@@ -244,7 +244,7 @@ export class Locker {
     const o = resolveAcquireOptions(options, this.#options)
     this.#assertOpen(name)
     const start = performance.now()
-    const attempt = await this.#attempt(name, resourceKeys(this.#options.prefix, name), o.ttlMs, o.autoExtend, undefined)
+    const attempt = await this.#attempt(name, resourceKeys(this.#options.prefix, name), o.ttlMs, o.autoExtend, undefined, true)
     if (attempt.granted) {
       this.#emitAcquired(attempt.lock, start, 1)
       return attempt.lock
@@ -299,13 +299,21 @@ export class Locker {
    * connection) a compare-and-delete of the owner id is sent behind it: ioredis keeps commands
    * in order on a connection, so if the acquire lands late, the delete lands right after it.
    */
-  async #attempt(resource: string, keys: ResourceKeys, ttlMs: number, autoExtend: boolean, deadline: number | undefined): Promise<Attempt> {
+  async #attempt(
+    resource: string,
+    keys: ResourceKeys,
+    ttlMs: number,
+    autoExtend: boolean,
+    deadline: number | undefined,
+    first: boolean,
+  ): Promise<Attempt> {
     const ownerId = newOwnerId()
     const sentAt = performance.now()
     // The caller's wait bounds how long we wait for a held lock, not how far away Redis may be:
-    // an attempt always gets a few smoothed round trips, so a healthy but distant Redis is never
-    // reported unavailable (and its grant never cleaned up) because the wait was short.
-    const floor = 3 * this.#srttMs + 2
+    // the first attempt of an acquire always gets a few smoothed round trips, so a healthy but
+    // distant Redis is never reported unavailable because the wait was short. Later attempts
+    // end with the wait; if one is cut short, the held lock seen before decides (`cut`).
+    const floor = first ? 3 * this.#srttMs + 2 : 1
     const budget = deadline === undefined ? this.#options.commandTimeoutMs : Math.min(this.#options.commandTimeoutMs, Math.max(floor, deadline - sentAt))
     let reply: AcquireAttempt
     try {
@@ -315,8 +323,10 @@ export class Locker {
     } catch (error) {
       releaseOnce(this.#redis, keys, ownerId, this.#host.releaseMessage).catch(() => {})
       const e = asError(error)
-      this.#host.emit({ type: 'error', resource, operation: 'acquire', error: e })
-      return { granted: false, error: e, cut: error instanceof DeadlineExceededError && budget < this.#options.commandTimeoutMs }
+      const cut = error instanceof DeadlineExceededError && budget < this.#options.commandTimeoutMs
+      // Running out of the caller's own wait is not a Redis failure.
+      if (!cut) this.#host.emit({ type: 'error', resource, operation: 'acquire', error: e })
+      return { granted: false, error: e, cut }
     }
     if (!reply.granted) return reply
     if (this.#closed) {
@@ -406,7 +416,7 @@ export class Locker {
     q.wakeAgain = false
     head.running = true
     head.attempts++
-    void this.#attempt(head.resource, head.keys, head.ttlMs, head.autoExtend, head.deadline).then((attempt) => {
+    void this.#attempt(head.resource, head.keys, head.ttlMs, head.autoExtend, head.deadline, false).then((attempt) => {
       q.running = false
       head.running = false
       if (attempt.granted) {
@@ -431,6 +441,12 @@ export class Locker {
       if (!head.done) {
         if (head.signal?.aborted) this.#finish(q, head, this.#aborted(head.resource, head.start, head.signal))
         else if (performance.now() >= head.deadline) this.#finish(q, head, this.#giveUp(head.resource, head.start, q.lastError))
+        else {
+          // Its deadline timer may have fired during the attempt (timers can run a little early)
+          // and stood aside for it: arm it again, or the waiter would outlive its wait.
+          clearTimeout(head.timer)
+          head.timer = setTimeout(() => this.#expireWaiter(q, head), head.deadline - performance.now())
+        }
       }
       if (this.#queues.get(q.resource) !== q) return
       if (q.waiters.length === 0) return this.#idleQueue(q)
