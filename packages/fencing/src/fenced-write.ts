@@ -173,11 +173,14 @@ function reject(model: string, operation: string, scope: FenceScope, storedToken
 }
 
 /**
- * Adds `{ [field]: condition }` to a filter with `AND`, keeping every condition of the caller
- * (including its own `AND`) and the unique fields at the top level, where `update` needs them.
+ * Adds `{ [field]: condition }` to a filter, keeping every condition of the caller and the unique
+ * fields at the top level, where `update` needs them. Next to the caller's fields when the caller
+ * does not filter on the fence column itself (the smaller query: Prisma spends measurably less
+ * CPU on it than on an `AND` list), else appended to `AND`.
  */
 function withCondition(where: unknown, field: string, condition: Args): Args {
   const w = isPlainObject(where) ? where : {}
+  if (!Object.hasOwn(w, field)) return { ...w, [field]: condition }
   const and = w.AND === undefined ? [] : Array.isArray(w.AND) ? w.AND : [w.AND]
   return { ...w, AND: [...and, { [field]: condition }] }
 }

@@ -62,6 +62,15 @@ describe('update', () => {
     const and = await settle(t.db.$fenced(3n).product.update({ where: { id: before.id, AND: { stock: { lt: 0 } } }, data: { stock: 0 } }))
     expect(and.error).toMatchObject({ code: 'P2025' })
     expect(await row(before.id)).toMatchObject({ stock: 4, fenceToken: 2n })
+    // A caller filtering on the fence column itself keeps its condition next to ours.
+    const own = await settle(t.db.$fenced(3n).product.update({ where: { id: before.id, fenceToken: { gt: 2n } }, data: { stock: 0 } }))
+    expect(own.error).toMatchObject({ code: 'P2025' })
+    expect(await t.db.$fenced(3n).product.update({ where: { id: before.id, fenceToken: { lte: 2n } }, data: { stock: 1 } })).toMatchObject({
+      stock: 1,
+      fenceToken: 3n,
+    })
+    const stale = await settle(t.db.$fenced(2n).product.update({ where: { id: before.id, fenceToken: { gte: 0n } }, data: { stock: 0 } }))
+    expect(stale.error).toMatchObject({ name: 'StaleFencingTokenError', storedToken: 3n })
   })
 
   it('a missing row fails exactly as without the extension (P2025), and is no rejection', async () => {
