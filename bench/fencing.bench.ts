@@ -209,10 +209,11 @@ plain raw SQL, \`fencedTransaction\` with the plain transaction.
 **Target: at most 15 % added latency at p50 for the fenced update — ${verdict} (${pct(added)}).**
 
 What the difference is made of: the fenced update is the same single \`UPDATE\` with one more predicate
-(\`"fenceToken" <= $t\`) and one more assignment; the raw SQL rows show what that costs in the database
-alone, the extended-client row what Prisma's \`$extends\` costs by itself, and the rest is the extension's
-JavaScript (token check, argument rewrite: about 1 µs). A refused write costs one more read, not measured
-here (it is the rare path).
+(\`"fenceToken" <= $t\`) and one more assignment. The raw SQL rows show what that costs in the database
+alone; the extended-client row what Prisma's \`$extends\` costs by itself; the rest is Prisma's own work on
+the larger query (two more bigint arguments to validate, serialize and plan — tens of µs of CPU per call,
+where Prisma spends about half a millisecond per update on this machine). The extension's JavaScript (token
+check, argument rewrite) is about 1 µs. A refused write costs one more read, not measured here (the rare path).
 \`fencedTransaction\` adds one statement to the transaction — the conditional \`UPDATE\` that raises the
 fence and takes the row lock — so its cost is about one round trip on top of the transaction's own.
 `
