@@ -42,13 +42,14 @@ export class Lock {
   readonly resource: string
   /** The fencing token of this grant: strictly greater than every earlier grant's on the resource. */
   readonly token: bigint
-  /** Aborts, with a `LockLostError` as its reason, when the lock is lost. Not aborted by release(). */
-  readonly signal: AbortSignal
 
   readonly #host: LockHost
   readonly #keys: ResourceKeys
   readonly #ownerId: string
-  readonly #controller = new AbortController()
+  // Made on first use: an AbortController costs more than the rest of an uncontended acquire's
+  // client work, and most locks are released without anyone reading their signal.
+  #controller: AbortController | undefined
+  #lostWith: LockLostError | undefined
   readonly #acquiredAt: number
   #ttlMs: number
   #validUntil: number
@@ -70,9 +71,17 @@ export class Lock {
     // The server started the TTL after we sent the command, so measuring from the send time
     // makes the local validity end no later than the key does.
     this.#validUntil = grant.sentAt + grant.ttlMs
-    this.signal = this.#controller.signal
     this.#autoExtend = grant.autoExtend
     if (this.#autoExtend) this.#scheduleRenewal()
+  }
+
+  /** Aborts, with a `LockLostError` as its reason, when the lock is lost. Not aborted by release(). */
+  get signal(): AbortSignal {
+    if (!this.#controller) {
+      this.#controller = new AbortController()
+      if (this.#lostWith) this.#controller.abort(this.#lostWith)
+    }
+    return this.#controller.signal
   }
 
   /** The lease time the lock was granted or last extended with, in ms. */
@@ -207,12 +216,16 @@ export class Lock {
     this.#host.onLockEnd(this)
     // The key may be gone (deleted or expired), so a local waiter may take it now.
     this.#host.wake(this.resource)
-    this.#controller.abort(error)
+    this.#abort(error)
+  }
+
+  #abort(error: LockLostError): void {
+    this.#lostWith ??= error
+    this.#controller?.abort(error)
   }
 
   #notOwned(): LockLostError {
-    const reason = this.signal.reason
-    return reason instanceof LockLostError ? reason : new LockLostError(this.resource, this.token, 'not-owner')
+    return this.#lostWith ?? new LockLostError(this.resource, this.token, 'not-owner')
   }
 
   /**
@@ -220,7 +233,7 @@ export class Lock {
    * aborts with reason `closed`) before the lock is released from under it.
    */
   releaseOnClose(): Promise<boolean> {
-    if (this.#state === 'held') this.#controller.abort(new LockLostError(this.resource, this.token, 'closed'))
+    if (this.#state === 'held') this.#abort(new LockLostError(this.resource, this.token, 'closed'))
     return this.release()
   }
 }
