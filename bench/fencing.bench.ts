@@ -8,7 +8,7 @@
 // share. The cases are interleaved in rounds, each round in a fresh random order, so a drift of
 // the machine's load (it is shared) spreads over all cases instead of landing on one.
 import { randomBytes } from 'node:crypto'
-import { existsSync, readFileSync, renameSync, writeFileSync } from 'node:fs'
+import { readFileSync } from 'node:fs'
 import { availableParallelism, cpus, loadavg } from 'node:os'
 import { dirname, join } from 'node:path'
 import { fileURLToPath } from 'node:url'
@@ -18,6 +18,7 @@ import { fencedTransaction, fencing } from '../packages/fencing/src/index.js'
 import { PrismaClient } from '../generated/prisma/client.js'
 import { databaseTarget, redact } from '../scripts/database-url.js'
 import { applyMigrations } from '../scripts/db-migrate.js'
+import { writeMarkedSection } from './support/docs-section.js'
 
 const root = join(dirname(fileURLToPath(import.meta.url)), '..')
 const TARGET_ADDED_P50 = 0.15
@@ -242,33 +243,6 @@ function cpuModel(): string {
   return cpus()[0]?.model.trim() || 'unknown'
 }
 
-const HEADER = `# Benchmarks
-
-Each section is written by its benchmark script between its own markers; run the command in the
-section to refresh it. Numbers are only comparable within one section (same run, same machine).
-`
-
-/**
- * Replaces the text between `<!-- <name>:start -->` and `<!-- <name>:end -->` with `body`, or
- * appends the section when it is missing; creates the file with a short header if needed. Every
- * other section stays as it is. Written to a temporary file and renamed, so a reader (or the
- * other benchmark writing its own section) never sees half a file.
- */
-function writeMarkedSection(file: string, name: string, body: string): void {
-  const start = `<!-- ${name}:start -->`
-  const end = `<!-- ${name}:end -->`
-  const section = `${start}\n${body.trim()}\n${end}`
-  const text = existsSync(file) ? readFileSync(file, 'utf8') : HEADER
-  const i = text.indexOf(start)
-  const j = text.indexOf(end)
-  let next: string
-  if (i >= 0 && j > i) next = text.slice(0, i) + section + text.slice(j + end.length)
-  else if (i >= 0 || j >= 0) throw new Error(`${file}: unbalanced ${name} markers; fix them by hand`)
-  else next = `${text.replace(/\n*$/, '\n\n')}${section}\n`
-  const tmp = `${file}.${process.pid}.tmp`
-  writeFileSync(tmp, next)
-  renameSync(tmp, file)
-}
 
 main().catch((error: unknown) => {
   console.error(`[bench:fencing] ${error instanceof Error ? error.message : String(error)}`)

@@ -16,12 +16,13 @@
 // scaling) then hit both variants inside every second, which separate runs cannot promise. The
 // ratio (with / without ops/s) is taken per round and summarised by its median.
 import { execFileSync, fork, spawn, type ChildProcess } from 'node:child_process'
-import { existsSync, mkdtempSync, readFileSync, renameSync, rmSync, writeFileSync } from 'node:fs'
+import { mkdtempSync, rmSync } from 'node:fs'
 import { createServer, Socket } from 'node:net'
 import { availableParallelism, cpus, loadavg, tmpdir } from 'node:os'
 import { dirname, join } from 'node:path'
 import { fileURLToPath } from 'node:url'
 import { parseArgs } from 'node:util'
+import { writeMarkedSection } from './support/docs-section.js'
 
 const here = dirname(fileURLToPath(import.meta.url))
 const BENCHMARKS_FILE = join(here, '..', 'docs', 'BENCHMARKS.md')
@@ -344,29 +345,6 @@ function renderReport(input: ReportInput): string {
 
 // --- docs/BENCHMARKS.md ----------------------------------------------------------------------------
 
-const HEADER = `# Benchmarks
-
-Each section is written by its benchmark script between its own markers; run the command in the
-section to refresh it. Numbers are only comparable within one section (same run, same machine).
-`
-
-/** Replaces the text between this section's markers (or appends the section), and nothing else. */
-function writeMarkedSection(file: string, name: string, body: string): void {
-  const start = `<!-- ${name}:start -->`
-  const end = `<!-- ${name}:end -->`
-  const section = `${start}\n${body.trim()}\n${end}`
-  const text = existsSync(file) ? readFileSync(file, 'utf8') : HEADER
-  const i = text.indexOf(start)
-  const j = text.indexOf(end)
-  let next: string
-  if (i >= 0 && j > i) next = text.slice(0, i) + section + text.slice(j + end.length)
-  else if (i >= 0 || j >= 0) throw new Error(`${file}: unbalanced ${name} markers; fix them by hand`)
-  else next = `${text.replace(/\n*$/, '\n\n')}${section}\n`
-  // Write beside and rename: another benchmark writing its own section never sees half a file.
-  const tmp = `${file}.${process.pid}.tmp`
-  writeFileSync(tmp, next)
-  renameSync(tmp, file)
-}
 
 // --- the dedicated redis-server ----------------------------------------------------------------------
 

@@ -1,5 +1,5 @@
 // Writes one marked section of docs/BENCHMARKS.md and leaves every other section as it is.
-import { existsSync, readFileSync, writeFileSync } from 'node:fs'
+import { existsSync, readFileSync, renameSync, writeFileSync } from 'node:fs'
 
 const HEADER = `# Benchmarks
 
@@ -10,6 +10,7 @@ section to refresh it. Numbers are only comparable within one section (same run,
 /**
  * Replaces the text between `<!-- <name>:start -->` and `<!-- <name>:end -->` with `body`, or
  * appends the marked section when it is missing; creates the file with a short header if needed.
+ * Written beside and renamed, so another benchmark writing its own section never sees half a file.
  */
 export function writeMarkedSection(file: string, name: string, body: string): void {
   const start = `<!-- ${name}:start -->`
@@ -22,5 +23,7 @@ export function writeMarkedSection(file: string, name: string, body: string): vo
   if (i >= 0 && j > i) next = text.slice(0, i) + section + text.slice(j + end.length)
   else if (i >= 0 || j >= 0) throw new Error(`${file}: unbalanced ${name} markers; fix them by hand`)
   else next = `${text.replace(/\n*$/, '\n\n')}${section}\n`
-  writeFileSync(file, next)
+  const tmp = `${file}.${process.pid}.tmp`
+  writeFileSync(tmp, next)
+  renameSync(tmp, file)
 }
