@@ -52,6 +52,10 @@ export interface ContendedResult extends Common {
   acquisitions: number
   /** Time from calling acquire to holding the lock, per acquisition in the window, in ms. */
   waitsMs: number[]
+  /** How long each acquire that failed in the window (e.g. LockTimeoutError) had waited, in ms. */
+  failedWaitsMs: number[]
+  /** Acquires still waiting when the window closed: how long they had waited by then, in ms. */
+  pendingWaitsMs: number[]
   /** From the previous holder's release resolving to this acquire resolving, in ms. */
   gapsMs: number[]
   perWorker: number[]
@@ -157,12 +161,13 @@ async function main(): Promise<ChildResult> {
     await sleep(1)
   }
 
-  const measure = async () => {
+  const measure = async (atWindowEnd?: () => void) => {
     await sleep(job.warmupMs)
     const a = await snapshot()
     windowStart = a.at
     await sleep(job.durationMs)
     windowEnd = performance.now()
+    atWindowEnd?.()
     const b = await snapshot()
     // Counts freeze at windowEnd; the commands of the INFO round trip itself are noise (≤ 1 cycle per worker).
     stop = true
@@ -199,20 +204,28 @@ async function main(): Promise<ChildResult> {
   const acquiredAt: number[] = []
   const releasedAt: number[] = []
   const waitsMs: number[] = []
+  const failedWaitsMs: number[] = []
   const gapIndex: number[] = []
   const perWorker = new Array<number>(job.workers).fill(0)
+  const waitingSince = new Array<number | undefined>(job.workers).fill(undefined)
   const worker = async (w: number) => {
     const instance = instanceOf(w)
     while (!stop) {
       const t0 = performance.now()
+      waitingSince[w] = t0
       let release
       try {
         release = await instance.acquire(key)
       } catch (error) {
+        // A worker that gave up waited too: leaving it out would flatter the wait percentiles.
+        const t = performance.now()
+        waitingSince[w] = undefined
+        if (inWindow(t)) failedWaitsMs.push(t - t0)
         await onError(error)
         continue
       }
       const t1 = performance.now()
+      waitingSince[w] = undefined
       const seq = acquiredAt.push(t1) - 1
       if (++holders > 1) overlaps++
       if (inWindow(t1)) {
@@ -231,7 +244,11 @@ async function main(): Promise<ChildResult> {
     }
   }
   for (let w = 0; w < job.workers; w++) void worker(w)
-  const [a, b] = await measure()
+  // A starved worker never completes an acquire: count its wait so far, or it would not show.
+  let pendingWaitsMs: number[] = []
+  const [a, b] = await measure(() => {
+    pendingWaitsMs = waitingSince.flatMap((t0) => (t0 === undefined ? [] : [windowEnd - t0]))
+  })
   const gapsMs: number[] = []
   for (const seq of gapIndex) {
     const prev = releasedAt[seq - 1]
@@ -242,6 +259,8 @@ async function main(): Promise<ChildResult> {
     scenario: 'contended',
     acquisitions: waitsMs.length,
     waitsMs,
+    failedWaitsMs,
+    pendingWaitsMs,
     gapsMs,
     perWorker,
     overlaps,

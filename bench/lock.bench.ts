@@ -2,22 +2,27 @@
 // in one run, on a redis-server of its own. Prints a markdown report and writes it into
 // docs/BENCHMARKS.md between the bench:lock markers.
 //
-//   npm run bench:lock                       full run (~8 min): 5 uncontended rounds, 3 contended
+//   npm run bench:lock                       full run (~10 min): 12 uncontended rounds, 3 contended
 //   npm run bench:lock -- --quick --no-write smoke run (~1 min), file untouched
 //   options: --rounds N  --contended-rounds N  --contenders raw,ours  --scenarios contended
 //            --contenders-module <file.ts> (extra contenders, see lock-contenders.ts)
-//            --cpu-prof <dir> (V8 CPU profile of every child)  --no-write
+//            --workers 1,50 (uncontended worker counts)  --cpu-prof <dir> (V8 CPU profile of
+//            every child)  --no-write  --save <file.json> (raw results; default: a temp file)
+//            --render <file.json> (re-render saved results, measuring nothing)
+//            --pin (children on CPU 0, redis-server on CPU 1, with taskset)
 //
 // Every measurement is a fresh child process (bench/lock-child.ts), one contender at a time, in
 // interleaved rounds whose order rotates, so drift on a shared machine hits every contender alike.
-import { fork, type ChildProcess } from 'node:child_process'
+import { execFileSync, fork, type ChildProcess } from 'node:child_process'
 import { randomBytes } from 'node:crypto'
+import { readFileSync, writeFileSync } from 'node:fs'
+import { tmpdir } from 'node:os'
 import { dirname, join } from 'node:path'
 import { fileURLToPath } from 'node:url'
 import { loadavg } from 'node:os'
 import { parseArgs } from 'node:util'
 import type { ChildJob, ChildResult, ContendedResult, UncontendedResult } from './lock-child.js'
-import { loadContenders, type LockContender, type Scenario } from './lock-contenders.js'
+import { loadContenders, type Scenario } from './lock-contenders.js'
 import { renderReport, type Report } from './lock-report.js'
 import { writeMarkedSection } from './support/docs-section.js'
 import { loadAverage, machineInfo } from './support/machine.js'
@@ -36,19 +41,41 @@ const { values: args } = parseArgs({
     'contenders-module': { type: 'string', multiple: true, default: [] },
     scenarios: { type: 'string', default: 'uncontended,contended' },
     'cpu-prof': { type: 'string' },
+    workers: { type: 'string' },
+    save: { type: 'string' },
+    pin: { type: 'boolean', default: false },
+    render: { type: 'string' },
   },
   strict: true,
 })
+
+function publish(report: Report): void {
+  const markdown = renderReport(report)
+  console.log(markdown)
+  if (!args['no-write']) {
+    writeMarkedSection(join(root, 'docs', 'BENCHMARKS.md'), 'bench:lock', markdown)
+    console.error('[bench:lock] written to docs/BENCHMARKS.md')
+  }
+}
+
+if (args.render) {
+  publish(JSON.parse(readFileSync(args.render, 'utf8')) as Report)
+  process.exit(0)
+}
 
 const quick = args.quick
 /** Lease time given to every contender (redis-semaphore's default lockTimeout). */
 const TTL_MS = 10_000
 const PLAN = {
+  // Many short rounds rather than a few long ones: on this VM the throughput of even the raw loop
+  // alone swings between ~20k and ~50k ops/s within one process, in spells of 0.5 to 5 s (client
+  // CPU per op swinging with it), so a 5 s window per contender and round gives per-round ratios
+  // that scatter by ±30 %; the median of 12 interleaved rounds is far steadier than that of 5.
   uncontended: {
-    workers: [1, 50],
-    warmupMs: quick ? 300 : 1_000,
-    durationMs: quick ? 1_000 : 5_000,
-    rounds: Number(args.rounds ?? (quick ? 1 : 5)),
+    workers: (args.workers ?? '1,50').split(',').map(Number),
+    warmupMs: quick ? 300 : 500,
+    durationMs: quick ? 1_000 : 2_000,
+    rounds: Number(args.rounds ?? (quick ? 1 : 12)),
   },
   contended: {
     workers: 20,
@@ -95,6 +122,7 @@ function runChild(job: ChildJob): Promise<ChildResult> {
   return new Promise((resolve, reject) => {
     const c = fork(join(here, 'lock-child.ts'), [JSON.stringify(job)], { execArgv, cwd: root, stdio: ['ignore', 'inherit', 'inherit', 'ipc'] })
     child = c
+    if (args.pin && c.pid !== undefined) pin(c.pid, 0)
     if (args['cpu-prof']) console.error(`[bench:lock] child pid ${c.pid}: ${job.contender} ${job.scenario} ${job.workers}w`)
     let result: ChildResult | undefined
     const timer = setTimeout(() => {
@@ -111,6 +139,11 @@ function runChild(job: ChildJob): Promise<ChildResult> {
   })
 }
 
+/** Binds every thread of `pid` (and those it starts later) to one CPU. */
+function pin(pid: number, cpu: number): void {
+  execFileSync('taskset', ['-a', '-p', '-c', String(cpu), String(pid)], { stdio: 'ignore' })
+}
+
 /** Round r starts at contender r (mod n), so no contender always runs first or last. */
 function rotated<T>(list: readonly T[], r: number): T[] {
   const k = r % list.length
@@ -120,10 +153,11 @@ function rotated<T>(list: readonly T[], r: number): T[] {
 // --- the run ---------------------------------------------------------------------------------
 
 const runId = randomBytes(4).toString('hex')
-const startedAt = new Date()
+const startedAt = new Date().toISOString()
 const loadAtStart = loadAverage()
 const machine = machineInfo()
 server = await startRedisServer()
+if (args.pin) pin(server.pid, 1)
 console.error(`[bench:lock] redis-server ${machine.redisServer} pid ${server.pid} on ${server.host}:${server.port}; load ${loadAtStart}`)
 
 const uncontended: UncontendedResult[] = []
@@ -188,7 +222,7 @@ const command = process.env.npm_lifecycle_event === 'bench:lock' ? `npm run benc
 const report: Report = {
   command,
   startedAt,
-  finishedAt: new Date(),
+  finishedAt: new Date().toISOString(),
   machine,
   loadAtStart,
   loadAtEnd: loadAverage(),
@@ -196,14 +230,12 @@ const report: Report = {
   failures,
   plan: PLAN,
   ttlMs: TTL_MS,
-  contenders: contenders as LockContender[],
+  contenders: contenders.map(({ id, label, notes, targets }) => ({ id, label, notes, targets })),
   uncontended,
   contended,
   quick,
 }
-const markdown = renderReport(report)
-console.log(markdown)
-if (!args['no-write']) {
-  writeMarkedSection(join(root, 'docs', 'BENCHMARKS.md'), 'bench:lock', markdown)
-  console.error('[bench:lock] written to docs/BENCHMARKS.md')
-}
+const saved = args.save ?? join(tmpdir(), `bench-lock-${runId}.json`)
+writeFileSync(saved, JSON.stringify(report))
+console.error(`[bench:lock] raw results in ${saved} (re-render with --render ${saved})`)
+publish(report)
