@@ -103,7 +103,8 @@ export function stallRedis(ctx: FaultContext): Injector {
   const injector = loop(
     () => ctx.ttlMs / 2 + Math.random() * ctx.ttlMs,
     async () => {
-      const ms = upTo3Ttl(ctx.ttlMs)
+      // 1.5-3×TTL: a stall shorter than the lease expires nothing, so it could never bite.
+      const ms = ctx.ttlMs * (1.5 + Math.random() * 1.5)
       const start = monoNow()
       if (n++ % 2 === 0) {
         await conn.call('DEBUG', 'SLEEP', (ms / 1000).toFixed(3)).catch(() => {})

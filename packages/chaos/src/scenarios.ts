@@ -58,7 +58,7 @@ export const SCENARIOS: readonly Scenario[] = Object.freeze([
   { name: 'sigstop-holder', faults: 'SIGSTOP of a holder inside its section for 0-3×TTL, then SIGCONT', gatewayMs: '20-100', lockOnly: 'bite', inject: sigstopHolder },
   { name: 'event-loop-blocked', faults: "holder's event loop blocked (busy loop) for 0-3×TTL inside its section", gatewayMs: '20-100', lockOnly: 'bite', workerEnv: { CHAOS_BLOCK: '1' } },
   { name: 'redis-kill-9', faults: 'kill -9 of redis-server, restart without persistence, every 2-4×TTL', gatewayMs: '100-700', lockOnly: 'report', inject: killRedis },
-  { name: 'redis-stall', faults: 'DEBUG SLEEP / SIGSTOP of redis-server for 0-3×TTL, in turn', gatewayMs: '100-700', lockOnly: 'bite', inject: stallRedis },
+  { name: 'redis-stall', faults: 'DEBUG SLEEP / SIGSTOP of redis-server for 1.5-3×TTL, in turn', gatewayMs: '100-700', lockOnly: 'bite', inject: stallRedis },
   { name: 'early-expiry', faults: 'held lock key DELeted or PEXPIREd 1 ms from outside, every 0.25-0.75×TTL', gatewayMs: '100-700', lockOnly: 'report', inject: expireEarly },
   { name: 'script-flush', faults: 'SCRIPT FLUSH every 30-70 ms', gatewayMs: '20-100', lockOnly: 'report', inject: flushScripts },
   { name: 'clock-jump', faults: "one worker's wall clock jumps (-3d..+2d) every 0.2-0.5 s (libfaketime)", gatewayMs: '20-100', lockOnly: 'quiet', fakedWorker: true, inject: jumpClock },
