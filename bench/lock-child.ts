@@ -106,7 +106,8 @@ async function snapshot(): Promise<Snapshot> {
   return { at: performance.now(), server: parseSnapshot(text), cpu: process.cpuUsage(), sent: new Map(sent), sentTotal }
 }
 
-function common(a: Snapshot, b: Snapshot, errors: Map<string, number>): Common {
+/** `elapsedMs` is the window ops are counted in; the INFO snapshots bracket it within a round trip. */
+function common(a: Snapshot, b: Snapshot, elapsedMs: number, errors: Map<string, number>): Common {
   const sentDelta: Record<string, number> = {}
   for (const [name, n] of b.sent) {
     const d = n - (a.sent.get(name) ?? 0)
@@ -116,7 +117,7 @@ function common(a: Snapshot, b: Snapshot, errors: Map<string, number>): Common {
     contender: job.contender,
     scenario: job.scenario,
     workers: job.workers,
-    elapsedMs: b.at - a.at,
+    elapsedMs,
     sent: sentDelta,
     sentTotal: b.sentTotal - a.sentTotal,
     server: serverDelta(a.server, b.server),
@@ -194,7 +195,7 @@ async function main(): Promise<ChildResult> {
     }
     for (let w = 0; w < job.workers; w++) void worker(w)
     const [a, b] = await measure()
-    return { ...common(a, b, errors), scenario: 'uncontended', ops }
+    return { ...common(a, b, windowEnd - windowStart, errors), scenario: 'uncontended', ops }
   }
 
   const key = `${job.keyPrefix}:c`
@@ -255,7 +256,7 @@ async function main(): Promise<ChildResult> {
     if (seq > 0 && prev !== undefined) gapsMs.push(acquiredAt[seq]! - prev)
   }
   return {
-    ...common(a, b, errors),
+    ...common(a, b, windowEnd - windowStart, errors),
     scenario: 'contended',
     acquisitions: waitsMs.length,
     waitsMs,

@@ -19,6 +19,11 @@ export interface Report {
   loadAtEnd: string
   /** 1-minute load average at the start of each measurement. */
   loads: number[]
+  /** Share of all CPUs used by other processes in the second before each measurement. */
+  othersBusy: number[]
+  /** Time spent waiting for other processes to quieten down, in ms; and the threshold (0: off). */
+  quietWaitMs: number
+  quietBelow: number
   /** Measurements that produced no result. */
   failures: string[]
   plan: {
@@ -179,8 +184,15 @@ export function renderReport(report: Report): string {
     `- Machine: ${machine.nproc} × ${machine.cpuModel}, ${machine.totalMemGiB} GiB RAM, ${machine.os}; Node ${machine.node}; redis-server ${machine.redisServer}`,
   )
   out.push(
-    `- Load average (1, 5, 15 min): ${report.loadAtStart} at start, ${report.loadAtEnd} at the end; 1-min load at the start of each measurement ${fmt(min(report.loads), 2)}–${fmt(max(report.loads), 2)}, median ${fmt(median(report.loads), 2)} (shared machine: other engineers' test suites may run)`,
+    `- Load average (1, 5, 15 min): ${report.loadAtStart} at start, ${report.loadAtEnd} at the end; 1-min load at the start of each measurement ${fmt(min(report.loads), 2)}–${fmt(max(report.loads), 2)}, median ${fmt(median(report.loads), 2)} (it counts the benchmark's own processes)`,
   )
+  const busy = (report.othersBusy ?? []).filter(Number.isFinite)
+  if (busy.length > 0) {
+    const gate = report.quietBelow > 0 ? `; each measurement waited (up to 3 min) for it to fall below ${pct(report.quietBelow)}, ${fmt(report.quietWaitMs / 1000)} s of waiting in all` : ''
+    out.push(
+      `- Other processes (a shared machine: other engineers' test suites run) used ${pct(median(busy))} of the CPUs in the second before a measurement (median; max ${pct(max(busy))})${gate}`,
+    )
+  }
   out.push(
     `- Layout: a redis-server of the run's own on a free loopback port (\`--save "" --appendonly no\`); each measurement a fresh Node child process with one ioredis 6 connection (defaults) shared by its workers; lease ${report.ttlMs / 1000} s for every library. Rounds interleave the contenders and rotate their order.`,
   )

@@ -10,6 +10,8 @@
 //            every child)  --no-write  --save <file.json> (raw results; default: a temp file)
 //            --render <file.json> (re-render saved results, measuring nothing)
 //            --pin (children on CPU 0, redis-server on CPU 1, with taskset)
+//            --quiet-below 0.2 (before each measurement, wait up to 3 min until other processes
+//            use less than this share of all CPUs; default 0.2, 0 to skip; off with --quick)
 //
 // Every measurement is a fresh child process (bench/lock-child.ts), one contender at a time, in
 // interleaved rounds whose order rotates, so drift on a shared machine hits every contender alike.
@@ -25,7 +27,7 @@ import type { ChildJob, ChildResult, ContendedResult, UncontendedResult } from '
 import { loadContenders, type Scenario } from './lock-contenders.js'
 import { renderReport, type Report } from './lock-report.js'
 import { writeMarkedSection } from './support/docs-section.js'
-import { loadAverage, machineInfo } from './support/machine.js'
+import { cpuBusyShare, loadAverage, machineInfo } from './support/machine.js'
 import { startRedisServer, type BenchRedisServer } from './support/redis-server.js'
 
 const here = dirname(fileURLToPath(import.meta.url))
@@ -44,6 +46,7 @@ const { values: args } = parseArgs({
     workers: { type: 'string' },
     save: { type: 'string' },
     pin: { type: 'boolean', default: false },
+    'quiet-below': { type: 'string' },
     render: { type: 'string' },
   },
   strict: true,
@@ -109,11 +112,35 @@ process.on('SIGINT', () => {
   void (server?.stop() ?? Promise.resolve()).finally(() => process.exit(130))
 })
 
-/** The 1-minute load average when each child started: how busy the shared machine was. */
+/** The 1-minute load average when each child started (it counts our own processes too). */
 const loads: number[] = []
+/** Share of all CPUs other processes used in the second before each child started. */
+const othersBusy: number[] = []
+let quietWaitMs = 0
+const quietBelow = Number(args['quiet-below'] ?? (quick ? 0 : 0.2))
+const QUIET_MAX_WAIT_MS = 180_000
 
-function runChild(job: ChildJob): Promise<ChildResult> {
+/**
+ * On a shared machine other test suites come and go: measure only while they leave the CPUs
+ * (nearly) to us, waiting up to 3 minutes per measurement, and report what they left.
+ */
+async function awaitQuiet(): Promise<void> {
+  const start = performance.now()
+  let busy = await cpuBusyShare(1000)
+  while (quietBelow > 0 && busy >= quietBelow && performance.now() - start < QUIET_MAX_WAIT_MS && !interrupted) {
+    busy = await cpuBusyShare(2000)
+  }
+  quietWaitMs += performance.now() - start
+  othersBusy.push(busy)
+}
+
+async function runChild(job: ChildJob): Promise<ChildResult> {
+  await awaitQuiet()
   loads.push(loadavg()[0]!)
+  return forkChild(job)
+}
+
+function forkChild(job: ChildJob): Promise<ChildResult> {
   const execArgv = ['--import', 'tsx']
   // V8 names each profile CPU.<date>.<pid>.<thread>...; the main thread's is the one of interest
   // (tsx's loader runs on a second thread). The log line below maps PIDs to runs.
@@ -227,6 +254,9 @@ const report: Report = {
   loadAtStart,
   loadAtEnd: loadAverage(),
   loads,
+  othersBusy,
+  quietWaitMs,
+  quietBelow,
   failures,
   plan: PLAN,
   ttlMs: TTL_MS,

@@ -52,3 +52,28 @@ export function loadAverage(): string {
     .map((l) => l.toFixed(2))
     .join(', ')
 }
+
+function cpuTimes(): { busy: number; total: number } | undefined {
+  try {
+    const line = readFileSync('/proc/stat', 'utf8').split('\n')[0]!
+    // cpu  user nice system idle iowait irq softirq steal guest guest_nice (jiffies)
+    const [, ...fields] = line.trim().split(/\s+/)
+    const n = fields.slice(0, 8).map(Number)
+    const total = n.reduce((a, b) => a + b, 0)
+    return { busy: total - n[3]! - n[4]!, total }
+  } catch {
+    return undefined
+  }
+}
+
+/**
+ * Share of all CPUs busy (0..1) over the next `ms`, from /proc/stat; steal counts as busy. Taken
+ * while the benchmark runs nothing, it is what other processes leave us. NaN where unknown.
+ */
+export async function cpuBusyShare(ms = 1000): Promise<number> {
+  const a = cpuTimes()
+  await new Promise((resolve) => setTimeout(resolve, ms))
+  const b = cpuTimes()
+  if (!a || !b || b.total === a.total) return Number.NaN
+  return (b.busy - a.busy) / (b.total - a.total)
+}
