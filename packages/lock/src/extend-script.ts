@@ -1,4 +1,5 @@
 import type { ResourceKeys } from './keys.js'
+import type { Deadlines } from './deadline.js'
 import { defineScript, type ScriptClient } from './script.js'
 
 // KEYS[1] lock key; ARGV[1] owner id, ARGV[2] new ttl ms. Returns 1 when the key held our owner
@@ -13,6 +14,12 @@ return 0
 const extendScript = defineScript(EXTEND_LUA)
 
 /** Owner-checked `PEXPIRE`: true when the lease is ours and now runs `ttlMs` from the server's now. */
-export async function extendOnce(client: ScriptClient, keys: ResourceKeys, ownerId: string, ttlMs: number): Promise<boolean> {
-  return (await extendScript.run(client, [keys.lock], [ownerId, ttlMs])) === 1
+export function extendOnce(client: ScriptClient, keys: ResourceKeys, ownerId: string, ttlMs: number, within?: { deadlines: Deadlines; ms: number; sentAt?: number }): Promise<boolean> {
+  return extendScript.run(client, [keys.lock], [ownerId, ttlMs], within ? { deadlines: within.deadlines, ms: within.ms, sentAt: within.sentAt, map: isOne } : ONE)
 }
+
+function isOne(reply: unknown): boolean {
+  return reply === 1
+}
+
+const ONE = { map: isOne }

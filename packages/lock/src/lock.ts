@@ -1,4 +1,4 @@
-import { withDeadline } from './deadline.js'
+import type { Deadlines } from './deadline.js'
 import { LockLostError, LockUnavailableError, type LockLostReason } from './errors.js'
 import type { LockEvent } from './events.js'
 import { extendOnce } from './extend-script.js'
@@ -10,17 +10,22 @@ import type { ScriptClient } from './script.js'
 /** What a {@link Lock} needs from the {@link Locker} that granted it. */
 export interface LockHost {
   readonly client: ScriptClient
+  readonly deadlines: Deadlines
   readonly commandTimeoutMs: number
   /** Payload of our release messages, so the locker can tell its own echo from others'. */
   readonly releaseMessage: string
+  /** True when someone listens to events: hot paths skip building the event otherwise. */
+  readonly listening: boolean
   emit(event: LockEvent): void
   /** Called exactly once when the lock stops being held (released or lost). */
-  onLockEnd(lock: Lock): void
+  onLockEnd(serial: number): void
   /** The resource may be free now: let the oldest local waiter try. */
   wake(resource: string): void
 }
 
 export interface LockGrant {
+  /** Numbers the locks of one Locker (its held set is keyed by it). */
+  readonly serial: number
   readonly resource: string
   readonly keys: ResourceKeys
   readonly ownerId: string
@@ -46,6 +51,7 @@ export class Lock {
   readonly #host: LockHost
   readonly #keys: ResourceKeys
   readonly #ownerId: string
+  readonly #serial: number
   // Made on first use: an AbortController costs more than the rest of an uncontended acquire's
   // client work, and most locks are released without anyone reading their signal.
   #controller: AbortController | undefined
@@ -66,6 +72,7 @@ export class Lock {
     this.token = grant.token
     this.#keys = grant.keys
     this.#ownerId = grant.ownerId
+    this.#serial = grant.serial
     this.#ttlMs = grant.ttlMs
     this.#acquiredAt = grant.sentAt
     // The server started the TTL after we sent the command, so measuring from the send time
@@ -110,7 +117,7 @@ export class Lock {
     const sentAt = performance.now()
     let ok: boolean
     try {
-      ok = await withDeadline(extendOnce(this.#host.client, this.#keys, this.#ownerId, ttlMs), this.#host.commandTimeoutMs)
+      ok = await extendOnce(this.#host.client, this.#keys, this.#ownerId, ttlMs, { deadlines: this.#host.deadlines, ms: this.#host.commandTimeoutMs })
     } catch (error) {
       this.#host.emit({ type: 'error', resource: this.resource, operation: 'extend', error: asError(error), token: this.token })
       throw new LockUnavailableError(this.resource, 'extend', `could not extend lock "${this.resource}": ${asError(error).message}`, error)
@@ -141,20 +148,22 @@ export class Lock {
     const wasLost = this.#state === 'lost'
     this.#state = 'released'
     clearTimeout(this.#watchdog)
-    await this.#renewal
-    const heldMs = performance.now() - this.#acquiredAt
+    if (this.#renewal) await this.#renewal
+    const sentAt = performance.now()
+    const heldMs = sentAt - this.#acquiredAt
     let freed: boolean
     try {
-      freed = await withDeadline(
-        releaseOnce(this.#host.client, this.#keys, this.#ownerId, this.#host.releaseMessage),
-        this.#host.commandTimeoutMs,
-      )
+      freed = await releaseOnce(this.#host.client, this.#keys, this.#ownerId, this.#host.releaseMessage, {
+        deadlines: this.#host.deadlines,
+        ms: this.#host.commandTimeoutMs,
+        sentAt,
+      })
     } catch (error) {
       this.#host.emit({ type: 'error', resource: this.resource, operation: 'release', error: asError(error), token: this.token })
-      if (!wasLost) this.#host.onLockEnd(this)
+      if (!wasLost) this.#host.onLockEnd(this.#serial)
       throw new LockUnavailableError(this.resource, 'release', `could not release lock "${this.resource}": ${asError(error).message}`, error)
     }
-    this.#host.emit({
+    if (this.#host.listening) this.#host.emit({
       type: 'released',
       resource: this.resource,
       token: this.token,
@@ -162,7 +171,7 @@ export class Lock {
       outcome: freed ? 'released' : 'expired',
       wasLost,
     })
-    if (!wasLost) this.#host.onLockEnd(this)
+    if (!wasLost) this.#host.onLockEnd(this.#serial)
     // Our own release message is ignored by this locker (the echo would cost a wasted attempt),
     // so local waiters are woken here, one round trip sooner than pub/sub would.
     if (freed) this.#host.wake(this.resource)
@@ -182,7 +191,7 @@ export class Lock {
     const left = this.#validUntil - sentAt
     if (left <= 0) return this.#lose('expired')
     const ttlMs = this.#ttlMs
-    this.#renewal = withDeadline(extendOnce(this.#host.client, this.#keys, this.#ownerId, ttlMs), Math.min(this.#host.commandTimeoutMs, left))
+    this.#renewal = extendOnce(this.#host.client, this.#keys, this.#ownerId, ttlMs, { deadlines: this.#host.deadlines, ms: Math.min(this.#host.commandTimeoutMs, left) })
       .then(
         (ok) => {
           if (this.#state !== 'held') return
@@ -213,7 +222,7 @@ export class Lock {
     clearTimeout(this.#watchdog)
     const error = new LockLostError(this.resource, this.token, reason, cause)
     this.#host.emit({ type: 'lost', resource: this.resource, token: this.token, heldMs: performance.now() - this.#acquiredAt, reason })
-    this.#host.onLockEnd(this)
+    this.#host.onLockEnd(this.#serial)
     // The key may be gone (deleted or expired), so a local waiter may take it now.
     this.#host.wake(this.resource)
     this.#abort(error)

@@ -1,6 +1,6 @@
 import type { Cluster, Redis } from 'ioredis'
-import { acquireOnce, type AcquireAttempt } from './acquire-script.js'
-import { DeadlineExceededError, withDeadline } from './deadline.js'
+import { sendAcquire, toAttempt, type AcquireAttempt } from './acquire-script.js'
+import { DeadlineExceededError, Deadlines } from './deadline.js'
 import { InvalidLockOptionError, LockAbortedError, LockTimeoutError, LockUnavailableError } from './errors.js'
 import type { LockEvent } from './events.js'
 import { resourceKeys, resourceOfChannel, type ResourceKeys } from './keys.js'
@@ -12,11 +12,13 @@ import {
   resolveLockerOptions,
   type AcquireOptions,
   type LockerOptions,
+  type ResolvedAcquire,
   type ResolvedLockerOptions,
   type TryAcquireOptions,
   type UsingOptions,
 } from './options.js'
 import { releaseOnce } from './release-script.js'
+import type { Handling, ScriptClient } from './script.js'
 
 /** The client a Locker runs on: an ioredis `Redis` or `Cluster`. */
 export type RedisClient = Redis | Cluster
@@ -69,6 +71,39 @@ interface WaitQueue {
  * nothing about Redis (a loaded event loop does it too), so it never overrides a held lock seen
  * earlier: the waiter then times out, it is not told that Redis is unavailable.
  */
+/** Resources whose key names a Locker keeps built (then it starts over). */
+const KEY_CACHE_SIZE = 1_024
+
+/**
+ * The handling of one acquire round trip: its deadline, its reply, and its clean-up, a
+ * compare-and-delete of the owner id, sent when the outcome is unknown, and again should the
+ * acquire come back granted after all (its NOSCRIPT fallback, say, went out after the first
+ * delete). One object per attempt; measured cheaper than closures for the same.
+ */
+class AcquireCall implements Handling<AcquireAttempt> {
+  constructor(
+    readonly client: ScriptClient,
+    readonly deadlines: Deadlines,
+    readonly ms: number,
+    readonly sentAt: number,
+    readonly keys: ResourceKeys,
+    readonly ownerId: string,
+    readonly message: string,
+  ) {}
+
+  map(reply: unknown): AcquireAttempt {
+    return toAttempt(reply)
+  }
+
+  cleanUp(): void {
+    releaseOnce(this.client, this.keys, this.ownerId, this.message).catch(() => {})
+  }
+
+  onLate(reply: unknown): void {
+    if (typeof reply === 'string') this.cleanUp() // a token: granted after all
+  }
+}
+
 type Attempt = { granted: true; lock: Lock } | { granted: false; holderTtlMs: number } | { granted: false; error: Error; cut: boolean }
 
 /**
@@ -85,9 +120,18 @@ type Attempt = { granted: true; lock: Lock } | { granted: false; holderTtlMs: nu
  */
 export class Locker {
   readonly #redis: RedisClient
+  /** `#redis` as the scripts see it. */
+  readonly #scripts: ScriptClient
+  readonly #deadlines = new Deadlines()
+  /** `acquire()` options when none are given: resolved once, not per call. */
+  readonly #defaultAcquire: ResolvedAcquire
+  /** Key names of recently used resources, so a hot resource's names are built once. */
+  readonly #keyCache = new Map<string, ResourceKeys>()
   readonly #options: ResolvedLockerOptions
   readonly #queues = new Map<string, WaitQueue>()
-  readonly #held = new Set<Lock>()
+  /** Locks granted and not yet released or lost, by serial (a number key: no identity hash). */
+  readonly #held = new Map<number, Lock>()
+  #serial = 0
   readonly #listeners = new Set<(event: LockEvent) => void>()
   readonly #host: LockHost
   #subscriber: Subscriber | undefined
@@ -104,16 +148,22 @@ export class Locker {
     if (redis == null || typeof (redis as Partial<Redis>).evalsha !== 'function' || typeof (redis as Partial<Redis>).duplicate !== 'function') {
       throw new InvalidLockOptionError('redis', 'must be an ioredis Redis or Cluster client', redis)
     }
-    this.#redis = redis
     this.#options = resolveLockerOptions(options)
+    this.#defaultAcquire = resolveAcquireOptions(undefined, this.#options)
+    this.#redis = redis
+    this.#scripts = redis
     const onEvent = this.#options.onEvent
     if (onEvent) this.#listeners.add(onEvent)
     const listeners = this.#listeners
     this.#host = {
-      client: redis,
+      client: this.#scripts,
+      deadlines: this.#deadlines,
       commandTimeoutMs: this.#options.commandTimeoutMs,
       // Identifies this locker's release messages. Not a secret: knowing it grants nothing.
       releaseMessage: newOwnerId().slice(0, 16),
+      get listening() {
+        return listeners.size > 0
+      },
       emit: (event: LockEvent) => {
         for (const listener of listeners) {
           try {
@@ -123,8 +173,8 @@ export class Locker {
           }
         }
       },
-      onLockEnd: (lock) => {
-        this.#held.delete(lock)
+      onLockEnd: (serial) => {
+        this.#held.delete(serial)
       },
       wake: (resource) => this.#wake(resource),
     }
@@ -161,13 +211,13 @@ export class Locker {
    * @throws LockUnavailableError when Redis did not answer within the wait.
    * @throws InvalidLockOptionError for bad input, before any I/O.
    */
-  async acquire(resource: string, options: AcquireOptions = {}): Promise<Lock> {
-    const name = checkResource(resource)
-    const o = resolveAcquireOptions(options, this.#options)
+  async acquire(resource: string, options?: AcquireOptions): Promise<Lock> {
+    const keys = this.#keysOf(resource)
+    const name = resource
+    const o = options === undefined ? this.#defaultAcquire : resolveAcquireOptions(options, this.#options)
     this.#assertOpen(name)
     const start = performance.now()
     if (o.signal?.aborted) throw this.#aborted(name, start, o.signal)
-    const keys = resourceKeys(this.#options.prefix, name)
     const deadline = start + o.waitMs
     let queue = this.#queues.get(name)
     let firstError: Error | undefined
@@ -176,7 +226,7 @@ export class Locker {
     if (!queue || queue.waiters.length === 0) {
       // Nobody here is waiting for it: try straight away.
       const wakesBefore = queue?.wakes
-      const attempt = await this.#attempt(name, keys, o.ttlMs, o.autoExtend, o.waitMs === 0 ? undefined : deadline, true)
+      const attempt = await this.#attempt(name, keys, o.ttlMs, o.autoExtend, o.waitMs === 0 ? undefined : deadline, start)
       tried = true
       if (attempt.granted) {
         if (o.signal?.aborted) {
@@ -239,12 +289,13 @@ export class Locker {
    * @returns the lock, or null when someone else holds it.
    * @throws LockUnavailableError when Redis did not answer within `commandTimeoutMs`.
    */
-  async tryAcquire(resource: string, options: TryAcquireOptions = {}): Promise<Lock | null> {
-    const name = checkResource(resource)
-    const o = resolveAcquireOptions(options, this.#options)
+  async tryAcquire(resource: string, options?: TryAcquireOptions): Promise<Lock | null> {
+    const keys = this.#keysOf(resource)
+    const name = resource
+    const o = options === undefined ? this.#defaultAcquire : resolveAcquireOptions(options, this.#options)
     this.#assertOpen(name)
     const start = performance.now()
-    const attempt = await this.#attempt(name, resourceKeys(this.#options.prefix, name), o.ttlMs, o.autoExtend, undefined, true)
+    const attempt = await this.#attempt(name, keys, o.ttlMs, o.autoExtend, undefined, start)
     if (attempt.granted) {
       this.#emitAcquired(attempt.lock, start, 1)
       return attempt.lock
@@ -287,7 +338,7 @@ export class Locker {
       }
     }
     this.#queues.clear()
-    await Promise.allSettled([...this.#held].map((lock) => lock.releaseOnClose()))
+    await Promise.allSettled([...this.#held.values()].map((lock) => lock.releaseOnClose()))
     this.#subscriber?.disconnect()
     this.#subscriber = undefined
   }
@@ -297,7 +348,9 @@ export class Locker {
   /**
    * One acquire round trip with a deadline. When its outcome is unknown (timeout, dropped
    * connection) a compare-and-delete of the owner id is sent behind it: ioredis keeps commands
-   * in order on a connection, so if the acquire lands late, the delete lands right after it.
+   * in order on a connection, so if the acquire lands late, the delete lands right after it. And
+   * should the late acquire still come back granted (its NOSCRIPT fallback, say, went out after
+   * that delete), the delete is sent again then: a grant nobody waits for never stays held.
    */
   async #attempt(
     resource: string,
@@ -305,37 +358,57 @@ export class Locker {
     ttlMs: number,
     autoExtend: boolean,
     deadline: number | undefined,
-    first: boolean,
+    /** The acquire's start when this is its first attempt (it is then sent now). */
+    firstAt: number | undefined,
   ): Promise<Attempt> {
     const ownerId = newOwnerId()
-    const sentAt = performance.now()
+    const first = firstAt !== undefined
+    const sentAt = firstAt ?? performance.now()
     // The caller's wait bounds how long we wait for a held lock, not how far away Redis may be:
     // the first attempt of an acquire always gets a few smoothed round trips, so a healthy but
     // distant Redis is never reported unavailable because the wait was short. Later attempts
     // end with the wait; if one is cut short, the held lock seen before decides (`cut`).
     const floor = first ? 3 * this.#srttMs + 2 : 1
     const budget = deadline === undefined ? this.#options.commandTimeoutMs : Math.min(this.#options.commandTimeoutMs, Math.max(floor, deadline - sentAt))
-    let reply: AcquireAttempt
+    const call = new AcquireCall(this.#scripts, this.#deadlines, budget, sentAt, keys, ownerId, this.#host.releaseMessage)
+    let outcome: AcquireAttempt
     try {
-      reply = await withDeadline(acquireOnce(this.#redis, keys, ownerId, ttlMs, this.#options.fenceTtlMs), budget)
+      outcome = await sendAcquire(this.#scripts, keys, ownerId, ttlMs, this.#options.fenceTtlMs, call)
       const rtt = performance.now() - sentAt
       this.#srttMs = this.#srttMs === 0 ? rtt : 0.875 * this.#srttMs + 0.125 * rtt
     } catch (error) {
-      releaseOnce(this.#redis, keys, ownerId, this.#host.releaseMessage).catch(() => {})
+      call.cleanUp()
       const e = asError(error)
       const cut = error instanceof DeadlineExceededError && budget < this.#options.commandTimeoutMs
       // Running out of the caller's own wait is not a Redis failure.
       if (!cut) this.#host.emit({ type: 'error', resource, operation: 'acquire', error: e })
       return { granted: false, error: e, cut }
     }
-    if (!reply.granted) return reply
+    if (!outcome.granted) return outcome
     if (this.#closed) {
-      releaseOnce(this.#redis, keys, ownerId, this.#host.releaseMessage).catch(() => {})
+      call.cleanUp()
       return { granted: false, error: new Error('the locker was closed'), cut: false }
     }
-    const lock = new Lock(this.#host, { resource, keys, ownerId, token: reply.token, ttlMs, sentAt, autoExtend })
-    this.#held.add(lock)
+    const serial = ++this.#serial
+    const lock = new Lock(this.#host, { serial, resource, keys, ownerId, token: outcome.token, ttlMs, sentAt, autoExtend })
+    this.#held.set(serial, lock)
     return { granted: true, lock }
+  }
+
+  /**
+   * Checks `resource` and returns its key names. A name found in the cache was checked when it
+   * went in (the check depends on the string alone), and nothing but a string is ever found there.
+   * @throws InvalidLockOptionError for a bad resource, before any I/O.
+   */
+  #keysOf(resource: string): ResourceKeys {
+    let keys = this.#keyCache.get(resource)
+    if (keys === undefined) {
+      checkResource(resource)
+      if (this.#keyCache.size >= KEY_CACHE_SIZE) this.#keyCache.clear()
+      keys = resourceKeys(this.#options.prefix, resource)
+      this.#keyCache.set(resource, keys)
+    }
+    return keys
   }
 
   // --- waiting ------------------------------------------------------------------------------
@@ -359,7 +432,7 @@ export class Locker {
     // Subscribe before the next attempt: a release between our miss and the subscription is
     // then caught by that attempt, and every later one by the message.
     const subscriber = this.#subscriberConnection()
-    withDeadline(subscriber.subscribe(keys.channel), this.#options.commandTimeoutMs)
+    this.#deadlines.race(subscriber.subscribe(keys.channel), this.#options.commandTimeoutMs)
       .catch(() => {
         // Without the subscription the backstops (holder TTL, safety poll) still work.
       })
@@ -416,7 +489,7 @@ export class Locker {
     q.wakeAgain = false
     head.running = true
     head.attempts++
-    void this.#attempt(head.resource, head.keys, head.ttlMs, head.autoExtend, head.deadline, false).then((attempt) => {
+    void this.#attempt(head.resource, head.keys, head.ttlMs, head.autoExtend, head.deadline, undefined).then((attempt) => {
       q.running = false
       head.running = false
       if (attempt.granted) {
@@ -521,7 +594,7 @@ export class Locker {
   // --- outcomes -----------------------------------------------------------------------------
 
   #emitAcquired(lock: Lock, start: number, attempts: number): void {
-    this.#host.emit({ type: 'acquired', resource: lock.resource, token: lock.token, ttlMs: lock.ttlMs, waitedMs: performance.now() - start, attempts })
+    if (this.#host.listening) this.#host.emit({ type: 'acquired', resource: lock.resource, token: lock.token, ttlMs: lock.ttlMs, waitedMs: performance.now() - start, attempts })
   }
 
   /** The wait ran out: a timeout if Redis answered last, otherwise Redis is unavailable. */

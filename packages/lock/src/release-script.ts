@@ -1,4 +1,5 @@
 import type { ResourceKeys } from './keys.js'
+import type { Deadlines } from './deadline.js'
 import { defineScript, type ScriptClient } from './script.js'
 
 // KEYS[1] lock key; ARGV[1] owner id, ARGV[2] channel, ARGV[3] message. Deletes the key only
@@ -20,6 +21,12 @@ const releaseScript = defineScript(RELEASE_LUA)
  * unknown: if that acquire did land, this removes it (and wakes the waiters) before it can block
  * anyone for a whole TTL. `message` identifies the releasing locker, so it can skip its own echo.
  */
-export async function releaseOnce(client: ScriptClient, keys: ResourceKeys, ownerId: string, message: string): Promise<boolean> {
-  return (await releaseScript.run(client, [keys.lock], [ownerId, keys.channel, message])) === 1
+export function releaseOnce(client: ScriptClient, keys: ResourceKeys, ownerId: string, message: string, within?: { deadlines: Deadlines; ms: number; sentAt?: number }): Promise<boolean> {
+  return releaseScript.run(client, [keys.lock], [ownerId, keys.channel, message], within ? { deadlines: within.deadlines, ms: within.ms, sentAt: within.sentAt, map: isOne } : ONE)
 }
+
+function isOne(reply: unknown): boolean {
+  return reply === 1
+}
+
+const ONE = { map: isOne }
