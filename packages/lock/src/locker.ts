@@ -80,28 +80,37 @@ const KEY_CACHE_SIZE = 1_024
  * acquire come back granted after all (its NOSCRIPT fallback, say, went out after the first
  * delete). One object per attempt; measured cheaper than closures for the same.
  */
-class AcquireCall implements Handling<AcquireAttempt> {
+class AcquireCall implements Handling<Attempt> {
   constructor(
-    readonly client: ScriptClient,
+    readonly sink: AttemptSink,
     readonly deadlines: Deadlines,
     readonly ms: number,
     readonly sentAt: number,
+    readonly resource: string,
     readonly keys: ResourceKeys,
     readonly ownerId: string,
-    readonly message: string,
+    readonly ttlMs: number,
+    readonly autoExtend: boolean,
   ) {}
 
-  map(reply: unknown): AcquireAttempt {
-    return toAttempt(reply)
+  map(reply: unknown): Attempt {
+    return this.sink.answered(this, toAttempt(reply))
   }
 
-  cleanUp(): void {
-    releaseOnce(this.client, this.keys, this.ownerId, this.message).catch(() => {})
+  mapError(error: unknown): Attempt {
+    return this.sink.failed(this, error)
   }
 
   onLate(reply: unknown): void {
-    if (typeof reply === 'string') this.cleanUp() // a token: granted after all
+    if (typeof reply === 'string') this.sink.cleanUp(this) // a token: granted after all
   }
+}
+
+/** What an {@link AcquireCall} reports to its Locker. */
+interface AttemptSink {
+  answered(call: AcquireCall, outcome: AcquireAttempt): Attempt
+  failed(call: AcquireCall, error: unknown): Attempt
+  cleanUp(call: AcquireCall): void
 }
 
 type Attempt = { granted: true; lock: Lock } | { granted: false; holderTtlMs: number } | { granted: false; error: Error; cut: boolean }
@@ -352,7 +361,7 @@ export class Locker {
    * should the late acquire still come back granted (its NOSCRIPT fallback, say, went out after
    * that delete), the delete is sent again then: a grant nobody waits for never stays held.
    */
-  async #attempt(
+  #attempt(
     resource: string,
     keys: ResourceKeys,
     ttlMs: number,
@@ -370,29 +379,38 @@ export class Locker {
     // end with the wait; if one is cut short, the held lock seen before decides (`cut`).
     const floor = first ? 3 * this.#srttMs + 2 : 1
     const budget = deadline === undefined ? this.#options.commandTimeoutMs : Math.min(this.#options.commandTimeoutMs, Math.max(floor, deadline - sentAt))
-    const call = new AcquireCall(this.#scripts, this.#deadlines, budget, sentAt, keys, ownerId, this.#host.releaseMessage)
-    let outcome: AcquireAttempt
-    try {
-      outcome = await sendAcquire(this.#scripts, keys, ownerId, ttlMs, this.#options.fenceTtlMs, call)
-      const rtt = performance.now() - sentAt
+    // One promise for the round trip, its deadline and what comes of it (Script.run).
+    const call = new AcquireCall(this.#sink, this.#deadlines, budget, sentAt, resource, keys, ownerId, ttlMs, autoExtend)
+    return sendAcquire(this.#scripts, keys, ownerId, ttlMs, this.#options.fenceTtlMs, call)
+  }
+
+  /** The outcomes of acquire round trips (see {@link AcquireCall}). */
+  readonly #sink: AttemptSink = {
+    answered: (call, outcome) => {
+      const rtt = performance.now() - call.sentAt
       this.#srttMs = this.#srttMs === 0 ? rtt : 0.875 * this.#srttMs + 0.125 * rtt
-    } catch (error) {
-      call.cleanUp()
+      if (!outcome.granted) return outcome
+      if (this.#closed) {
+        this.#sink.cleanUp(call)
+        return { granted: false, error: new Error('the locker was closed'), cut: false }
+      }
+      const serial = ++this.#serial
+      const { resource, keys, ownerId, ttlMs, sentAt, autoExtend } = call
+      const lock = new Lock(this.#host, { serial, resource, keys, ownerId, token: outcome.token, ttlMs, sentAt, autoExtend })
+      this.#held.set(serial, lock)
+      return { granted: true, lock }
+    },
+    failed: (call, error) => {
+      this.#sink.cleanUp(call)
       const e = asError(error)
-      const cut = error instanceof DeadlineExceededError && budget < this.#options.commandTimeoutMs
+      const cut = error instanceof DeadlineExceededError && call.ms < this.#options.commandTimeoutMs
       // Running out of the caller's own wait is not a Redis failure.
-      if (!cut) this.#host.emit({ type: 'error', resource, operation: 'acquire', error: e })
+      if (!cut) this.#host.emit({ type: 'error', resource: call.resource, operation: 'acquire', error: e })
       return { granted: false, error: e, cut }
-    }
-    if (!outcome.granted) return outcome
-    if (this.#closed) {
-      call.cleanUp()
-      return { granted: false, error: new Error('the locker was closed'), cut: false }
-    }
-    const serial = ++this.#serial
-    const lock = new Lock(this.#host, { serial, resource, keys, ownerId, token: outcome.token, ttlMs, sentAt, autoExtend })
-    this.#held.set(serial, lock)
-    return { granted: true, lock }
+    },
+    cleanUp: (call) => {
+      releaseOnce(this.#scripts, call.keys, call.ownerId, this.#host.releaseMessage).catch(() => {})
+    },
   }
 
   /**
