@@ -10,7 +10,7 @@ import { randomBytes } from 'node:crypto'
 import { setTimeout as sleep } from 'node:timers/promises'
 import { pathToFileURL } from 'node:url'
 import { resolve } from 'node:path'
-import { Locker } from '@fencelock/lock'
+import { LOCK_SCRIPTS, Locker, resourceKeys } from '@fencelock/lock'
 import type { Redis } from 'ioredis'
 import { Mutex } from 'redis-semaphore'
 import Redlock from 'redlock'
@@ -77,6 +77,39 @@ const raw: LockContender = {
           if ((await redis.set(key, owner, 'PX', ttlMs, 'NX')) === 'OK') return () => redis.evalsha(sha, 1, key, owner)
           await sleep(RAW_RETRY_MS)
         }
+      },
+      async close() {},
+    }
+  },
+}
+
+/**
+ * Our protocol without our client code: the Locker's own two scripts (acquire minting a token,
+ * owner-checked release with its PUBLISH) driven by a bare loop, like the raw one. What it loses
+ * to raw is what the protocol costs on the server and the wire; what ours loses to it is the
+ * Locker's work in the client (deadlines, the Lock object, events, waiting logic).
+ */
+const protocol: LockContender = {
+  id: 'protocol',
+  label: 'our scripts in a bare loop (no Locker)',
+  targets: false,
+  scenarios: ['uncontended'],
+  layout: 'shared',
+  async create({ redis, ttlMs }) {
+    const acquireSha = (await redis.script('LOAD', LOCK_SCRIPTS.acquire)) as string
+    const releaseSha = (await redis.script('LOAD', LOCK_SCRIPTS.release)) as string
+    const message = randomBytes(8).toString('hex')
+    // 32 characters like the Locker's owner ids, unique per grant, without a CSPRNG draw each.
+    const prefix = randomBytes(8).toString('hex')
+    let n = 0
+    return {
+      async acquire(key) {
+        const keys = resourceKeys('fencelock:', key)
+        const owner = prefix + (++n).toString(16).padStart(16, '0')
+        const reply = await redis.evalsha(acquireSha, 2, keys.lock, keys.fence, owner, ttlMs, 86_400_000)
+        if (typeof reply !== 'string') throw new Error(`uncontended key was held: ${String(reply)}`)
+        BigInt(reply) // the token, as the Locker parses it
+        return () => redis.evalsha(releaseSha, 1, keys.lock, owner, keys.channel, message)
       },
       async close() {},
     }
@@ -150,6 +183,7 @@ function oursContender(id: string, label: string, layout: LockContender['layout'
 /** The built-in contenders, in the order of the tables and of each round. */
 export const CONTENDERS: readonly LockContender[] = [
   raw,
+  protocol,
   semaphore,
   redlock,
   oursContender('ours', 'ours (1 Locker)', 'shared', ['uncontended', 'contended']),

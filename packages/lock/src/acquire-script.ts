@@ -13,7 +13,7 @@ import { defineScript, type Handling, type ScriptClient } from './script.js'
 // does on exact 64-bit integers, and read back as a string. The counter is written with SET ... GET
 // (one call, not GET then SET) since time moves on between grants nearly always; in the rare case
 // it did not (a burst within one µs, a clock behind the counter) the old value is put back first.
-const ACQUIRE_LUA = `
+export const ACQUIRE_LUA = `
 if not redis.call('SET', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2]) then
   return redis.call('PTTL', KEYS[1])
 end

@@ -4,7 +4,7 @@ import { defineScript, type ScriptClient } from './script.js'
 
 // KEYS[1] lock key; ARGV[1] owner id, ARGV[2] new ttl ms. Returns 1 when the key held our owner
 // id and its TTL was reset, 0 when someone else holds it or nobody does.
-const EXTEND_LUA = `
+export const EXTEND_LUA = `
 if redis.call('GET', KEYS[1]) == ARGV[1] then
   return redis.call('PEXPIRE', KEYS[1], ARGV[2])
 end

@@ -20,3 +20,4 @@ export {
   type UsingOptions,
 } from './options.js'
 export { resourceKeys, type ResourceKeys } from './keys.js'
+export { LOCK_SCRIPTS } from './lock-scripts.js'

@@ -5,7 +5,7 @@ import { defineScript, type ScriptClient } from './script.js'
 // KEYS[1] lock key; ARGV[1] owner id, ARGV[2] channel, ARGV[3] message. Deletes the key only
 // when it still holds our owner id, and then announces the release to blocked waiters.
 // Returns 1 when it deleted our lock, 0 otherwise.
-const RELEASE_LUA = `
+export const RELEASE_LUA = `
 if redis.call('GET', KEYS[1]) == ARGV[1] then
   redis.call('DEL', KEYS[1])
   redis.call('PUBLISH', ARGV[2], ARGV[3])

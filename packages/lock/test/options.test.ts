@@ -1,12 +1,15 @@
+import { createHash } from 'node:crypto'
 import type { Redis } from 'ioredis'
 import { beforeAll, describe, expect, it } from 'vitest'
 import {
   InvalidLockOptionError,
   LOCK_DEFAULTS,
+  LOCK_SCRIPTS,
   Locker,
   LockError,
   MAX_DURATION_MS,
   MAX_RESOURCE_BYTES,
+  resourceKeys,
   type Lock,
 } from '../src/index.js'
 import { commandCalls, connect, makeLocker, ready, unique } from './support/connections.js'
@@ -209,6 +212,55 @@ describe('accepted boundary values (on a spawned redis-server)', () => {
     await lock.release()
     const statsControl = await commandCalls(redis)
     expect((statsControl.evalsha ?? 0) + (statsControl.eval ?? 0)).toBeGreaterThanOrEqual((statsAfter.evalsha ?? 0) + (statsAfter.eval ?? 0) + 2)
+  })
+})
+
+describe('the cache of key names (resources are checked once, when they go in)', () => {
+  let redis: Redis
+
+  beforeAll(async () => {
+    const server = await startRedisServer()
+    redis = connect({ port: server.port })
+    await ready(redis, server.url)
+  })
+
+  it('never lets a bad name in: it is rejected on every call, before and after good names are cached', async () => {
+    const locker = makeLocker(redis)
+    const bad = ['', 'x\uD800', '}x', 'a'.repeat(MAX_RESOURCE_BYTES + 1)]
+    for (let round = 0; round < 2; round++) {
+      for (const name of bad) expect((await invalidOption(() => locker.acquire(name))).field).toBe('resource')
+      for (const name of bad) expect((await invalidOption(() => locker.tryAcquire(name))).field).toBe('resource')
+      const lock = await locker.acquire(unique('good'))
+      expect(await lock.release()).toBe(true)
+    }
+  })
+
+  it('keeps working past its size (1,024 names): it starts over, and every lock is still on its own key', async () => {
+    const locker = makeLocker(redis)
+    const base = unique('many')
+    const locks = []
+    for (let i = 0; i < 1_100; i++) locks.push((await locker.tryAcquire(`${base}:${i}`))!)
+    expect(new Set(locks.map((l) => l.resource)).size).toBe(1_100)
+    // The first names were built before the cache started over: same keys as a fresh build.
+    expect(await redis.get(resourceKeys('fencelock:', `${base}:0`).lock)).not.toBeNull()
+    expect(await locker.tryAcquire(`${base}:0`)).toBeNull()
+    expect((await Promise.all(locks.map((l) => l.release()))).every(Boolean)).toBe(true)
+    expect(await redis.exists(resourceKeys('fencelock:', `${base}:0`).lock)).toBe(0)
+  })
+})
+
+describe('LOCK_SCRIPTS', () => {
+  it('are the sources the Locker runs: after an acquire, release and extend, each SHA1 is loaded', async () => {
+    const server = await startRedisServer()
+    const redis = connect({ port: server.port })
+    await ready(redis, server.url)
+    const locker = makeLocker(redis)
+    const lock = await locker.acquire(unique('scripts'))
+    await lock.extend()
+    await lock.release()
+    const shas = Object.values(LOCK_SCRIPTS).map((lua) => createHash('sha1').update(lua).digest('hex'))
+    expect(await redis.script('EXISTS', ...shas)).toEqual([1, 1, 1])
+    expect(Object.isFrozen(LOCK_SCRIPTS)).toBe(true)
   })
 })
 
