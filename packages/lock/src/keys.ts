@@ -11,12 +11,16 @@ export interface ResourceKeys {
   readonly fence: string
   /** Pub/sub channel on which a release is announced. */
   readonly channel: string
+  /** List of the lockers waiting for the resource, in the order they came (their ids). */
+  readonly queue: string
+  /** Hash of each queued locker's lease: when (server ms) it counts as gone unless it tries again. */
+  readonly leases: string
 }
 
 /** Builds the key names of `resource` under `prefix` (validated by the caller). */
 export function resourceKeys(prefix: string, resource: string): ResourceKeys {
   const base = `${prefix}{${resource}}`
-  return { lock: `${base}:lock`, fence: `${base}:fence`, channel: `${base}:released` }
+  return { lock: `${base}:lock`, fence: `${base}:fence`, channel: `${base}:released`, queue: `${base}:queue`, leases: `${base}:leases` }
 }
 
 /** Recovers the resource from a channel name built by {@link resourceKeys}, or undefined. */

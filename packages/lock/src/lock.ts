@@ -4,7 +4,7 @@ import type { LockEvent } from './events.js'
 import { extendOnce } from './extend-script.js'
 import type { ResourceKeys } from './keys.js'
 import { checkInteger, MAX_DURATION_MS } from './options.js'
-import { releaseOnce } from './release-script.js'
+import { releaseOnce, type ReleaseOutcome } from './release-script.js'
 import type { ScriptClient } from './script.js'
 
 /** What a {@link Lock} needs from the {@link Locker} that granted it. */
@@ -12,15 +12,20 @@ export interface LockHost {
   readonly client: ScriptClient
   readonly deadlines: Deadlines
   readonly commandTimeoutMs: number
-  /** Payload of our release messages, so the locker can tell its own echo from others'. */
-  readonly releaseMessage: string
+  /** The granting locker's id: sent with its release messages, and its name in wait queues. */
+  readonly lockerId: string
+  /** How long a released lock stays handed to the oldest queued locker (LockerOptions). */
+  readonly handoffMs: number
   /** True when someone listens to events: hot paths skip building the event otherwise. */
   readonly listening: boolean
   emit(event: LockEvent): void
   /** Called exactly once when the lock stops being held (released or lost). */
   onLockEnd(serial: number): void
-  /** The resource may be free now: let the oldest local waiter try. */
-  wake(resource: string): void
+  /**
+   * The resource may be free now: let the oldest local waiter try. `handedTo`: the locker the
+   * release handed the lock to (only that one should try), undefined when it was just freed.
+   */
+  wake(resource: string, handedTo?: string): void
 }
 
 export interface LockGrant {
@@ -151,9 +156,9 @@ export class Lock {
     if (this.#renewal) await this.#renewal
     const sentAt = performance.now()
     const heldMs = sentAt - this.#acquiredAt
-    let freed: boolean
+    let outcome: ReleaseOutcome
     try {
-      freed = await releaseOnce(this.#host.client, this.#keys, this.#ownerId, this.#host.releaseMessage, {
+      outcome = await releaseOnce(this.#host.client, this.#keys, this.#ownerId, this.#host.lockerId, this.#host.handoffMs, {
         deadlines: this.#host.deadlines,
         ms: this.#host.commandTimeoutMs,
         sentAt,
@@ -168,14 +173,14 @@ export class Lock {
       resource: this.resource,
       token: this.token,
       heldMs,
-      outcome: freed ? 'released' : 'expired',
+      outcome: outcome.freed ? 'released' : 'expired',
       wasLost,
     })
     if (!wasLost) this.#host.onLockEnd(this.#serial)
     // Our own release message is ignored by this locker (the echo would cost a wasted attempt),
     // so local waiters are woken here, one round trip sooner than pub/sub would.
-    if (freed) this.#host.wake(this.resource)
-    return freed
+    if (outcome.freed) this.#host.wake(this.resource, outcome.handedTo)
+    return outcome.freed
   }
 
   #scheduleRenewal(): void {

@@ -1,5 +1,5 @@
 import type { Cluster, Redis } from 'ioredis'
-import { sendAcquire, toAttempt, type AcquireAttempt } from './acquire-script.js'
+import { NO_QUEUE, sendAcquire, toAttempt, type AcquireAttempt, type QueueArgs } from './acquire-script.js'
 import { DeadlineExceededError, Deadlines } from './deadline.js'
 import { InvalidLockOptionError, LockAbortedError, LockTimeoutError, LockUnavailableError } from './errors.js'
 import type { LockEvent } from './events.js'
@@ -17,7 +17,7 @@ import {
   type TryAcquireOptions,
   type UsingOptions,
 } from './options.js'
-import { releaseOnce } from './release-script.js'
+import { leaveQueue, releaseOnce } from './release-script.js'
 import type { Handling, ScriptClient } from './script.js'
 
 /** The client a Locker runs on: an ioredis `Redis` or `Cluster`. */
@@ -64,6 +64,8 @@ interface WaitQueue {
   wakes: number
   /** An empty queue stays subscribed for a while, so alternating contenders do not churn SUBSCRIBE. */
   linger: NodeJS.Timeout | undefined
+  /** This locker may stand in the resource's queue in Redis (an attempt of ours missed). */
+  queued: boolean
 }
 
 /**
@@ -91,6 +93,8 @@ class AcquireCall implements Handling<Attempt> {
     readonly ownerId: string,
     readonly ttlMs: number,
     readonly autoExtend: boolean,
+    /** A miss of this attempt puts our locker in the resource's queue in Redis. */
+    readonly queued: boolean,
   ) {}
 
   map(reply: unknown): Attempt {
@@ -102,7 +106,8 @@ class AcquireCall implements Handling<Attempt> {
   }
 
   onLate(reply: unknown): void {
-    if (typeof reply === 'string') this.sink.cleanUp(this) // a token: granted after all
+    if (typeof reply === 'string' || Array.isArray(reply)) this.sink.cleanUp(this) // a token: granted after all
+    else if (this.queued) this.sink.lateMiss(this) // it queued us, maybe after our waiter gave up
   }
 }
 
@@ -111,9 +116,10 @@ interface AttemptSink {
   answered(call: AcquireCall, outcome: AcquireAttempt): Attempt
   failed(call: AcquireCall, error: unknown): Attempt
   cleanUp(call: AcquireCall): void
+  lateMiss(call: AcquireCall): void
 }
 
-type Attempt = { granted: true; lock: Lock } | { granted: false; holderTtlMs: number } | { granted: false; error: Error; cut: boolean }
+type Attempt = { granted: true; lock: Lock; handedOver: boolean } | { granted: false; holderTtlMs: number } | { granted: false; error: Error; cut: boolean }
 
 /**
  * Grants locks on Redis with fencing tokens. One Locker per process is the usual set-up: its
@@ -134,6 +140,9 @@ export class Locker {
   readonly #deadlines = new Deadlines()
   /** `acquire()` options when none are given: resolved once, not per call. */
   readonly #defaultAcquire: ResolvedAcquire
+  /** How our attempts queue in Redis on a miss (see acquire-script.ts). */
+  readonly #queueArgs: QueueArgs
+  readonly #queueArgsMore: QueueArgs
   /** Key names of recently used resources, so a hot resource's names are built once. */
   readonly #keyCache = new Map<string, ResourceKeys>()
   readonly #options: ResolvedLockerOptions
@@ -168,8 +177,9 @@ export class Locker {
       client: this.#scripts,
       deadlines: this.#deadlines,
       commandTimeoutMs: this.#options.commandTimeoutMs,
-      // Identifies this locker's release messages. Not a secret: knowing it grants nothing.
-      releaseMessage: newOwnerId().slice(0, 16),
+      // Names this locker in release messages and wait queues. Not a secret: it grants nothing.
+      lockerId: newOwnerId().slice(0, 16),
+      handoffMs: this.#options.handoffMs,
       get listening() {
         return listeners.size > 0
       },
@@ -185,8 +195,15 @@ export class Locker {
       onLockEnd: (serial) => {
         this.#held.delete(serial)
       },
-      wake: (resource) => this.#wake(resource),
+      wake: (resource, handedTo) => {
+        if (handedTo === undefined || handedTo === this.#host.lockerId) this.#wake(resource)
+      },
     }
+    // A queued locker that stops trying (a crashed process) is dropped after this lease. Waiters
+    // try at least every 1.2 × pollMs (the safety poll), so a live one always renews it in time.
+    const leaseMs = 3 * this.#options.pollMs + this.#options.commandTimeoutMs
+    this.#queueArgs = Object.freeze({ lockerId: this.#host.lockerId, leaseMs, more: false })
+    this.#queueArgsMore = Object.freeze({ lockerId: this.#host.lockerId, leaseMs, more: true })
   }
 
   /**
@@ -235,7 +252,9 @@ export class Locker {
     if (!queue || queue.waiters.length === 0) {
       // Nobody here is waiting for it: try straight away.
       const wakesBefore = queue?.wakes
-      const attempt = await this.#attempt(name, keys, o.ttlMs, o.autoExtend, o.waitMs === 0 ? undefined : deadline, start)
+      // The first try does not queue in Redis (the lean script: most acquires find the key free);
+      // the tries of a waiter do.
+      const attempt = await this.#attempt(name, keys, o.ttlMs, o.autoExtend, o.waitMs === 0 ? undefined : deadline, start, false, false)
       tried = true
       if (attempt.granted) {
         if (o.signal?.aborted) {
@@ -304,7 +323,7 @@ export class Locker {
     const o = options === undefined ? this.#defaultAcquire : resolveAcquireOptions(options, this.#options)
     this.#assertOpen(name)
     const start = performance.now()
-    const attempt = await this.#attempt(name, keys, o.ttlMs, o.autoExtend, undefined, start)
+    const attempt = await this.#attempt(name, keys, o.ttlMs, o.autoExtend, undefined, start, false, false)
     if (attempt.granted) {
       this.#emitAcquired(attempt.lock, start, 1)
       return attempt.lock
@@ -369,6 +388,10 @@ export class Locker {
     deadline: number | undefined,
     /** The acquire's start when this is its first attempt (it is then sent now). */
     firstAt: number | undefined,
+    /** On a miss, join the resource's queue in Redis (an acquire that will wait). */
+    queue: boolean,
+    /** More of our waiters wait for it: stay queued after a grant. */
+    more: boolean,
   ): Promise<Attempt> {
     const ownerId = newOwnerId()
     const first = firstAt !== undefined
@@ -380,8 +403,9 @@ export class Locker {
     const floor = first ? 3 * this.#srttMs + 2 : 1
     const budget = deadline === undefined ? this.#options.commandTimeoutMs : Math.min(this.#options.commandTimeoutMs, Math.max(floor, deadline - sentAt))
     // One promise for the round trip, its deadline and what comes of it (Script.run).
-    const call = new AcquireCall(this.#sink, this.#deadlines, budget, sentAt, resource, keys, ownerId, ttlMs, autoExtend)
-    return sendAcquire(this.#scripts, keys, ownerId, ttlMs, this.#options.fenceTtlMs, call)
+    const call = new AcquireCall(this.#sink, this.#deadlines, budget, sentAt, resource, keys, ownerId, ttlMs, autoExtend, queue)
+    const queueArgs = queue ? (more ? this.#queueArgsMore : this.#queueArgs) : NO_QUEUE
+    return sendAcquire(this.#scripts, keys, ownerId, ttlMs, this.#options.fenceTtlMs, queueArgs, call)
   }
 
   /** The outcomes of acquire round trips (see {@link AcquireCall}). */
@@ -398,7 +422,7 @@ export class Locker {
       const { resource, keys, ownerId, ttlMs, sentAt, autoExtend } = call
       const lock = new Lock(this.#host, { serial, resource, keys, ownerId, token: outcome.token, ttlMs, sentAt, autoExtend })
       this.#held.set(serial, lock)
-      return { granted: true, lock }
+      return { granted: true, lock, handedOver: outcome.handedOver }
     },
     failed: (call, error) => {
       this.#sink.cleanUp(call)
@@ -408,8 +432,13 @@ export class Locker {
       if (!cut) this.#host.emit({ type: 'error', resource: call.resource, operation: 'acquire', error: e })
       return { granted: false, error: e, cut }
     },
+    lateMiss: (call) => {
+      const q = this.#queues.get(call.resource)
+      if (q && q.waiters.length > 0) q.queued = true
+      else leaveQueue(this.#scripts, call.keys, this.#host.lockerId, this.#options.handoffMs).catch(() => {})
+    },
     cleanUp: (call) => {
-      releaseOnce(this.#scripts, call.keys, call.ownerId, this.#host.releaseMessage).catch(() => {})
+      releaseOnce(this.#scripts, call.keys, call.ownerId, this.#host.lockerId, this.#options.handoffMs).catch(() => {})
     },
   }
 
@@ -445,6 +474,7 @@ export class Locker {
       errorStreak: 'error' in first ? 1 : 0,
       wakes: 0,
       linger: undefined,
+      queued: false,
     }
     this.#queues.set(resource, q)
     // Subscribe before the next attempt: a release between our miss and the subscription is
@@ -468,10 +498,22 @@ export class Locker {
     sub.on('error', () => {
       // Reconnection is ioredis's job; waiters fall back on their backstops meanwhile.
     })
+    // A message is "<sender>" (the lock was freed: the oldest waiter here may try) or "<sender>
+    // <locker> <ms>" (it was handed to that locker for ms: only that one tries; the others here
+    // try again when the hand-off would run out, in case that locker never comes).
     sub.on('message', (channel: string, message: string) => {
-      if (message === this.#host.releaseMessage) return
+      const [sender, head, ms] = message.split(' ')
+      // Our own release woke our waiters already, one round trip sooner.
+      if (sender === this.#host.lockerId) return
       const resource = resourceOfChannel(this.#options.prefix, channel)
-      if (resource !== undefined) this.#wake(resource)
+      if (resource === undefined) return
+      if (head === undefined || head === this.#host.lockerId) return this.#wake(resource)
+      const q = this.#queues.get(resource)
+      const handoffMs = Number(ms)
+      if (q && !q.running && q.waiters.length > 0 && Number.isFinite(handoffMs)) {
+        q.lastHolderTtlMs = handoffMs
+        this.#armBackstop(q)
+      }
     })
     // Messages sent while we were disconnected are gone: after a reconnect, every queue tries.
     sub.on('ready', () => {
@@ -507,10 +549,14 @@ export class Locker {
     q.wakeAgain = false
     head.running = true
     head.attempts++
-    void this.#attempt(head.resource, head.keys, head.ttlMs, head.autoExtend, head.deadline, undefined).then((attempt) => {
+    const more = q.waiters.length > 1
+    void this.#attempt(head.resource, head.keys, head.ttlMs, head.autoExtend, head.deadline, undefined, true, more).then((attempt) => {
       q.running = false
       head.running = false
       if (attempt.granted) {
+        // Taking a lock handed to us used up our place in the queue (the script queued us
+        // again if `more`); a lock found free leaves us queued, for #finish to take us out.
+        if (attempt.handedOver) q.queued = more
         q.lastError = undefined
         q.errorStreak = 0
         q.lastHolderTtlMs = attempt.lock.ttlMs
@@ -528,6 +574,7 @@ export class Locker {
         q.lastError = undefined
         q.errorStreak = 0
         q.lastHolderTtlMs = attempt.holderTtlMs
+        q.queued = true
       }
       if (!head.done) {
         if (head.signal?.aborted) this.#finish(q, head, this.#aborted(head.resource, head.start, head.signal))
@@ -593,6 +640,16 @@ export class Locker {
     if (q.waiters.length === 0) this.#idleQueue(q)
   }
 
+  /**
+   * Takes this locker out of the resource's queue in Redis once nobody here waits for it any
+   * more, so a release does not hand the lock to a locker that no longer wants it.
+   */
+  #leaveIfIdle(q: WaitQueue): void {
+    if (!q.queued || q.waiters.length > 0) return
+    q.queued = false
+    leaveQueue(this.#scripts, q.keys, this.#host.lockerId, this.#options.handoffMs).catch(() => {})
+  }
+
   /** Removes a waiter, clears its timer and listener, and settles it exactly once. */
   #finish(q: WaitQueue, w: Waiter, error: Error | undefined, lock?: Lock): void {
     if (w.done) return
@@ -601,6 +658,7 @@ export class Locker {
     if (w.onAbort) w.signal?.removeEventListener('abort', w.onAbort)
     const i = q.waiters.indexOf(w)
     if (i >= 0) q.waiters.splice(i, 1)
+    this.#leaveIfIdle(q)
     if (lock) {
       this.#emitAcquired(lock, w.start, w.attempts)
       w.resolve(lock)

@@ -20,6 +20,8 @@ export const LOCK_DEFAULTS = Object.freeze({
   pollMs: 1_000,
   /** Lifetime of a resource's token counter after its last grant (the key expires, not leaks). */
   fenceTtlMs: 86_400_000,
+  /** How long a released lock stays handed to the oldest waiting locker before anyone may take it. */
+  handoffMs: 500,
 })
 
 /** Options of a {@link Locker}; every field is optional and defaults to {@link LOCK_DEFAULTS}. */
@@ -36,6 +38,11 @@ export interface LockerOptions {
   pollMs?: number
   /** Lifetime of a resource's token counter after its last grant, 1 s to 30 days. Default 24 h. */
   fenceTtlMs?: number
+  /**
+   * When a lock is released while other lockers wait for it, it is handed to the one that has
+   * waited longest, which gets this long to take it before anyone may; 1 ms to 60 s. Default 500.
+   */
+  handoffMs?: number
   /** Receives typed events (acquired, contended, timeout, ...). Exceptions it throws are ignored. */
   onEvent?: (event: LockEvent) => void
 }
@@ -74,6 +81,7 @@ export interface ResolvedLockerOptions {
   readonly commandTimeoutMs: number
   readonly pollMs: number
   readonly fenceTtlMs: number
+  readonly handoffMs: number
   readonly onEvent: ((event: LockEvent) => void) | undefined
 }
 
@@ -138,6 +146,7 @@ export function resolveLockerOptions(options: unknown): ResolvedLockerOptions {
     commandTimeoutMs: checkInteger('commandTimeoutMs', or(o.commandTimeoutMs, LOCK_DEFAULTS.commandTimeoutMs), 1, 60_000),
     pollMs: checkInteger('pollMs', or(o.pollMs, LOCK_DEFAULTS.pollMs), 10, 60_000),
     fenceTtlMs: checkInteger('fenceTtlMs', or(o.fenceTtlMs, LOCK_DEFAULTS.fenceTtlMs), 1_000, 30 * MAX_DURATION_MS),
+    handoffMs: checkInteger('handoffMs', or(o.handoffMs, LOCK_DEFAULTS.handoffMs), 1, 60_000),
     onEvent: o.onEvent as ResolvedLockerOptions['onEvent'],
   }
 }

@@ -68,7 +68,7 @@ describe('acquireOnce (one script: SET NX PX and the token)', () => {
     const ahead = (await serverMicros()) + 10_000_000_000n
     await redis.set(keys.fence, String(ahead))
     const attempt = await acquireOnce(redis, keys, newOwnerId(), 1_000, DAY)
-    expect(attempt).toEqual({ granted: true, token: ahead + 1n })
+    expect(attempt).toEqual({ granted: true, token: ahead + 1n, handedOver: false })
   })
 
   it('stays above every earlier token when the counter key is gone (expired or deleted)', async () => {

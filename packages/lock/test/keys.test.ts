@@ -10,11 +10,13 @@ import { sleep, waitUntil } from './support/timing.js'
 const RESOURCES = ['order:42', 'a{b}c', 'x}y', '{x}', 'a{', 'a}', '{{}}', 'a:b:{c}', 'ключ', '🔒', ' ', 'x'.repeat(1024)]
 
 describe('resourceKeys', () => {
-  it('builds <prefix>{<resource>}:lock, :fence and the :released channel', () => {
+  it('builds <prefix>{<resource>}:lock, :fence, :queue, :leases and the :released channel', () => {
     expect(resourceKeys('fencelock:', 'order:42')).toEqual({
       lock: 'fencelock:{order:42}:lock',
       fence: 'fencelock:{order:42}:fence',
       channel: 'fencelock:{order:42}:released',
+      queue: 'fencelock:{order:42}:queue',
+      leases: 'fencelock:{order:42}:leases',
     })
     expect(resourceKeys('', 'r').lock).toBe('{r}:lock')
   })

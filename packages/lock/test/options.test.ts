@@ -88,6 +88,7 @@ const CONSTRUCTOR_CASES: (readonly [label: string, field: string, options: unkno
   ...[0, -1, 1.5, Number.NaN, Number.POSITIVE_INFINITY, '100', 60_001].map((v) => [`commandTimeoutMs ${show(v)}`, 'commandTimeoutMs', { commandTimeoutMs: v }] as const),
   ...[9, 60_001, 1.5, Number.NaN, '100'].map((v) => [`pollMs ${show(v)}`, 'pollMs', { pollMs: v }] as const),
   ...[999, 30 * MAX_DURATION_MS + 1, Number.NaN].map((v) => [`fenceTtlMs ${show(v)}`, 'fenceTtlMs', { fenceTtlMs: v }] as const),
+  ...[0, 60_001, 1.5, Number.NaN, null, '500'].map((v) => [`handoffMs ${show(v)}`, 'handoffMs', { handoffMs: v }] as const),
 ]
 
 /** Runs `call` and returns the InvalidLockOptionError it threw or rejected with. */
@@ -250,16 +251,20 @@ describe('the cache of key names (resources are checked once, when they go in)',
 })
 
 describe('LOCK_SCRIPTS', () => {
-  it('are the sources the Locker runs: after an acquire, release and extend, each SHA1 is loaded', async () => {
+  it('are the sources the Locker runs: after a grant, an extend, a release and a wait that gives up, each SHA1 is loaded', async () => {
     const server = await startRedisServer()
     const redis = connect({ port: server.port })
     await ready(redis, server.url)
     const locker = makeLocker(redis)
-    const lock = await locker.acquire(unique('scripts'))
+    const resource = unique('scripts')
+    const lock = await locker.acquire(resource)
     await lock.extend()
+    // A waiter on another Locker queues in Redis, then gives up and leaves the queue.
+    await expect(makeLocker(redis, { pollMs: 50 }).acquire(resource, { waitMs: 300 })).rejects.toBeInstanceOf(LockError)
     await lock.release()
     const shas = Object.values(LOCK_SCRIPTS).map((lua) => createHash('sha1').update(lua).digest('hex'))
-    expect(await redis.script('EXISTS', ...shas)).toEqual([1, 1, 1])
+    expect(shas).toHaveLength(5)
+    expect(await redis.script('EXISTS', ...shas)).toEqual([1, 1, 1, 1, 1])
     expect(Object.isFrozen(LOCK_SCRIPTS)).toBe(true)
   })
 })
@@ -267,7 +272,7 @@ describe('LOCK_SCRIPTS', () => {
 describe('defaults', () => {
   it('are one frozen object with the documented values, and fill in what a Locker was not given', () => {
     expect(Object.isFrozen(LOCK_DEFAULTS)).toBe(true)
-    expect(LOCK_DEFAULTS).toEqual({ ttlMs: 30_000, waitMs: 10_000, prefix: 'fencelock:', commandTimeoutMs: 2_000, pollMs: 1_000, fenceTtlMs: 86_400_000 })
+    expect(LOCK_DEFAULTS).toEqual({ ttlMs: 30_000, waitMs: 10_000, prefix: 'fencelock:', commandTimeoutMs: 2_000, pollMs: 1_000, fenceTtlMs: 86_400_000, handoffMs: 500 })
     const { client } = recordingClient()
     expect(new Locker(client).options).toEqual({ ...LOCK_DEFAULTS })
     expect(new Locker(client, { ttlMs: 500, prefix: 'x:' }).options).toEqual({ ...LOCK_DEFAULTS, ttlMs: 500, prefix: 'x:' })

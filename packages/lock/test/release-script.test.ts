@@ -17,16 +17,16 @@ beforeAll(async () => {
 })
 afterAll(() => subscriber.disconnect())
 
-describe('releaseOnce (owner-checked DEL + PUBLISH)', () => {
+describe('releaseOnce (owner-checked DEL + PUBLISH, nobody queued)', () => {
   it("deletes only the owner's key, and announces it on the resource's channel", async () => {
     const keys = resourceKeys(PREFIX, unique('r'))
     await subscriber.subscribe(keys.channel)
     await redis.set(keys.lock, 'owner', 'PX', 5_000)
 
-    expect(await releaseOnce(redis, keys, 'intruder', 'm1')).toBe(false)
+    expect(await releaseOnce(redis, keys, 'intruder', 'm1', 500)).toEqual({ freed: false })
     expect(await redis.get(keys.lock)).toBe('owner')
 
-    expect(await releaseOnce(redis, keys, 'owner', 'm2')).toBe(true)
+    expect(await releaseOnce(redis, keys, 'owner', 'm2', 500)).toEqual({ freed: true, handedTo: undefined })
     expect(await redis.exists(keys.lock)).toBe(0)
     await waitUntil(() => messages.some(([c]) => c === keys.channel), { what: 'the release message' })
     await sleep(20)
@@ -37,7 +37,7 @@ describe('releaseOnce (owner-checked DEL + PUBLISH)', () => {
   it("does not delete a key someone else took after ours expired, and says so", async () => {
     const keys = resourceKeys(PREFIX, unique('taken'))
     await redis.set(keys.lock, 'next-owner', 'PX', 5_000)
-    expect(await releaseOnce(redis, keys, 'expired-owner', 'x')).toBe(false)
+    expect(await releaseOnce(redis, keys, 'expired-owner', 'x', 500)).toEqual({ freed: false })
     expect(await redis.get(keys.lock)).toBe('next-owner')
     // Control: a naive DEL (no owner check) would have freed the next owner's lock.
     await redis.del(keys.lock)
@@ -46,6 +46,6 @@ describe('releaseOnce (owner-checked DEL + PUBLISH)', () => {
 
   it('is a no-op on a missing key', async () => {
     const keys = resourceKeys(PREFIX, unique('none'))
-    expect(await releaseOnce(redis, keys, 'me', 'x')).toBe(false)
+    expect(await releaseOnce(redis, keys, 'me', 'x', 500)).toEqual({ freed: false })
   })
 })
