@@ -9,8 +9,10 @@
  *   mutual exclusion, and with fencing they are expected and harmless.
  * - stale writes accepted: an accepted write whose token is below a token already accepted on the
  *   same row, in the row's commit order (`seq`).
- * - tokens that did not increase: successive grants of one resource (by entry time) whose token
- *   is not larger than the one before.
+ * - tokens that did not increase: a grant whose token is not larger than that of a section of the
+ *   same resource entered before it was even asked for. Grants are ordered by when they were
+ *   asked for and when they entered, not by entry alone: a process whose event loop is blocked
+ *   enters late a section granted before the block, and that is no inversion.
  * - oversold units, double-charged orders, lost updates: counted from the database.
  */
 import type { EnterEvent, ExitEvent, FaultEvent, HistoryEvent, WriteEvent } from './history.js'
@@ -29,6 +31,8 @@ export interface Section {
   readonly token: string
   readonly enter: number
   readonly exit: number
+  /** When the lock was asked for (`enter` when the history does not say). */
+  readonly asked: number
 }
 
 /** Two sections of one resource held at once. */
@@ -73,10 +77,10 @@ export function sectionsOf(events: readonly HistoryEvent[]): Section[] {
       const entered = open.get(key(e))
       if (entered === undefined) continue
       open.delete(key(e))
-      sections.push({ inst: e.inst, res: e.res, token: e.token, enter: entered.mono, exit: e.mono })
+      sections.push({ inst: e.inst, res: e.res, token: e.token, enter: entered.mono, exit: e.mono, asked: entered.asked ?? entered.mono })
     }
   }
-  for (const e of open.values()) sections.push({ inst: e.inst, res: e.res, token: e.token, enter: e.mono, exit: end })
+  for (const e of open.values()) sections.push({ inst: e.inst, res: e.res, token: e.token, enter: e.mono, exit: end, asked: e.asked ?? e.mono })
   return sections.sort((a, b) => a.enter - b.enter)
 }
 
@@ -123,14 +127,23 @@ export function findStaleWrites(events: readonly HistoryEvent[]): WriteEvent[] {
   return stale
 }
 
-/** Successive grants of a resource whose token did not increase. */
+/**
+ * Grants whose token is not above that of every section of the resource entered before the
+ * grant was asked for (`previous`: the one with the highest token among those).
+ */
 export function findNonIncreasingTokens(sections: readonly Section[]): CheckResult['nonIncreasingTokens'] {
   const found: CheckResult['nonIncreasingTokens'] = []
   for (const [res, list] of byResource(sections)) {
-    for (let i = 1; i < list.length; i++) {
-      const previous = list[i - 1] as Section
-      const next = list[i] as Section
-      if (BigInt(next.token) <= BigInt(previous.token)) found.push({ res, previous, next })
+    const byEnter = [...list].sort((a, b) => a.enter - b.enter)
+    const byAsked = [...list].sort((a, b) => a.asked - b.asked || a.enter - b.enter)
+    let i = 0
+    let highest: Section | undefined
+    for (const next of byAsked) {
+      while (i < byEnter.length && byEnter[i]!.enter < next.asked) {
+        const s = byEnter[i++]!
+        if (highest === undefined || BigInt(s.token) > BigInt(highest.token)) highest = s
+      }
+      if (highest !== undefined && highest !== next && BigInt(next.token) <= BigInt(highest.token)) found.push({ res, previous: highest, next })
     }
   }
   return found

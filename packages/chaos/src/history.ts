@@ -30,6 +30,8 @@ export interface EnterEvent extends Stamp {
   readonly inst: string
   readonly res: string
   readonly token: string
+  /** `mono` when the protected code asked for the lock (the acquire was sent after it). */
+  readonly asked?: number
 }
 
 /** A critical section left: the protected code returned or threw (before the release). */

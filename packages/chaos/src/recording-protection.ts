@@ -7,7 +7,7 @@
 import { StaleFencingTokenError } from '@fencelock/fencing'
 import { quoteIdent } from '../../../apps/demo-shop/src/database.js'
 import type { GuardedRow, Protection, Tx } from '../../../apps/demo-shop/src/protection.js'
-import type { Recorder } from './history.js'
+import { monoNow, type Recorder } from './history.js'
 
 /** The sequence that orders the accepted writes of a run (created by the runner in the run's schema). */
 export const WRITE_SEQUENCE = 'chaos_write_seq'
@@ -32,10 +32,11 @@ async function commitOrder(tx: Tx, schema: string): Promise<number | undefined> 
 export function recordingProtection(inner: Protection, recorder: Recorder, inst: string, schema: string): Protection {
   return {
     mode: inner.mode,
-    run: (resource, fn) =>
-      inner.run(resource, async (guard) => {
+    run: (resource, fn) => {
+      const asked = monoNow()
+      return inner.run(resource, async (guard) => {
         const token = String(guard.token ?? 0n)
-        recorder.record({ k: 'enter', inst, res: resource, token })
+        recorder.record({ k: 'enter', inst, res: resource, token, asked })
         try {
           return await fn({
             resource: guard.resource,
@@ -59,6 +60,7 @@ export function recordingProtection(inner: Protection, recorder: Recorder, inst:
         } finally {
           recorder.record({ k: 'exit', inst, res: resource, token })
         }
-      }),
+      })
+    },
   }
 }

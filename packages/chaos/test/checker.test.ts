@@ -93,6 +93,21 @@ describe('checkHistory', () => {
     expect(r.safetyViolations).toBe(2)
   })
 
+  it('does not count a section entered late by a blocked process, when its grant was asked for first', () => {
+    // w1 asked at 0 and was granted 7 just before its event loop blocked; its lease ran out, w2
+    // asked at 1, got 8 and entered at 2; w1 entered only at 9. Entry order says 8 then 7, but
+    // w1's grant may well have come first. w3 asked at 12, after both entered: it must beat 8.
+    const r = checkHistory([
+      { k: 'enter', inst: 'w2', res: 'r', token: '8', asked: 1, ...clocks(2) },
+      { k: 'exit', inst: 'w2', res: 'r', token: '8', ...clocks(3) },
+      { k: 'enter', inst: 'w1', res: 'r', token: '7', asked: 0, ...clocks(9) },
+      { k: 'exit', inst: 'w1', res: 'r', token: '7', ...clocks(10) },
+      { k: 'enter', inst: 'w3', res: 'r', token: '8', asked: 12, ...clocks(13) },
+      { k: 'exit', inst: 'w3', res: 'r', token: '8', ...clocks(14) },
+    ])
+    expect(r.nonIncreasingTokens.map((n) => [n.previous.inst, n.next.inst])).toEqual([['w2', 'w3']])
+  })
+
   it('compares tokens as bigints, beyond 2^53', () => {
     // 2^53 + 1 and 2^53 + 2 are the same JS number: compared as numbers they would not increase.
     const grant = (token: string, mono: number): HistoryEvent[] => [
