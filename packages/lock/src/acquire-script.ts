@@ -9,8 +9,10 @@ import { defineScript, type Handling, type ScriptClient } from './script.js'
 // The queued variant below adds KEYS[3] queue, KEYS[4] leases; ARGV[4] our locker id, ARGV[5]
 // queue lease ms, ARGV[6] '1' when more of our waiters wait. A free key is still taken with SET
 // NX; a key handed to us is taken over (and the token returned as {token}, an array of one); any
-// other miss puts our locker at the back of the resource's queue (once) and renews its lease, so
-// a release hands the lock to the lockers in the order they came, not to whoever asks fastest.
+// other miss puts our locker at the back of the resource's queue (once), renews its lease and
+// marks the holder's key with a trailing '+' (APPEND keeps its TTL), so the holder's release
+// hands the lock to the lockers in the order they came, not to whoever asks fastest. A lock taken
+// over is marked too while others are still queued.
 //
 // The token is max(last + 1, server time in µs). Server time keeps tokens above every earlier
 // grant after the counter is lost (restart without persistence, FLUSHALL, a lagging replica,
@@ -46,10 +48,8 @@ if not redis.call('SET', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2]) then
   if ARGV[4] == '' then
     return redis.call('PTTL', KEYS[1])
   end
-  mine = redis.call('GET', KEYS[1]) == '~' .. ARGV[4]
-  if mine then
-    redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[2])
-  end
+  local v = redis.call('GET', KEYS[1])
+  mine = v == '~' .. ARGV[4]
   if (not mine) or ARGV[6] == '1' then
     local t = redis.call('TIME')
     local nowMs = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
@@ -59,7 +59,16 @@ if not redis.call('SET', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2]) then
     redis.call('PEXPIRE', KEYS[3], 2 * tonumber(ARGV[5]))
     redis.call('PEXPIRE', KEYS[4], 2 * tonumber(ARGV[5]))
   end
-  if not mine then
+  if mine then
+    -- Ours now; marked with '+' when others are still queued, so our release hands it on.
+    local mark = ''
+    if redis.call('LLEN', KEYS[3]) > 0 then mark = '+' end
+    redis.call('SET', KEYS[1], ARGV[1] .. mark, 'PX', ARGV[2])
+  else
+    -- Mark a holder's key (not a hand-off) so that its release hands the lock on to the queue.
+    if v and string.sub(v, 1, 1) ~= '~' and string.sub(v, -1) ~= '+' then
+      redis.call('APPEND', KEYS[1], '+')
+    end
     return redis.call('PTTL', KEYS[1])
   end
 end

@@ -3,9 +3,11 @@ import type { Deadlines } from './deadline.js'
 import { defineScript, type ScriptClient } from './script.js'
 
 // KEYS[1] lock key; ARGV[1] owner id, ARGV[2] new ttl ms. Returns 1 when the key held our owner
-// id and its TTL was reset, 0 when someone else holds it or nobody does.
+// id (with or without the '+' that says lockers are queued) and its TTL was reset, 0 when someone
+// else holds it or nobody does.
 export const EXTEND_LUA = `
-if redis.call('GET', KEYS[1]) == ARGV[1] then
+local v = redis.call('GET', KEYS[1])
+if v == ARGV[1] or v == ARGV[1] .. '+' then
   return redis.call('PEXPIRE', KEYS[1], ARGV[2])
 end
 return 0

@@ -252,11 +252,15 @@ export class Locker {
     if (!queue || queue.waiters.length === 0) {
       // Nobody here is waiting for it: try straight away.
       const wakesBefore = queue?.wakes
-      // The first try does not queue in Redis (the lean script: most acquires find the key free);
-      // the tries of a waiter do.
-      const attempt = await this.#attempt(name, keys, o.ttlMs, o.autoExtend, o.waitMs === 0 ? undefined : deadline, start, false, false)
+      // The first try queues in Redis only where this locker has waited for the resource lately
+      // (its queue is still here): elsewhere it is the lean script, as most acquires find the key
+      // free. The tries of a waiter always queue.
+      const queueFirst = queue !== undefined && o.waitMs > 0
+      const attempt = await this.#attempt(name, keys, o.ttlMs, o.autoExtend, o.waitMs === 0 ? undefined : deadline, start, queueFirst, false)
+      const queued = queueFirst && 'holderTtlMs' in attempt
       tried = true
       if (attempt.granted) {
+        if (attempt.handedOver && queue) queue.queued = false
         if (o.signal?.aborted) {
           await attempt.lock.release().catch(() => {})
           throw this.#aborted(name, start, o.signal)
@@ -264,15 +268,26 @@ export class Locker {
         this.#emitAcquired(attempt.lock, start, 1)
         return attempt.lock
       }
-      this.#assertOpen(name)
-      if (o.signal?.aborted) throw this.#aborted(name, start, o.signal)
+      const stop = this.#closed
+        ? new LockUnavailableError(name, 'acquire', 'the locker was closed')
+        : o.signal?.aborted
+          ? this.#aborted(name, start, o.signal)
+          : undefined
+      if (stop) {
+        if (queued) this.#leftQueue(name, keys)
+        throw stop
+      }
       if ('holderTtlMs' in attempt) this.#host.emit({ type: 'contended', resource: name, holderTtlMs: attempt.holderTtlMs })
       else firstError = attempt.error
-      if (performance.now() >= deadline) throw this.#giveUp(name, start, firstError)
+      if (performance.now() >= deadline) {
+        if (queued) this.#leftQueue(name, keys)
+        throw this.#giveUp(name, start, firstError)
+      }
       const current = this.#queues.get(name)
       // A release announced while our attempt was in flight may have come before its reply.
       retryAtOnce = current !== undefined && current === queue && current.wakes !== wakesBefore
       queue = current ?? this.#openQueue(name, keys, attempt)
+      if (queued) queue.queued = true
     } else {
       // Others here are already waiting: queue behind them instead of barging in.
       this.#host.emit({ type: 'contended', resource: name, holderTtlMs: queue.lastHolderTtlMs })
@@ -638,6 +653,17 @@ export class Locker {
     if (w.done || w.running) return
     this.#finish(q, w, this.#aborted(w.resource, w.start, w.signal))
     if (q.waiters.length === 0) this.#idleQueue(q)
+  }
+
+  /** An acquire whose first try queued us in Redis gave up before it waited: leave, unless others here wait. */
+  #leftQueue(resource: string, keys: ResourceKeys): void {
+    const q = this.#queues.get(resource)
+    if (q && q.waiters.length > 0) {
+      q.queued = true
+      return
+    }
+    if (q) q.queued = false
+    leaveQueue(this.#scripts, keys, this.#host.lockerId, this.#options.handoffMs).catch(() => {})
   }
 
   /**

@@ -3,12 +3,31 @@ import { HANDOFF_LUA } from './handoff-lua.js'
 import type { ResourceKeys } from './keys.js'
 import { defineScript, type ScriptClient } from './script.js'
 
-// KEYS[1] lock key, KEYS[2] queue, KEYS[3] leases; ARGV[1] owner id, ARGV[2] channel, ARGV[3]
-// our locker id, ARGV[4] hand-off ms. Only when the key still holds our owner id: hands the lock
-// to the oldest queued locker, or deletes it, and announces it (see handoff-lua.ts).
-// Returns 0 when the lock was not ours, else what the hand-off returns: the head's id, or 1.
+// KEYS[1] lock key; ARGV[1] owner id, ARGV[2] channel, ARGV[3] our locker id. When the key holds
+// our owner id: deletes it, announces the release, returns 1. When it holds our owner id and '+'
+// (a waiting locker queued in Redis marked it): returns 2, leaving the hand-off to the script
+// below. Otherwise (expired, or someone else's): returns 0. The uncontended release is this
+// script alone: one key, no queue to look at.
 export const RELEASE_LUA = `
-if redis.call('GET', KEYS[1]) ~= ARGV[1] then
+local v = redis.call('GET', KEYS[1])
+if v == ARGV[1] then
+  redis.call('DEL', KEYS[1])
+  redis.call('PUBLISH', ARGV[2], ARGV[3])
+  return 1
+end
+if v == ARGV[1] .. '+' then
+  return 2
+end
+return 0
+`
+
+// KEYS[1] lock key, KEYS[2] queue, KEYS[3] leases; ARGV[1] owner id, ARGV[2] channel, ARGV[3] our
+// locker id, ARGV[4] hand-off ms. The release of a lock others queued for: when the key still
+// holds our owner id (marked or not), hands it to the oldest queued locker or deletes it (see
+// handoff-lua.ts). Returns 0 when the lock was not ours, else the head's id, or 1.
+export const HANDOFF_RELEASE_LUA = `
+local v = redis.call('GET', KEYS[1])
+if v ~= ARGV[1] and v ~= ARGV[1] .. '+' then
   return 0
 end
 ${HANDOFF_LUA}`
@@ -25,6 +44,7 @@ end
 ${HANDOFF_LUA}`
 
 const releaseScript = defineScript(RELEASE_LUA)
+const handoffReleaseScript = defineScript(HANDOFF_RELEASE_LUA)
 const leaveScript = defineScript(LEAVE_LUA)
 
 /** What a release did: nothing (not our lock), freed it, or handed it to a queued locker. */
@@ -32,6 +52,8 @@ export type ReleaseOutcome = { freed: false } | { freed: true; handedTo: string 
 
 const NOT_OURS: ReleaseOutcome = Object.freeze({ freed: false })
 const FREED: ReleaseOutcome = Object.freeze({ freed: true, handedTo: undefined })
+/** The lean release's answer when lockers are queued: the hand-off script must follow. */
+const QUEUED: unique symbol = Symbol('queued')
 
 function toOutcome(reply: unknown): ReleaseOutcome {
   if (reply === 0) return NOT_OURS
@@ -39,13 +61,20 @@ function toOutcome(reply: unknown): ReleaseOutcome {
   return FREED
 }
 
-const ONE = { map: toOutcome }
+function toLeanOutcome(reply: unknown): ReleaseOutcome | typeof QUEUED {
+  return reply === 2 ? QUEUED : toOutcome(reply)
+}
+
+const PLAIN = { map: toOutcome }
+const LEAN = { map: toLeanOutcome }
+
+type Within = { deadlines: Deadlines; ms: number; sentAt?: number }
 
 /**
- * Owner-checked release: the lock goes to the oldest queued locker, or is deleted, and waiters
- * are told. Also the clean-up of an acquire whose outcome is unknown: if that acquire did land,
- * this removes it before it can block anyone for a whole TTL. `lockerId` identifies the sender,
- * so a locker can skip its own message.
+ * Owner-checked release: deletes the key and tells the waiters; when lockers are queued for it
+ * in Redis, a second script hands it to the oldest one instead. Also the clean-up of an acquire
+ * whose outcome is unknown: if that acquire did land, this removes it before it can block anyone
+ * for a whole TTL. `lockerId` identifies the sender, so a locker can skip its own message.
  */
 export function releaseOnce(
   client: ScriptClient,
@@ -53,17 +82,17 @@ export function releaseOnce(
   ownerId: string,
   lockerId: string,
   handoffMs: number,
-  within?: { deadlines: Deadlines; ms: number; sentAt?: number },
+  within?: Within,
 ): Promise<ReleaseOutcome> {
-  return releaseScript.run(
-    client,
-    [keys.lock, keys.queue, keys.leases],
-    [ownerId, keys.channel, lockerId, handoffMs],
-    within ? { deadlines: within.deadlines, ms: within.ms, sentAt: within.sentAt, map: toOutcome } : ONE,
-  )
+  const lean = within ? { deadlines: within.deadlines, ms: within.ms, sentAt: within.sentAt, map: toLeanOutcome } : LEAN
+  return releaseScript.run(client, [keys.lock], [ownerId, keys.channel, lockerId], lean).then((outcome) => {
+    if (outcome !== QUEUED) return outcome
+    const handling = within ? { deadlines: within.deadlines, ms: within.ms, map: toOutcome } : PLAIN
+    return handoffReleaseScript.run(client, [keys.lock, keys.queue, keys.leases], [ownerId, keys.channel, lockerId, handoffMs], handling)
+  })
 }
 
 /** Takes `lockerId` out of the resource's queue, passing on a lock that was handed to it. */
 export function leaveQueue(client: ScriptClient, keys: ResourceKeys, lockerId: string, handoffMs: number): Promise<ReleaseOutcome> {
-  return leaveScript.run(client, [keys.lock, keys.queue, keys.leases], ['', keys.channel, lockerId, handoffMs], ONE)
+  return leaveScript.run(client, [keys.lock, keys.queue, keys.leases], ['', keys.channel, lockerId, handoffMs], PLAIN)
 }
