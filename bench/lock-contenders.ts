@@ -109,7 +109,7 @@ const protocol: LockContender = {
         const reply = await redis.evalsha(acquireSha, 2, keys.lock, keys.fence, owner, ttlMs, 86_400_000)
         if (typeof reply !== 'string') throw new Error(`uncontended key was held: ${String(reply)}`)
         BigInt(reply) // the token, as the Locker parses it
-        return () => redis.evalsha(releaseSha, 3, keys.lock, keys.queue, keys.leases, owner, keys.channel, message, 500)
+        return () => redis.evalsha(releaseSha, 1, keys.lock, owner, keys.channel, message)
       },
       async close() {},
     }

@@ -52,21 +52,13 @@ export type ReleaseOutcome = { freed: false } | { freed: true; handedTo: string 
 
 const NOT_OURS: ReleaseOutcome = Object.freeze({ freed: false })
 const FREED: ReleaseOutcome = Object.freeze({ freed: true, handedTo: undefined })
-/** The lean release's answer when lockers are queued: the hand-off script must follow. */
-const QUEUED: unique symbol = Symbol('queued')
-
 function toOutcome(reply: unknown): ReleaseOutcome {
   if (reply === 0) return NOT_OURS
   if (typeof reply === 'string') return { freed: true, handedTo: reply }
   return FREED
 }
 
-function toLeanOutcome(reply: unknown): ReleaseOutcome | typeof QUEUED {
-  return reply === 2 ? QUEUED : toOutcome(reply)
-}
-
 const PLAIN = { map: toOutcome }
-const LEAN = { map: toLeanOutcome }
 
 type Within = { deadlines: Deadlines; ms: number; sentAt?: number }
 
@@ -84,12 +76,14 @@ export function releaseOnce(
   handoffMs: number,
   within?: Within,
 ): Promise<ReleaseOutcome> {
-  const lean = within ? { deadlines: within.deadlines, ms: within.ms, sentAt: within.sentAt, map: toLeanOutcome } : LEAN
-  return releaseScript.run(client, [keys.lock], [ownerId, keys.channel, lockerId], lean).then((outcome) => {
-    if (outcome !== QUEUED) return outcome
+  // One promise in the usual case: the hand-off, when needed, is chained inside the first call.
+  const next = (reply: unknown): ReleaseOutcome | Promise<ReleaseOutcome> => {
+    if (reply !== 2) return toOutcome(reply)
     const handling = within ? { deadlines: within.deadlines, ms: within.ms, map: toOutcome } : PLAIN
     return handoffReleaseScript.run(client, [keys.lock, keys.queue, keys.leases], [ownerId, keys.channel, lockerId, handoffMs], handling)
-  })
+  }
+  const lean = within ? { deadlines: within.deadlines, ms: within.ms, sentAt: within.sentAt, map: next } : { map: next }
+  return releaseScript.run(client, [keys.lock], [ownerId, keys.channel, lockerId], lean)
 }
 
 /** Takes `lockerId` out of the resource's queue, passing on a lock that was handed to it. */

@@ -17,8 +17,8 @@ export interface Handling<T> {
   readonly ms?: number
   /** performance.now() when the call is sent, if the caller has it already (default: now). */
   readonly sentAt?: number
-  /** Turns the reply into the result (default: the reply as it is). */
-  map?(reply: unknown): T
+  /** Turns the reply into the result (default: the reply as it is), or into a promise of it. */
+  map?(reply: unknown): T | PromiseLike<T>
   /** Turns an error (a failed call, a deadline, what `map` threw) into a result instead. */
   mapError?(error: unknown): T
   /** Gets the reply of a call that answered after its deadline (it is otherwise dropped). */
