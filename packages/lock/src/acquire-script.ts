@@ -104,9 +104,8 @@ export function acquireOnce(
   ownerId: string,
   ttlMs: number,
   fenceTtlMs: number,
-  queue?: QueueArgs,
 ): Promise<AcquireAttempt> {
-  return sendAcquire(client, keys, ownerId, ttlMs, fenceTtlMs, queue ?? NO_QUEUE, { map: toAttempt })
+  return sendAcquire(client, keys, ownerId, ttlMs, fenceTtlMs, NO_QUEUE, { map: toAttempt })
 }
 
 /** How an attempt queues on a miss: under which locker id, with which lease. */

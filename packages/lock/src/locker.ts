@@ -18,7 +18,7 @@ import {
   type UsingOptions,
 } from './options.js'
 import { leaveQueue, releaseOnce } from './release-script.js'
-import type { Handling, ScriptClient } from './script.js'
+import type { Handling } from './script.js'
 
 /** The client a Locker runs on: an ioredis `Redis` or `Cluster`. */
 export type RedisClient = Redis | Cluster
@@ -68,11 +68,6 @@ interface WaitQueue {
   queued: boolean
 }
 
-/**
- * `cut`: the attempt ran out of the caller's remaining wait, not of `commandTimeoutMs`. That says
- * nothing about Redis (a loaded event loop does it too), so it never overrides a held lock seen
- * earlier: the waiter then times out, it is not told that Redis is unavailable.
- */
 /** Resources whose key names a Locker keeps built (then it starts over). */
 const KEY_CACHE_SIZE = 1_024
 
@@ -119,6 +114,11 @@ interface AttemptSink {
   lateMiss(call: AcquireCall): void
 }
 
+/**
+ * `cut`: the attempt ran out of the caller's remaining wait, not of `commandTimeoutMs`. That says
+ * nothing about Redis (a loaded event loop does it too), so it never overrides a held lock seen
+ * earlier: the waiter then times out, it is not told that Redis is unavailable.
+ */
 type Attempt = { granted: true; lock: Lock; handedOver: boolean } | { granted: false; holderTtlMs: number } | { granted: false; error: Error; cut: boolean }
 
 /**
@@ -135,8 +135,6 @@ type Attempt = { granted: true; lock: Lock; handedOver: boolean } | { granted: f
  */
 export class Locker {
   readonly #redis: RedisClient
-  /** `#redis` as the scripts see it. */
-  readonly #scripts: ScriptClient
   readonly #deadlines = new Deadlines()
   /** `acquire()` options when none are given: resolved once, not per call. */
   readonly #defaultAcquire: ResolvedAcquire
@@ -169,12 +167,11 @@ export class Locker {
     this.#options = resolveLockerOptions(options)
     this.#defaultAcquire = resolveAcquireOptions(undefined, this.#options)
     this.#redis = redis
-    this.#scripts = redis
     const onEvent = this.#options.onEvent
     if (onEvent) this.#listeners.add(onEvent)
     const listeners = this.#listeners
     this.#host = {
-      client: this.#scripts,
+      client: redis,
       deadlines: this.#deadlines,
       commandTimeoutMs: this.#options.commandTimeoutMs,
       // Names this locker in release messages and wait queues. Not a secret: it grants nothing.
@@ -420,7 +417,7 @@ export class Locker {
     // One promise for the round trip, its deadline and what comes of it (Script.run).
     const call = new AcquireCall(this.#sink, this.#deadlines, budget, sentAt, resource, keys, ownerId, ttlMs, autoExtend, queue)
     const queueArgs = queue ? (more ? this.#queueArgsMore : this.#queueArgs) : NO_QUEUE
-    return sendAcquire(this.#scripts, keys, ownerId, ttlMs, this.#options.fenceTtlMs, queueArgs, call)
+    return sendAcquire(this.#redis, keys, ownerId, ttlMs, this.#options.fenceTtlMs, queueArgs, call)
   }
 
   /** The outcomes of acquire round trips (see {@link AcquireCall}). */
@@ -447,13 +444,9 @@ export class Locker {
       if (!cut) this.#host.emit({ type: 'error', resource: call.resource, operation: 'acquire', error: e })
       return { granted: false, error: e, cut }
     },
-    lateMiss: (call) => {
-      const q = this.#queues.get(call.resource)
-      if (q && q.waiters.length > 0) q.queued = true
-      else leaveQueue(this.#scripts, call.keys, this.#host.lockerId, this.#options.handoffMs).catch(() => {})
-    },
+    lateMiss: (call) => this.#leftQueue(call.resource, call.keys),
     cleanUp: (call) => {
-      releaseOnce(this.#scripts, call.keys, call.ownerId, this.#host.lockerId, this.#options.handoffMs).catch(() => {})
+      releaseOnce(this.#redis, call.keys, call.ownerId, this.#host.lockerId, this.#options.handoffMs).catch(() => {})
     },
   }
 
@@ -655,7 +648,10 @@ export class Locker {
     if (q.waiters.length === 0) this.#idleQueue(q)
   }
 
-  /** An acquire whose first try queued us in Redis gave up before it waited: leave, unless others here wait. */
+  /**
+   * A try that queued us in Redis ended with nobody here waiting for it (its acquire gave up, or
+   * it answered after its deadline): leave, unless others here wait.
+   */
   #leftQueue(resource: string, keys: ResourceKeys): void {
     const q = this.#queues.get(resource)
     if (q && q.waiters.length > 0) {
@@ -663,7 +659,11 @@ export class Locker {
       return
     }
     if (q) q.queued = false
-    leaveQueue(this.#scripts, keys, this.#host.lockerId, this.#options.handoffMs).catch(() => {})
+    this.#sendLeave(keys)
+  }
+
+  #sendLeave(keys: ResourceKeys): void {
+    leaveQueue(this.#redis, keys, this.#host.lockerId, this.#options.handoffMs).catch(() => {})
   }
 
   /**
@@ -673,7 +673,7 @@ export class Locker {
   #leaveIfIdle(q: WaitQueue): void {
     if (!q.queued || q.waiters.length > 0) return
     q.queued = false
-    leaveQueue(this.#scripts, q.keys, this.#host.lockerId, this.#options.handoffMs).catch(() => {})
+    this.#sendLeave(q.keys)
   }
 
   /** Removes a waiter, clears its timer and listener, and settles it exactly once. */

@@ -1,10 +1,9 @@
 import { getEventListeners } from 'node:events'
-import type { Redis } from 'ioredis'
-import { beforeAll, describe, expect, it } from 'vitest'
-import { InvalidLockOptionError, LOCK_SCRIPTS, LockAbortedError, LockTimeoutError, resourceKeys, type Lock, type Locker } from '../src/index.js'
-import { commandCalls, connect, makeLocker, ready, unique } from './support/connections.js'
+import { describe, expect, it } from 'vitest'
+import { InvalidLockOptionError, LockAbortedError, LockTimeoutError, resourceKeys, type Lock, type Locker } from '../src/index.js'
+import { commandCalls, unique } from './support/connections.js'
 import { eventLog } from './support/events.js'
-import { startRedisServer, type RedisServer } from './support/redis-server.js'
+import { useScriptedServer } from './support/scripted-server.js'
 import { settle, sleep, waitUntil } from './support/timing.js'
 
 // A waiter's safety poll runs every pollMs x [0.8, 1.2]. With pollMs 5 000 nothing can be granted
@@ -14,22 +13,12 @@ import { settle, sleep, waitUntil } from './support/timing.js'
 const SLOW_POLL_MS = 5_000
 const HANDOFF_BOUND_MS = 100
 
-let server: RedisServer
-let admin: Redis
-
-beforeAll(async () => {
-  server = await startRedisServer()
-  admin = connect({ port: server.port })
-  await ready(admin, server.url)
-  // All scripts loaded up front, so the counts below are of real work, not NOSCRIPT fallbacks.
-  for (const lua of Object.values(LOCK_SCRIPTS)) await admin.script('LOAD', lua)
-})
-
-const lockerOn = (options: Parameters<typeof makeLocker>[1] = {}) => makeLocker(connect({ port: server.port }), options)
+const env = useScriptedServer()
+const lockerOn = env.lockerOn
 
 /** Script calls (EVALSHA + EVAL) the server has counted since the last RESETSTAT. */
 async function scriptCalls(): Promise<number> {
-  const calls = await commandCalls(admin)
+  const calls = await commandCalls(env.admin)
   return (calls.evalsha ?? 0) + (calls.eval ?? 0)
 }
 
@@ -42,7 +31,7 @@ describe('blocked waiters are woken by pub/sub, not polling', () => {
     await (await waiters.acquire(unique('warm'))).release() // load the scripts: count only real work
     const holder = await holderLocker.acquire(resource, { ttlMs: 10_000 })
     const heldAt = performance.now()
-    await admin.config('RESETSTAT')
+    await env.admin.config('RESETSTAT')
 
     const grantedAt: number[] = []
     const releasedAt: number[] = []
@@ -74,7 +63,7 @@ describe('blocked waiters are woken by pub/sub, not polling', () => {
     // does): only the first waiter tries before queueing, then once more when subscribed; the
     // others queue behind it and try once each, when their turn comes, and get it. A polling loop
     // would show up here as misses.
-    const calls = await commandCalls(admin)
+    const calls = await commandCalls(env.admin)
     expect(calls.pttl ?? 0).toBeLessThanOrEqual(3)
     expect(calls.subscribe).toBe(1)
   })
@@ -86,7 +75,7 @@ describe('blocked waiters are woken by pub/sub, not polling', () => {
     const lockers = Array.from({ length: 4 }, () => lockerOn({ pollMs: SLOW_POLL_MS, onEvent: l.onEvent }))
     for (const locker of lockers) await (await locker.acquire(unique('warm'))).release()
     const holder = await holderLocker.acquire(resource, { ttlMs: 10_000 })
-    await admin.config('RESETSTAT')
+    await env.admin.config('RESETSTAT')
     const grants: { at: number; releasedAt: number }[] = []
     const runs = lockers.map(async (locker) => {
       const lock = await locker.acquire(resource, { ttlMs: 10_000, waitMs: 8_000 })
@@ -107,7 +96,7 @@ describe('blocked waiters are woken by pub/sub, not polling', () => {
     // Each release hands the lock to the Locker that has waited longest and names it, so only that
     // one tries: the misses are a first try and a subscribed try per Locker (8), and no more — not
     // 3 + 2 + 1 more losers of a wake-everyone release (the control below shows those).
-    const calls = await commandCalls(admin)
+    const calls = await commandCalls(env.admin)
     expect(calls.pttl ?? 0).toBeLessThanOrEqual(8)
   })
 
@@ -132,10 +121,10 @@ describe('blocked waiters are woken by pub/sub, not polling', () => {
     expect(performance.now() - releasedAt).toBeLessThan(HANDOFF_BOUND_MS)
     for (const s of [s1, s2, s3]) expect(getEventListeners(s.signal, 'abort')).toHaveLength(0)
     expect(await lock.release()).toBe(true)
-    expect(await admin.exists(keys.lock)).toBe(0)
+    expect(await env.admin.exists(keys.lock)).toBe(0)
     expect(waiters.heldCount).toBe(0)
     // The idle queue unsubscribes after lingering one pollMs.
-    await waitUntil(async () => ((await admin.pubsub('NUMSUB', keys.channel)) as [string, number])[1] === 0, {
+    await waitUntil(async () => ((await env.admin.pubsub('NUMSUB', keys.channel)) as [string, number])[1] === 0, {
       timeoutMs: 2_000,
       what: 'the channel to be unsubscribed',
     })
@@ -156,7 +145,7 @@ describe('the acquired event', () => {
     const waiters = lockerOn({ pollMs: SLOW_POLL_MS, onEvent: l.onEvent })
     await (await waiters.acquire(unique('warm'))).release()
     const holder = await holderLocker.acquire(resource, { ttlMs: 10_000 })
-    await admin.config('RESETSTAT')
+    await env.admin.config('RESETSTAT')
     const runs: Promise<unknown>[] = []
     for (let i = 0; i < 3; i++) {
       const queued = l.next('contended', { resource })
@@ -166,7 +155,7 @@ describe('the acquired event', () => {
     await sleep(50)
     await holder.release()
     await Promise.all(runs)
-    const calls = await commandCalls(admin)
+    const calls = await commandCalls(env.admin)
     // Tries = the 3 grants + the misses (PTTL: once per miss in the acquire scripts, nowhere else).
     expect(l.of('acquired', resource)).toHaveLength(3)
     expect(l.of('acquired', resource).reduce((n, e) => n + e.attempts, 0)).toBe(3 + (calls.pttl ?? 0))
@@ -199,7 +188,7 @@ describe('backstops when no release message comes', () => {
     const slowWait = settle(slow.acquire(b, { waitMs: 3_000, signal: controller.signal }))
     await sleep(100)
     // A DEL publishes nothing (as when a release message is lost).
-    await admin.del(resourceKeys('fencelock:', a).lock, resourceKeys('fencelock:', b).lock)
+    await env.admin.del(resourceKeys('fencelock:', a).lock, resourceKeys('fencelock:', b).lock)
     const deletedAt = performance.now()
     const lock = await fastWait
     expect(performance.now() - deletedAt).toBeLessThan(200 * 1.2 + HANDOFF_BOUND_MS)
