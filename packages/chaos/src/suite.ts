@@ -25,7 +25,8 @@ export async function runSuite(options: SuiteOptions): Promise<ScenarioOutcome[]
   const outcomes: ScenarioOutcome[] = []
   for (const scenario of chosen) {
     const run = async (mode: 'fenced' | 'lock') => {
-      const result = await runScenario(scenario, { mode, durationMs: options.durationMs, verbose: options.verbose ?? false })
+      const durationMs = Math.max(options.durationMs, scenario.minDurationMs ?? 0)
+      const result = await runScenario(scenario, { mode, durationMs, verbose: options.verbose ?? false })
       options.onRun?.(result)
       return result
     }
