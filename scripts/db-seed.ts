@@ -4,9 +4,10 @@
  *
  * Without `--reset` it only creates the products that are missing and leaves existing ones as
  * they are (a second run changes nothing). With `--reset` it also deletes their orders and
- * payments and puts stock, price and fence token back to the seed values, in one transaction:
- * a fresh start for the next demo run. Resetting the fence token to 0 is only safe when no old
- * holder is still running, which is the case between demo runs.
+ * payments and puts stock and price back to the seed values, in one transaction: a fresh start
+ * for the next demo run. The fence tokens stay as they are: the database guard refuses to lower
+ * them (whoever asks), and it need not be lowered — the lock's next tokens are above every token
+ * it issued before.
  */
 import { resolve } from 'node:path'
 import { pathToFileURL } from 'node:url'
@@ -61,7 +62,7 @@ export async function seedProducts(db: SeedClient, options: { reset?: boolean; p
         // Payments reference orders, orders reference the product: delete in that order.
         await tx.payment.deleteMany({ where: { order: { productId: existing.id } } })
         await tx.order.deleteMany({ where: { productId: existing.id } })
-        await tx.product.update({ where: { id: existing.id }, data: { name: p.name, priceCents: p.priceCents, stock: p.stock, fenceToken: 0n } })
+        await tx.product.update({ where: { id: existing.id }, data: { name: p.name, priceCents: p.priceCents, stock: p.stock } })
         results.push({ sku: p.sku, action: 'reset', stock: p.stock })
       } else {
         results.push({ sku: p.sku, action: 'kept', stock: existing.stock })

@@ -3,6 +3,7 @@
  * per run (migrated with the project's runner, then seeded), and the embedded PostgreSQL
  * (PGlite over pglite-socket) used when no `DATABASE_URL` is given.
  */
+import { fenceGuardObjects, type FenceGuardOptions } from '@fencelock/fencing'
 import { PrismaPg } from '@prisma/adapter-pg'
 import pg from 'pg'
 import { PrismaClient } from '../../../generated/prisma/client.js'
@@ -10,6 +11,12 @@ import { applyMigrations, quoteIdent } from '../../../scripts/db-migrate.js'
 import { databaseTarget, redact } from '../../../scripts/database-url.js'
 
 export { PrismaClient, databaseTarget, redact, quoteIdent }
+
+/** The tables the demo's migration guards (prisma/migrations/20261126000000_fence_guard): the fence lives on in the database. */
+export const GUARDED_TABLES: readonly FenceGuardOptions[] = Object.freeze([
+  { table: 'Product', column: 'fenceToken', key: 'sku' },
+  { table: 'Order', column: 'fenceToken', key: 'id' },
+])
 
 /**
  * The demo's own bookkeeping table, created next to the Prisma tables in a run's schema: the
@@ -75,7 +82,10 @@ export async function prepareShopSchema(location: DatabaseLocation, products: re
     await client.query('BEGIN')
     try {
       await client.query(`CREATE TABLE IF NOT EXISTS ${seed} (sku TEXT PRIMARY KEY, "initialStock" INTEGER NOT NULL)`)
-      await client.query(`TRUNCATE ${s}."Payment", ${s}."Order", ${s}."Product", ${seed} RESTART IDENTITY CASCADE`)
+      // A fresh shop, so the guard's tombstones go too: truncating them is the guard's
+      // deliberate reset, fine here because no instance of an earlier run is still writing.
+      const tombstones = GUARDED_TABLES.map((t) => `${s}.${quoteIdent(fenceGuardObjects(t).tombstoneTable)}`).join(', ')
+      await client.query(`TRUNCATE ${s}."Payment", ${s}."Order", ${s}."Product", ${seed}, ${tombstones} RESTART IDENTITY CASCADE`)
       for (const p of products) {
         await client.query(`INSERT INTO ${s}."Product" (sku, name, "priceCents", stock) VALUES ($1, $2, $3, $4)`, [p.sku, p.name, p.priceCents, p.stock])
         await client.query(`INSERT INTO ${seed} (sku, "initialStock") VALUES ($1, $2)`, [p.sku, p.stock])

@@ -1,14 +1,16 @@
 /**
  * The same promises on PGlite (PostgreSQL compiled to WASM, in this process), the embedded
  * database a user gets without a server. One instance for the whole file: each costs 2-4 s and
- * most of a gigabyte. PGlite is a single session, so the concurrent cases stay on the server
- * tests; everything else that the fence promises is checked here too.
+ * most of a gigabyte. PGlite is a single session: a second writer cannot hold a row lock while
+ * ours waits, so no race of stale-write-paths.test.ts or fence-guard.test.ts can be shown here
+ * (they stay on the server tests). Everything else the fence and the database guard promise is
+ * checked here too.
  */
 import { PGlite } from '@electric-sql/pglite'
 import { PrismaPGlite } from 'pglite-prisma-adapter'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { applyMigrations, type MigrationConnection } from '../../../scripts/db-migrate.js'
-import { fencedTransaction, InvalidFenceTokenError, StaleFencingTokenError } from '../src/index.js'
+import { fencedTransaction, InvalidFenceTokenError, isFenceGuardError, StaleFencingTokenError } from '../src/index.js'
 import { BAD_TOKENS } from './support/bad-tokens.js'
 import { fencedClient, PrismaClient, settle, uniqueSku, type FencedDb } from './support/database.js'
 
@@ -27,7 +29,7 @@ beforeAll(async () => {
     },
   }
   const report = await applyMigrations(connection)
-  expect(report.applied).toEqual(['20251126000000_init'])
+  expect(report.applied).toEqual(['20251126000000_init', '20261126000000_fence_guard'])
   expect((await applyMigrations(connection)).applied).toEqual([])
   base = new PrismaClient({ adapter: new PrismaPGlite(pglite) })
   db = fencedClient(base)
@@ -96,6 +98,22 @@ describe('on PGlite', () => {
     const order = await base.order.create({ data: { productId: p.id, buyerId: 'b', quantity: 1, fenceToken: 9n } })
     expect(await db.$fenced(1n).payment.create({ data: { orderId: order.id, amountCents: 5, instance: 'x' } })).toMatchObject({ amountCents: 5 })
     expect(await base.order.findUniqueOrThrow({ where: { id: order.id } })).toEqual(order)
+  })
+
+  it('the database guard installs on PGlite: no raw lowering, no recreation under an older token, batches and many-row writes atomic', async () => {
+    const p = await seed(7n)
+    const lower = await settle(pglite.query(`UPDATE "Product" SET "fenceToken" = 0 WHERE id = $1`, [p.id]))
+    expect(isFenceGuardError(lower.error)).toBe(true)
+    const sku = uniqueSku('pgl-tomb')
+    await db.$fenced(30n).product.create({ data: { sku, name: 't', priceCents: 1, stock: 1 } })
+    await db.$fenced(30n).product.delete({ where: { sku } })
+    expect((await settle(db.$fenced(29n).product.create({ data: { sku, name: 't', priceCents: 1, stock: 1 } }))).error).toMatchObject({
+      name: 'StaleFencingTokenError',
+      storedToken: 30n,
+    })
+    const batch = await settle(base.$transaction([base.product.update({ where: { id: p.id }, data: { stock: 0 } }), db.$fenced(5n).product.update({ where: { id: p.id }, data: { stock: 1 } })]))
+    expect(batch.error).toBeInstanceOf(StaleFencingTokenError)
+    expect(await base.product.findUniqueOrThrow({ where: { id: p.id } })).toEqual(p)
   })
 
   it.each(BAD_TOKENS)('refuses %s before any query', (_label, value) => {

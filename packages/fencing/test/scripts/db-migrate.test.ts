@@ -15,6 +15,8 @@ const { connectionString } = databaseTarget()
 let admin: pg.Client
 const schemas: string[] = []
 let dir: string
+/** The project's migrations, by name, in order. */
+let project: string[]
 
 const newSchema = (label: string) => {
   const name = uniqueName(`fencing_mig_${label}`)
@@ -26,6 +28,8 @@ beforeAll(async () => {
   admin = new pg.Client({ connectionString })
   await admin.connect()
   dir = await mkdtemp(join(tmpdir(), 'fencing-migrations-'))
+  project = (await readMigrations()).map((m) => m.name)
+  expect(project).toEqual(['20251126000000_init', '20261126000000_fence_guard'])
 })
 
 afterAll(async () => {
@@ -47,11 +51,11 @@ describe('db-migrate', () => {
   it('creates the schema, applies the project migrations once and records them; a second run applies nothing', async () => {
     const schema = newSchema('once')
     const first = await applyMigrations(admin, { schema })
-    expect(first.applied).toEqual(['20251126000000_init'])
+    expect(first.applied).toEqual(project)
     const second = await applyMigrations(admin, { schema })
-    expect(second).toEqual({ schema, applied: [], alreadyApplied: ['20251126000000_init'] })
+    expect(second).toEqual({ schema, applied: [], alreadyApplied: project })
     const { rows } = await admin.query(`SELECT table_name FROM information_schema.tables WHERE table_schema = $1 ORDER BY table_name`, [schema])
-    expect(rows.map((r) => r.table_name)).toEqual(['Order', 'Payment', 'Product', MIGRATIONS_TABLE])
+    expect(rows.map((r) => r.table_name)).toEqual(['Order', 'Order_fence_tombstones', 'Payment', 'Product', 'Product_fence_tombstones', MIGRATIONS_TABLE])
     const recorded = await admin.query(`SELECT name, checksum FROM "${schema}"."${MIGRATIONS_TABLE}"`)
     expect(recorded.rows).toEqual((await readMigrations()).map((m) => ({ name: m.name, checksum: m.checksum })))
   })
@@ -65,7 +69,7 @@ describe('db-migrate', () => {
     }))
     try {
       const reports = await Promise.all(clients.map((c) => applyMigrations(c, { schema })))
-      expect(reports.flatMap((r) => r.applied)).toEqual(['20251126000000_init'])
+      expect(reports.flatMap((r) => r.applied)).toEqual(project)
     } finally {
       await Promise.all(clients.map((c) => c.end()))
     }
@@ -101,12 +105,12 @@ describe('db-migrate', () => {
       cwd: root,
       env: { ...process.env, DATABASE_URL: connectionString },
     })
-    expect(out.stdout).toMatch(new RegExp(`schema ${viaFlag}: 1 applied, 0 already applied`))
+    expect(out.stdout).toMatch(new RegExp(`schema ${viaFlag}: ${project.length} applied, 0 already applied`))
     const viaUrl = newSchema('cli_url')
     const url = new URL(connectionString)
     url.searchParams.set('schema', viaUrl)
     const again = await run(process.execPath, ['--import', 'tsx', 'scripts/db-migrate.ts'], { cwd: root, env: { ...process.env, DATABASE_URL: url.toString() } })
-    expect(again.stdout).toMatch(new RegExp(`schema ${viaUrl}: 1 applied`))
+    expect(again.stdout).toMatch(new RegExp(`schema ${viaUrl}: ${project.length} applied`))
     const bad = await settle(run(process.execPath, ['--import', 'tsx', 'scripts/db-migrate.ts', '--nope'], { cwd: root }))
     expect(bad.error).toMatchObject({ code: 1 })
   })

@@ -10,7 +10,7 @@ import { PrismaPg } from '@prisma/adapter-pg'
 import pg from 'pg'
 import { PrismaClient } from '../../../../generated/prisma/client.js'
 import { databaseTarget, redact } from '../../../../scripts/database-url.js'
-import { applyMigrations } from '../../../../scripts/db-migrate.js'
+import { applyMigrations, readMigrations } from '../../../../scripts/db-migrate.js'
 import { fencing, type FencingRejection } from '../../src/index.js'
 
 export { PrismaClient }
@@ -44,8 +44,14 @@ export function uniqueName(prefix: string): string {
   return `${prefix}_${process.pid}_${randomBytes(4).toString('hex')}`.toLowerCase().slice(0, 63)
 }
 
-/** Creates and migrates a fresh schema for one test file. */
-export async function createTestDatabase(label: string): Promise<TestDatabase> {
+/** The demo's migration that installs the database guard on Product and Order. */
+export const GUARD_MIGRATION = '20261126000000_fence_guard'
+
+/**
+ * Creates and migrates a fresh schema for one test file. `guard: false` leaves out the database
+ * guard's migration: the control that shows what the guard adds.
+ */
+export async function createTestDatabase(label: string, options: { guard?: boolean } = {}): Promise<TestDatabase> {
   const { connectionString } = databaseTarget()
   const schema = uniqueName(`fencing_${label}`)
   const admin = new pg.Client({ connectionString })
@@ -57,7 +63,8 @@ export async function createTestDatabase(label: string): Promise<TestDatabase> {
       { cause },
     )
   }
-  await applyMigrations(admin, { schema })
+  const migrations = (await readMigrations()).filter((m) => options.guard !== false || m.name !== GUARD_MIGRATION)
+  await applyMigrations(admin, { schema, migrations })
   const base = new PrismaClient({ adapter: new PrismaPg({ connectionString }, { schema }) })
   const rejections: FencingRejection[] = []
   return {
@@ -133,4 +140,41 @@ export async function settle<T>(promise: Promise<T>): Promise<{ value?: T; error
   } catch (error) {
     return { error }
   }
+}
+
+/** A second plain PostgreSQL session on `schema`: another holder, another service, psql. */
+export async function openSession(schema: string): Promise<pg.Client> {
+  const client = new pg.Client({ connectionString: databaseTarget().connectionString })
+  await client.connect()
+  await client.query(`SET search_path TO "${schema}"`)
+  return client
+}
+
+/** A transaction another session holds open, e.g. a newer holder's write not yet committed. */
+export interface HeldTransaction {
+  commit(): Promise<void>
+  rollback(): Promise<void>
+}
+
+/**
+ * Runs `statements` in a transaction of a new session and keeps it open: its row locks are held
+ * until `commit()` (or `rollback()`), which also closes the session.
+ */
+export async function holdTransaction(schema: string, ...statements: [string, unknown[]?][]): Promise<HeldTransaction> {
+  const session = await openSession(schema)
+  await session.query('BEGIN')
+  try {
+    for (const [sql, values] of statements) await session.query(sql, values)
+  } catch (error) {
+    await session.end()
+    throw error
+  }
+  const end = async (how: 'COMMIT' | 'ROLLBACK') => {
+    try {
+      await session.query(how)
+    } finally {
+      await session.end()
+    }
+  }
+  return { commit: () => end('COMMIT'), rollback: () => end('ROLLBACK') }
 }
