@@ -17,10 +17,13 @@ export class FencingError extends Error {
 }
 
 /**
- * The database refused a fenced write: a newer token has already written the row, so the
- * caller's lock is no longer current (it paused past its TTL, or another holder took over).
- * Nothing of that statement was written; inside a transaction, let it propagate so the whole
- * transaction rolls back.
+ * The database refused a fenced write: a newer token has already written the row (or deleted
+ * it, where the database guard keeps its fence), so the caller's lock is no longer current (it
+ * paused past its TTL, or another holder took over). Nothing of the refused call is kept: a
+ * one-statement write changed nothing, and a write of several statements (`updateMany`,
+ * `deleteMany`, `upsert`, `delete` with relations) ran in a transaction — or a savepoint of
+ * yours — that was rolled back. Inside your own transaction, let it propagate so what you wrote
+ * before it rolls back too.
  */
 export class StaleFencingTokenError extends FencingError {
   declare readonly model: string
@@ -69,6 +72,20 @@ export type UnsupportedFencedWriteReason =
   | 'fence-column'
   /** A nested write (relation field in `data`) would write rows of a fenced model without the condition. */
   | 'nested-write'
+  /**
+   * `limit` on `updateMany`/`updateManyAndReturn`/`deleteMany`: Prisma moves the filter, and so
+   * the fence, into `id IN (SELECT ... LIMIT n)`, which PostgreSQL does not re-check after waiting
+   * for a concurrent writer of the row; an older token would then write over a newer one.
+   */
+  | 'limit'
+  /** An argument (`where`, `data`, `create`, `update`) that is missing or not an object Prisma reads as fields. */
+  | 'argument'
+  /**
+   * A write of several statements (`updateMany`, `updateManyAndReturn`, `deleteMany`, `upsert`,
+   * `delete` with relations) as an element of the array form of `$transaction`, which runs one
+   * statement per element. Refused before the batch starts: nothing of it runs.
+   */
+  | 'batch-transaction'
 
 /**
  * A write under `$fenced` that the extension cannot make conditional, refused before any query
@@ -79,15 +96,12 @@ export class UnsupportedFencedWriteError extends FencingError {
   declare readonly model: string
   readonly operation: string
   readonly reason: UnsupportedFencedWriteReason
-  /** The field of `data` at fault. */
+  /** The argument or field at fault: a field of `data` (`fence-column`, `nested-write`), or the argument (`limit`, `where`, `data`, ...). */
   readonly field: string
 
-  constructor(model: string, operation: string, reason: UnsupportedFencedWriteReason, field: string) {
-    const why =
-      reason === 'fence-column'
-        ? `data sets the fence column "${field}", which the extension sets to the token itself`
-        : `the nested write through "${field}" would write a fenced model without the fencing condition; write that row through $fenced on its own and set foreign keys as scalars`
-    super(`cannot fence ${model}.${operation}: ${why}`, { model })
+  /** `detail` says what is wrong with an argument (reason `argument`). */
+  constructor(model: string, operation: string, reason: UnsupportedFencedWriteReason, field: string, detail?: string) {
+    super(`cannot fence ${model}.${operation}: ${explain(reason, field, detail)}`, { model })
     this.operation = operation
     this.reason = reason
     this.field = field
@@ -103,6 +117,21 @@ export class InvalidFencingOptionError extends FencingError {
     super(`invalid ${field}: ${rule} (got ${describe(value)})`)
     this.field = field
     this.rule = rule
+  }
+}
+
+function explain(reason: UnsupportedFencedWriteReason, field: string, detail: string | undefined): string {
+  switch (reason) {
+    case 'fence-column':
+      return `data sets the fence column "${field}", which the extension sets to the token itself`
+    case 'nested-write':
+      return `the nested write through "${field}" would write a fenced model without the fencing condition; write that row through $fenced on its own and set foreign keys as scalars`
+    case 'limit':
+      return 'the argument "limit" cannot carry the fence (Prisma moves the filter into "id IN (SELECT ... LIMIT n)", which PostgreSQL does not re-check after a row-lock wait); select the rows first, or write without limit'
+    case 'argument':
+      return `the argument "${field}" ${detail ?? 'is not an object'}: it must be an object (Prisma reads its enumerable properties, as it does a plain object's)`
+    case 'batch-transaction':
+      return 'it takes more than one statement, so it cannot be one element of $transaction([...]); nothing of the batch was run. Use the interactive form, $transaction(async (tx) => ...)'
   }
 }
 

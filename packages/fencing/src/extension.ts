@@ -13,8 +13,11 @@ import { resolveFencingOptions, type FencingOptions, type ResolvedFencingOptions
  * `db.$fenced(token)` returns the same client with conditional writes on the fenced models:
  * `update`, `updateMany`, `updateManyAndReturn`, `upsert`, `delete` and `deleteMany` add
  * `fence <= token` to the filter and set `fence = token`; `create`, `createMany` and
- * `createManyAndReturn` set `fence = token`. A refused write throws `StaleFencingTokenError`; a
- * missing row fails exactly as without the extension. Reads, unfenced models and everything
+ * `createManyAndReturn` set `fence = token`. A refused write throws `StaleFencingTokenError` and
+ * keeps nothing of the call; a missing row fails exactly as without the extension. What cannot
+ * be fenced (`limit`, nested writes into fenced models, arguments that are not objects) is
+ * refused with `UnsupportedFencedWriteError` before any query. With the database guard
+ * (`fenceGuardSql`) installed, its refusals become `StaleFencingTokenError` too. Reads, unfenced models and everything
  * written outside `$fenced` pass through untouched. Without an argument, `$fenced()` uses the
  * token of the enclosing `withFenceToken`.
  *
@@ -42,8 +45,9 @@ export function fencing(options: FencingOptions) {
          * This client (or transaction client) with its writes to fenced models made
          * conditional on `token`. Throws `InvalidFenceTokenError` for a bad token, and
          * `MissingFenceTokenError` without one outside `withFenceToken`, before any query.
-         * A fenced write runs when called (it is an ordinary Promise, not a lazy
-         * PrismaPromise), so it does not fit the array form of `$transaction`.
+         * Fenced writes are lazy like Prisma's own calls: nothing runs until they are awaited,
+         * and a one-statement write can be an element of `$transaction([...])` (a write of
+         * several statements refuses there, before the batch starts).
          */
         $fenced<T extends object>(this: T, token?: FenceTokenInput): T {
           const value = token === undefined ? ambientToken() : parseFenceToken(token)

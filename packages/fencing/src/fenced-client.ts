@@ -4,7 +4,8 @@
  * state but the token, so making one per call is cheap; every call goes to the wrapped client.
  */
 import { delegateKey, type DataModel } from './data-model.js'
-import { checkUnfencedWrite, fencedWrite, invoke, WRITE_OPERATIONS, type FenceScope } from './fenced-write.js'
+import { checkUnfencedWrite, fencedWritePlan, refusedPlan, WRITE_OPERATIONS, type FenceScope } from './fenced-write.js'
+import { lazyWrite } from './lazy-write.js'
 import type { ResolvedFencingOptions } from './options.js'
 
 /** Where a fenced client keeps what it fences with; read by `fencedTransaction`. */
@@ -34,13 +35,13 @@ export function fenceClient<T extends object>(client: T, scope: FenceScope): T {
     get(target, prop) {
       if (prop === FENCE_SCOPE) return scope
       if (typeof prop === 'string') {
-        const model = scope.delegates.get(prop)
+        const cached = delegates.get(prop)
+        if (cached !== undefined) return cached
+        const model = scope.delegates.get(prop) ?? (scope.dataModel === undefined ? guessModel(target, prop) : undefined)
         if (model !== undefined) {
-          const cached = delegates.get(prop)
-          if (cached !== undefined) return cached
           const delegate = Reflect.get(target, prop) as unknown
           if (delegate !== null && typeof delegate === 'object') {
-            const fenced = fenceDelegate(delegate, model, scope)
+            const fenced = fenceDelegate(target, delegate, model, scope)
             delegates.set(prop, fenced)
             return fenced
           }
@@ -48,10 +49,10 @@ export function fenceClient<T extends object>(client: T, scope: FenceScope): T {
         }
         if (prop === '$transaction') {
           const transaction = Reflect.get(target, prop) as unknown
-          // A transaction client has no $transaction; keep it that way.
           if (typeof transaction !== 'function') return transaction
           // The interactive form hands out a fenced transaction client, so `db.$fenced(t)
-          // .$transaction(async (tx) => ...)` fences inside too. The array form passes through.
+          // .$transaction(async (tx) => ...)` fences inside too. The array form passes through:
+          // its fenced elements are lazy writes that join the batch (or refuse, see lazy-write.ts).
           return (arg: unknown, options?: unknown) =>
             typeof arg === 'function'
               ? Reflect.apply(transaction, target, [(tx: object) => (arg as (tx: object) => unknown)(fenceClient(tx, scope)), options])
@@ -64,9 +65,22 @@ export function fenceClient<T extends object>(client: T, scope: FenceScope): T {
   })
 }
 
-function fenceDelegate(delegate: object, model: string, scope: FenceScope): object {
+/**
+ * Without a data model we do not know the client's models; a property holding an object with
+ * Prisma's delegate methods is taken for one (an unfenced one, unless it is in `models`), so
+ * its writes are still checked for nested writes instead of passing unchecked.
+ */
+function guessModel(client: object, prop: string): string | undefined {
+  if (prop.startsWith('$') || prop.startsWith('_')) return undefined
+  const value = Reflect.get(client, prop) as unknown
+  if (value === null || typeof value !== 'object') return undefined
+  const d = value as Record<string, unknown>
+  return typeof d.findFirst === 'function' && typeof d.create === 'function' ? prop.charAt(0).toUpperCase() + prop.slice(1) : undefined
+}
+
+function fenceDelegate(client: object, delegate: object, model: string, scope: FenceScope): object {
   const field = scope.options.models.get(model)
-  const methods = new Map<string, (args?: unknown) => Promise<unknown>>()
+  const methods = new Map<string, (args?: unknown) => unknown>()
   return new Proxy(delegate, {
     get(target, prop) {
       if (typeof prop === 'string' && WRITE_OPERATIONS.has(prop)) {
@@ -74,16 +88,16 @@ function fenceDelegate(delegate: object, model: string, scope: FenceScope): obje
         if (method === undefined) {
           method =
             field !== undefined
-              ? (args) => fencedWrite(target, model, field, prop, args, scope)
+              ? (args) => lazyWrite(fencedWritePlan(client, model, field, prop, args, scope))
               : (args) => {
                   // Not fenced: the untouched Prisma call (still a lazy PrismaPromise, fit for
                   // the array form of $transaction), unless it would write a fenced model.
                   try {
                     checkUnfencedWrite(model, prop, args, scope)
                   } catch (error) {
-                    return Promise.reject(error)
+                    return lazyWrite(refusedPlan(error))
                   }
-                  return invoke(target, prop, args)
+                  return Reflect.apply(Reflect.get(target, prop) as (args: unknown) => unknown, target, [args])
                 }
           methods.set(prop, method)
         }

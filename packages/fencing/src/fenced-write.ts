@@ -1,23 +1,30 @@
 /**
- * The conditional writes. Each takes the caller's own model delegate (`db.product`, or
- * `tx.product` inside the caller's transaction) and rewrites one call into writes on that same
- * delegate, so everything runs in the caller's transaction when there is one, and nothing here
- * opens a transaction or sends raw SQL.
+ * The conditional writes. Each rewrites one call on a fenced model into writes on the caller's
+ * own client (the Prisma client, or the transaction client inside the caller's transaction), so
+ * everything runs in the caller's transaction when there is one. Nothing here sends raw SQL.
  *
  * The condition is `fence <= token` in the statement's own WHERE, and the write sets
  * `fence = token`: PostgreSQL evaluates both atomically on the row (under READ COMMITTED a
  * concurrent writer's update is waited for and the condition re-checked on the new row
  * version), so no interleaving lets an older token write after a newer one.
+ *
+ * A write that needs more than that one statement (a check after a many-row write, the retry of
+ * an upsert, the relations of a deleted row) runs in a transaction of its own — a savepoint when
+ * the caller is already in one — so a refusal leaves nothing of it behind.
  */
 import type { DataModel } from './data-model.js'
+import { delegateKey } from './data-model.js'
 import { StaleFencingTokenError, UnsupportedFencedWriteError } from './errors.js'
+import { fenceGuardRefusal } from './guard-error.js'
+import type { BatchTransaction, WritePlan } from './lazy-write.js'
 import type { ResolvedFencingOptions } from './options.js'
+import { isSent, readCallArguments, readFields, sentEntries, type Fields } from './prisma-arguments.js'
 
 /** What one `$fenced(token)` client carries to its writes. */
 export interface FenceScope {
   readonly token: bigint
   readonly options: ResolvedFencingOptions
-  /** `undefined` when the client carries no runtime data model we understand. */
+  /** `undefined` when the client carries no runtime data model we understand: then every check fails closed. */
   readonly dataModel: DataModel | undefined
   /** Delegate property (`product`) → model name (`Product`), for every model whose writes a fenced client looks at. */
   readonly delegates: ReadonlyMap<string, string>
@@ -36,7 +43,16 @@ export const WRITE_OPERATIONS: ReadonlySet<string> = new Set([
   'deleteMany',
 ])
 
-type Args = Record<string, unknown>
+/** One fenced call: where it goes and what it fences with. */
+interface Call {
+  /** The caller's client or transaction client (not the fenced view). */
+  readonly client: object
+  readonly model: string
+  /** The model's fence column. */
+  readonly field: string
+  readonly operation: string
+  readonly scope: FenceScope
+}
 
 /** Calls `delegate[operation](args)` with the delegate as `this`, as Prisma expects. */
 export function invoke(delegate: object, operation: string, args: unknown): Promise<unknown> {
@@ -45,113 +61,269 @@ export function invoke(delegate: object, operation: string, args: unknown): Prom
   return Reflect.apply(fn, delegate, [args]) as Promise<unknown>
 }
 
+function delegateOf(client: object, model: string): object {
+  const delegate = (client as Record<string, unknown>)[delegateKey(model)]
+  if (delegate === null || typeof delegate !== 'object') throw new TypeError(`this Prisma client has no model ${model}`)
+  return delegate
+}
+
 /**
- * Runs `operation` on a fenced model as a conditional write. `delegate` is the caller's model
- * delegate, `field` the model's fence column.
+ * A transaction client has no `$connect` (Prisma removes it, with `$disconnect`, `$on` and
+ * `$extends`): the one public sign that the caller is inside a transaction.
  */
-export async function fencedWrite(delegate: object, model: string, field: string, operation: string, args: unknown, scope: FenceScope): Promise<unknown> {
-  const a = (args ?? {}) as Args
-  const { token } = scope
+function inTransaction(client: object): boolean {
+  return typeof (client as { $connect?: unknown }).$connect !== 'function'
+}
+
+/** Runs `fn` in a transaction of its own, or a savepoint when `client` is already in one. */
+function atomically<R>(client: object, fn: (tx: object) => Promise<R>): Promise<R> {
+  const transaction = (client as { $transaction?: unknown }).$transaction
+  if (typeof transaction !== 'function') throw new TypeError('this Prisma client has no $transaction()')
+  return Reflect.apply(transaction, client, [fn]) as Promise<R>
+}
+
+/** A plan that refuses: the error when awaited, and it never joins a batch (so the batch never starts). */
+export function refusedPlan(error: unknown): WritePlan<never> {
+  return {
+    run: () => Promise.reject(error),
+    joinBatch: () => Promise.reject(error),
+  }
+}
+
+/**
+ * Plans `operation` on a fenced model as a conditional write. The arguments are read and checked
+ * now, before any query; a refused call rejects when awaited.
+ */
+export function fencedWritePlan(client: object, model: string, field: string, operation: string, args: unknown, scope: FenceScope): WritePlan<unknown> {
+  const call: Call = { client, model, field, operation, scope }
+  try {
+    return planCall(call, args)
+  } catch (error) {
+    return refusedPlan(error)
+  }
+}
+
+function planCall(call: Call, args: unknown): WritePlan<unknown> {
+  const { field, operation, scope } = call
+  const a = readCallArguments(args)
+  if (a === undefined) throw new UnsupportedFencedWriteError(call.model, operation, 'argument', 'args', 'is not an object')
+  const token = scope.token
   switch (operation) {
-    case 'create':
-      checkData(model, operation, field, a.data, scope)
-      return invoke(delegate, operation, { ...a, data: withToken(a.data, field, token) })
+    case 'create': {
+      const data = requireFields(call, 'data', a.data)
+      checkData(call, data)
+      return oneStatement(call, { ...a, data: withToken(data, field, token) }, undefined)
+    }
 
     case 'createMany':
     case 'createManyAndReturn': {
-      const rows = Array.isArray(a.data) ? a.data : [a.data]
-      for (const row of rows) checkData(model, operation, field, row, scope)
-      const data = Array.isArray(a.data) ? a.data.map((row) => withToken(row, field, token)) : withToken(a.data, field, token)
-      return invoke(delegate, operation, { ...a, data })
+      const rows = Array.isArray(a.data) ? a.data.map((row, i) => requireFields(call, `data[${i}]`, row)) : [requireFields(call, 'data', a.data)]
+      for (const row of rows) checkData(call, row)
+      const data = rows.map((row) => withToken(row, field, token))
+      return oneStatement(call, { ...a, data: Array.isArray(a.data) ? data : data[0] }, undefined)
     }
 
-    case 'update':
+    case 'update': {
+      const where = requireFields(call, 'where', a.where)
+      const data = requireFields(call, 'data', a.data)
+      checkData(call, data)
+      return oneStatement(call, { ...a, where: withCondition(where, field, { lte: token }), data: withToken(data, field, token) }, where)
+    }
+
     case 'delete': {
-      if (operation === 'update') checkData(model, operation, field, a.data, scope)
-      const fenced: Args = { ...a, where: withCondition(a.where, field, { lte: token }) }
-      if (operation === 'update') fenced.data = withToken(a.data, field, token)
-      try {
-        return await invoke(delegate, operation, fenced)
-      } catch (error) {
-        // "Not found" has two causes now: no such row (Prisma's own error, which we keep), or
-        // a row whose fence is newer than our token. Only the stored token tells them apart.
-        if (isRecordNotFound(error)) await rejectIfStale(delegate, model, field, operation, a.where, scope)
-        throw error
-      }
+      const where = requireFields(call, 'where', a.where)
+      // Prisma deletes a row with relations in its selection by reading it first and then
+      // deleting without checking the count: a fenced DELETE that removed nothing would
+      // still return the row. Such a delete raises the fence (and takes the row lock) first.
+      if (selectsRelations(call, a)) return severalStatements(call, () => deleteWithRelations(call, a, where))
+      return oneStatement(call, { ...a, where: withCondition(where, field, { lte: token }) }, where)
     }
 
     case 'updateMany':
     case 'updateManyAndReturn':
     case 'deleteMany': {
-      if (operation !== 'deleteMany') checkData(model, operation, field, a.data, scope)
-      const fenced: Args = { ...a, where: withCondition(a.where, field, { lte: token }) }
-      if (operation !== 'deleteMany') fenced.data = withToken(a.data, field, token)
-      const result = await invoke(delegate, operation, fenced)
-      // The condition already kept newer rows out; a row the caller's filter matched but the
-      // fence excluded means the caller's token is stale, and it must hear so, not get a
-      // smaller count. Inside a transaction the error rolls back the rows that were written.
-      await rejectIfSkipped(delegate, model, field, operation, a.where, scope)
-      return result
+      if (isSent(a.limit)) throw new UnsupportedFencedWriteError(call.model, operation, 'limit', 'limit')
+      const where = a.where === undefined ? {} : requireFields(call, 'where', a.where)
+      const data = operation === 'deleteMany' ? undefined : requireFields(call, 'data', a.data)
+      if (data !== undefined) checkData(call, data)
+      return severalStatements(call, () => writeMany(call, a, where, data))
     }
 
-    case 'upsert':
-      checkData(model, operation, field, a.create, scope)
-      checkData(model, operation, field, a.update, scope)
-      return fencedUpsert(delegate, model, field, a, scope)
+    case 'upsert': {
+      const where = requireFields(call, 'where', a.where)
+      const create = requireFields(call, 'create', a.create)
+      const update = requireFields(call, 'update', a.update)
+      checkData(call, create)
+      checkData(call, update)
+      return severalStatements(call, () => upsert(call, a, where, create, update))
+    }
 
     default:
-      return invoke(delegate, operation, args)
+      return oneStatement(call, a, undefined)
   }
+}
+
+/**
+ * A write of one statement: alone, or as one element of a batch. After a refusal it tells a
+ * stale token from a missing row by reading the stored fence (outside the batch, which by then
+ * has rolled back).
+ */
+function oneStatement(call: Call, args: Fields, where: Fields | undefined): WritePlan<unknown> {
+  const settle = (error: unknown) => explainFailure(call, error, where)
+  return {
+    run: () => invoke(delegateOf(call.client, call.model), call.operation, args).then(undefined, settle),
+    joinBatch(transaction: BatchTransaction) {
+      const request = invoke(delegateOf(call.client, call.model), call.operation, args) as Promise<unknown> & {
+        requestTransaction?: (transaction: BatchTransaction) => PromiseLike<unknown>
+      }
+      if (typeof request.requestTransaction !== 'function') throw new TypeError('this Prisma client does not batch its calls')
+      return Promise.resolve(request.requestTransaction(transaction)).then(undefined, settle)
+    },
+  }
+}
+
+/** A write of several statements: runs when awaited, never as one element of a batch. */
+function severalStatements(call: Call, run: () => Promise<unknown>): WritePlan<unknown> {
+  return {
+    run,
+    joinBatch: () => Promise.reject(new UnsupportedFencedWriteError(call.model, call.operation, 'batch-transaction', call.operation)),
+  }
+}
+
+/**
+ * The error a failed statement ends with: the guard's refusal becomes `StaleFencingTokenError`;
+ * "record not found" (P2025) of a unique `where` becomes one when the row holds a newer token,
+ * and stays Prisma's own error when the row is missing; anything else is rethrown as it is.
+ */
+async function explainFailure(call: Call, error: unknown, where: Fields | undefined): Promise<never> {
+  const refusal = fenceGuardRefusal(error)
+  if (refusal !== undefined) throw reject(call, refusal.storedToken)
+  if (where !== undefined && isRecordNotFound(error)) {
+    const stored = await readFence(delegateOf(call.client, call.model), call.field, where)
+    if (stored !== null && stored !== undefined && stored > call.scope.token) throw reject(call, stored)
+  }
+  throw error
+}
+
+/** The guard's refusal as `StaleFencingTokenError`; any other error unchanged. */
+function guardToStale(call: Call, error: unknown): unknown {
+  const refusal = fenceGuardRefusal(error)
+  return refusal === undefined ? error : reject(call, refusal.storedToken)
+}
+
+/**
+ * `updateMany`, `updateManyAndReturn`, `deleteMany`: the conditional write, then a check that
+ * the caller's filter matched no row with a newer token, in one transaction (or savepoint): a
+ * row the fence kept out means the token is stale, and then nothing of the call is kept.
+ */
+function writeMany(call: Call, a: Fields, where: Fields, data: Fields | undefined): Promise<unknown> {
+  const { field, scope } = call
+  const args: Fields = { ...a, where: withCondition(where, field, { lte: scope.token }) }
+  if (data !== undefined) args.data = withToken(data, field, scope.token)
+  return atomically(call.client, async (tx) => {
+    const delegate = delegateOf(tx, call.model)
+    let result: unknown
+    try {
+      result = await invoke(delegate, call.operation, args)
+    } catch (error) {
+      throw guardToStale(call, error)
+    }
+    // Read in the same transaction, after the write: under READ COMMITTED it also sees a newer
+    // token committed since. Either way a newer token wrote rows the caller meant, so its token
+    // is stale, and rolling back is what the error promises.
+    const newer = (await invoke(delegate, 'findFirst', {
+      where: withCondition(where, field, { gt: scope.token }),
+      select: { [field]: true },
+      orderBy: { [field]: 'desc' },
+    })) as Fields | null
+    if (newer !== null) throw reject(call, asToken(newer[field]))
+    return result
+  })
+}
+
+/**
+ * `delete` returning relations: raise the fence with the caller's selection (the row lock is
+ * ours from here to the end of the transaction), then delete the row, in one transaction. The
+ * record returned is the row as it was deleted, its fence raised to the token.
+ */
+function deleteWithRelations(call: Call, a: Fields, where: Fields): Promise<unknown> {
+  const { field, scope } = call
+  const selection = selectionOf(a)
+  return atomically(call.client, async (tx) => {
+    const delegate = delegateOf(tx, call.model)
+    let record: unknown
+    try {
+      record = await invoke(delegate, 'update', { ...selection, where: withCondition(where, field, { lte: scope.token }), data: { [field]: scope.token } })
+    } catch (error) {
+      if (isRecordNotFound(error)) {
+        const stored = await readFence(delegate, field, where)
+        if (stored !== null && stored !== undefined && stored > scope.token) throw reject(call, stored)
+      }
+      throw guardToStale(call, error)
+    }
+    // The fence is the token now; a caller's own condition on the fence column was met above.
+    const unique = { ...where }
+    delete unique[field]
+    try {
+      await invoke(delegate, 'delete', { where: withCondition(unique, field, { lte: scope.token }), select: { [field]: true } })
+    } catch (error) {
+      throw guardToStale(call, error)
+    }
+    return record
+  })
 }
 
 /**
  * Upsert as a conditional update, then a create when the row does not exist. Prisma's own
  * upsert cannot carry the condition: with an extra filter it reads first and writes later (a
  * window for a newer token), and when the filter excludes an existing row it tries to create
- * it. Here every step is one atomic statement: the update only matches a row with an older
- * fence, and the create fails with Prisma's unique-constraint error if the row appeared in the
- * meantime, as Prisma's own upsert does under a concurrent create.
+ * it. Here each step is one atomic statement. A create that loses a race with a concurrent
+ * create of the same key (unique violation) goes back to the update, which then either writes
+ * (our token is current) or is refused (the other one was newer).
  */
-async function fencedUpsert(delegate: object, model: string, field: string, a: Args, scope: FenceScope): Promise<unknown> {
-  const shape: Args = {}
-  for (const key of ['select', 'include', 'omit'] as const) if (a[key] !== undefined) shape[key] = a[key]
-  const update = { ...shape, where: withCondition(a.where, field, { lte: scope.token }), data: withToken(a.update, field, scope.token) }
-  let notFound: unknown
-  // Two rounds at most: a row created between our update and our read makes the update worth
-  // one more try; it cannot happen twice, rows with our unique key do not reappear.
+async function upsert(call: Call, a: Fields, where: Fields, create: Fields, update: Fields): Promise<unknown> {
+  const { field, scope } = call
+  const selection = selectionOf(a)
+  const delegate = delegateOf(call.client, call.model)
+  const updateArgs = { ...selection, where: withCondition(where, field, { lte: scope.token }), data: withToken(update, field, scope.token) }
+  const createArgs = { ...selection, data: withToken(create, field, scope.token) }
+  let last: unknown
+  // Two rounds: a row created between our update and our create is updated (or refused) in the
+  // second; rows with our unique key do not keep reappearing.
   for (let round = 0; round < 2; round++) {
     try {
-      return await invoke(delegate, 'update', update)
+      return await invoke(delegate, 'update', updateArgs)
     } catch (error) {
-      if (!isRecordNotFound(error)) throw error
-      notFound = error
+      if (!isRecordNotFound(error)) throw guardToStale(call, error)
+      last = error
     }
-    const stored = await readFence(delegate, field, a.where)
-    if (stored === null) return invoke(delegate, 'create', { ...shape, data: withToken(a.create, field, scope.token) })
-    if (stored !== undefined && stored > scope.token) throw reject(model, 'upsert', scope, stored)
+    const stored = await readFence(delegate, field, where)
+    if (stored !== null) {
+      if (stored !== undefined && stored > scope.token) throw reject(call, stored)
+      continue
+    }
+    try {
+      return await createOnce(call, createArgs)
+    } catch (error) {
+      if (!isUniqueViolation(error)) throw guardToStale(call, error)
+      last = error
+    }
   }
-  throw notFound
+  throw last
 }
 
-/** After a refused single-row write: throws StaleFencingTokenError when the row holds a newer token, else returns. */
-async function rejectIfStale(delegate: object, model: string, field: string, operation: string, where: unknown, scope: FenceScope): Promise<void> {
-  const stored = await readFence(delegate, field, where)
-  if (stored !== null && stored !== undefined && stored > scope.token) throw reject(model, operation, scope, stored)
-}
-
-/** After a many-row write: throws StaleFencingTokenError when the caller's filter matches a row with a newer token. */
-async function rejectIfSkipped(delegate: object, model: string, field: string, operation: string, where: unknown, scope: FenceScope): Promise<void> {
-  const row = (await invoke(delegate, 'findFirst', {
-    where: withCondition(where, field, { gt: scope.token }),
-    select: { [field]: true },
-    orderBy: { [field]: 'desc' },
-  })) as Args | null
-  if (row !== null) throw reject(model, operation, scope, asToken(row[field]))
+/**
+ * A create that may lose a race on a unique key. Inside the caller's transaction it runs in a
+ * savepoint: a failed INSERT would otherwise abort the caller's whole transaction.
+ */
+function createOnce(call: Call, args: Fields): Promise<unknown> {
+  if (!inTransaction(call.client)) return invoke(delegateOf(call.client, call.model), 'create', args)
+  return atomically(call.client, (tx) => invoke(delegateOf(tx, call.model), 'create', args))
 }
 
 /** The stored fence of the row `where` selects: `null` when there is no such row, `undefined` when unreadable. */
-async function readFence(delegate: object, field: string, where: unknown): Promise<bigint | null | undefined> {
-  const row = (await invoke(delegate, 'findUnique', { where, select: { [field]: true } })) as Args | null
+async function readFence(delegate: object, field: string, where: Fields): Promise<bigint | null | undefined> {
+  const row = (await invoke(delegate, 'findUnique', { where, select: { [field]: true } })) as Fields | null
   return row === null ? null : asToken(row[field])
 }
 
@@ -159,17 +331,42 @@ function asToken(value: unknown): bigint | undefined {
   return typeof value === 'bigint' ? value : undefined
 }
 
-/** Builds the error and tells `onRejection`, whose exceptions must not replace the error. */
-function reject(model: string, operation: string, scope: FenceScope, storedToken: bigint | undefined): StaleFencingTokenError {
+/** Builds the error and tells `onRejection`, which must not change the outcome (nor reject unhandled). */
+function reject(call: Call, storedToken: bigint | undefined): StaleFencingTokenError {
+  const { model, operation, scope } = call
   const onRejection = scope.options.onRejection
   if (onRejection !== undefined) {
     try {
-      onRejection({ model, operation, token: scope.token, storedToken })
+      const result = onRejection({ model, operation, token: scope.token, storedToken }) as unknown
+      // An async observer that rejects must not become an unhandled rejection.
+      if (typeof (result as { then?: unknown } | undefined)?.then === 'function') (result as PromiseLike<unknown>).then(undefined, () => {})
     } catch {
       // Observing a rejection must never change its outcome.
     }
   }
   return new StaleFencingTokenError(model, operation, scope.token, storedToken)
+}
+
+/** `select`, `include`, `omit` of the caller, for the statements a call is rewritten into. */
+function selectionOf(a: Fields): Fields {
+  const selection: Fields = {}
+  for (const key of ['select', 'include', 'omit'] as const) if (isSent(a[key])) selection[key] = a[key]
+  return selection
+}
+
+/** Whether the call returns relations (`include`, a relation or `_count` in `select`). Without a data model, any selection counts. */
+function selectsRelations(call: Call, a: Fields): boolean {
+  if (isSent(a.include) && sentEntries(a.include).some(([, v]) => v !== false)) return true
+  if (!isSent(a.select)) return false
+  const relations = call.scope.dataModel?.get(call.model)?.relations
+  return sentEntries(a.select).some(([key, v]) => v !== false && (relations === undefined || key === '_count' || relations.has(key)))
+}
+
+/** Reads an argument as Prisma does, or refuses it before any query. */
+function requireFields(call: Call, name: string, value: unknown): Fields {
+  const read = readFields(value)
+  if ('reason' in read) throw new UnsupportedFencedWriteError(call.model, call.operation, 'argument', name, `is ${read.reason}`)
+  return read.fields
 }
 
 /**
@@ -178,15 +375,14 @@ function reject(model: string, operation: string, scope: FenceScope, storedToken
  * does not filter on the fence column itself (the smaller query: Prisma spends measurably less
  * CPU on it than on an `AND` list), else appended to `AND`.
  */
-function withCondition(where: unknown, field: string, condition: Args): Args {
-  const w = isPlainObject(where) ? where : {}
-  if (!Object.hasOwn(w, field)) return { ...w, [field]: condition }
-  const and = w.AND === undefined ? [] : Array.isArray(w.AND) ? w.AND : [w.AND]
-  return { ...w, AND: [...and, { [field]: condition }] }
+function withCondition(where: Fields, field: string, condition: Fields): Fields {
+  if (!isSent(where[field])) return { ...where, [field]: condition }
+  const and = !isSent(where.AND) ? [] : Array.isArray(where.AND) ? where.AND : [where.AND]
+  return { ...where, AND: [...and, { [field]: condition }] }
 }
 
-function withToken(data: unknown, field: string, token: bigint): Args {
-  return { ...(isPlainObject(data) ? data : {}), [field]: token }
+function withToken(data: Fields, field: string, token: bigint): Fields {
+  return { ...data, [field]: token }
 }
 
 /** Prisma's "record to update/delete not found". */
@@ -194,36 +390,40 @@ export function isRecordNotFound(error: unknown): boolean {
   return typeof error === 'object' && error !== null && (error as { code?: unknown }).code === 'P2025'
 }
 
+function isUniqueViolation(error: unknown): boolean {
+  return typeof error === 'object' && error !== null && (error as { code?: unknown }).code === 'P2002'
+}
+
 // Relation write operations. Only for a client without a runtime data model: then a relation
 // field is recognized by the shape of its value. `set` is also a scalar operator, so it counts
 // only with an object or array value.
 const NESTED_OPERATIONS = new Set(['create', 'createMany', 'connect', 'connectOrCreate', 'disconnect', 'update', 'updateMany', 'upsert', 'delete', 'deleteMany'])
 
+function looksLikeNestedWrite(value: unknown): boolean {
+  return sentEntries(value).some(([k, v]) => NESTED_OPERATIONS.has(k) || (k === 'set' && typeof v === 'object' && v !== null))
+}
+
 /** Refuses `data` of a fenced write that sets the fence column or writes through a relation. */
-function checkData(model: string, operation: string, field: string, data: unknown, scope: FenceScope): void {
-  if (!isPlainObject(data)) return
-  if (Object.hasOwn(data, field)) throw new UnsupportedFencedWriteError(model, operation, 'fence-column', field)
-  const shape = scope.dataModel?.get(model)
-  for (const [key, value] of Object.entries(data)) {
+function checkData(call: Call, data: Fields): void {
+  const shape = call.scope.dataModel?.get(call.model)
+  for (const [key, value] of sentEntries(data)) {
+    if (key === call.field) throw new UnsupportedFencedWriteError(call.model, call.operation, 'fence-column', key)
+    // Without a data model a relation is known only by the shape of its value: fail closed.
     const nested = shape !== undefined ? shape.relations.has(key) : looksLikeNestedWrite(value)
-    if (nested) throw new UnsupportedFencedWriteError(model, operation, 'nested-write', key)
+    if (nested) throw new UnsupportedFencedWriteError(call.model, call.operation, 'nested-write', key)
   }
 }
 
-function looksLikeNestedWrite(value: unknown): boolean {
-  if (!isPlainObject(value)) return false
-  return Object.entries(value).some(([k, v]) => NESTED_OPERATIONS.has(k) || (k === 'set' && typeof v === 'object' && v !== null))
-}
-
 /**
- * For a write to a model that is not fenced: refuses it when a nested write in it reaches a
- * fenced model, which would otherwise be written unconditionally. Needs the data model; without
- * one such writes pass through (documented).
+ * For a write to a model that is not fenced: throws when a nested write in it reaches a fenced
+ * model, which would otherwise be written unconditionally. Without the data model, any nested
+ * write is refused (it could reach a fenced model, and we cannot tell).
  */
 export function checkUnfencedWrite(model: string, operation: string, args: unknown, scope: FenceScope): void {
-  if (scope.dataModel === undefined || !isPlainObject(args)) return
+  const a = readCallArguments(args)
+  if (a === undefined) return
   for (const key of ['data', 'create', 'update'] as const) {
-    const path = findFencedRelation(model, args[key], scope, 0)
+    const path = findFencedRelation(model, a[key], scope, 0)
     if (path !== undefined) throw new UnsupportedFencedWriteError(model, operation, 'nested-write', path)
   }
 }
@@ -238,20 +438,17 @@ function findFencedRelation(model: string, value: unknown, scope: FenceScope, de
     }
     return undefined
   }
-  if (!isPlainObject(value)) return undefined
   const relations = scope.dataModel?.get(model)?.relations
-  for (const [key, inner] of Object.entries(value)) {
-    const target = relations?.get(key)
+  for (const [key, inner] of sentEntries(value)) {
+    if (relations === undefined) {
+      if (looksLikeNestedWrite(inner)) return key
+      continue
+    }
+    const target = relations.get(key)
     if (target !== undefined && scope.options.models.has(target)) return key
     // Keys that are not relations (`create`, `data`, `where`, ...) keep the current model.
     const found = findFencedRelation(target ?? model, inner, scope, depth + 1)
     if (found !== undefined) return target === undefined ? found : `${key}.${found}`
   }
   return undefined
-}
-
-function isPlainObject(value: unknown): value is Args {
-  if (value === null || typeof value !== 'object') return false
-  const proto = Object.getPrototypeOf(value) as unknown
-  return proto === Object.prototype || proto === null
 }

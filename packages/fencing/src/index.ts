@@ -7,6 +7,8 @@ export {
   type WhereUniqueOf,
 } from './fenced-transaction.js'
 export { withFenceToken, currentFenceToken } from './ambient-token.js'
+export { fenceGuardSql, fenceGuardObjects, FENCE_GUARD_SQLSTATE, type FenceGuardOptions, type FenceGuardObjects } from './fence-guard.js'
+export { isFenceGuardError } from './guard-error.js'
 export { parseFenceToken, MAX_FENCE_TOKEN, type FenceTokenInput } from './fence-token.js'
 export {
   FencingError,

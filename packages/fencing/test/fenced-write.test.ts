@@ -98,7 +98,7 @@ describe('delete', () => {
 })
 
 describe('updateMany / deleteMany', () => {
-  it('writes the rows it may, stores the token on them, and rejects when the filter matched a newer row (left untouched)', async () => {
+  it('writes the rows it may, stores the token on them, and rejects when the filter matched a newer row (nothing kept)', async () => {
     const name = uniqueSku('batch')
     const older = await t.base.product.create({ data: { sku: uniqueSku('m'), name, priceCents: 1, stock: 1, fenceToken: 3n } })
     const newer = await t.base.product.create({ data: { sku: uniqueSku('m'), name, priceCents: 1, stock: 1, fenceToken: 9n } })
@@ -122,15 +122,15 @@ describe('updateMany / deleteMany', () => {
     expect(await row(older.id)).toEqual(older)
   })
 
-  it('deleteMany deletes only rows with an older or equal fence, and rejects when a newer one matched', async () => {
+  it('deleteMany rejects when the filter matched a row with a newer token, and then keeps nothing (outside a transaction too)', async () => {
     const name = uniqueSku('del')
     const older = await t.base.product.create({ data: { sku: uniqueSku('d'), name, priceCents: 1, stock: 1, fenceToken: 3n } })
     const newer = await t.base.product.create({ data: { sku: uniqueSku('d'), name, priceCents: 1, stock: 1, fenceToken: 9n } })
     const result = await settle(t.db.$fenced(5n).product.deleteMany({ where: { name } }))
     expect(result.error).toMatchObject({ name: 'StaleFencingTokenError', operation: 'deleteMany', storedToken: 9n })
-    expect(await t.base.product.findUnique({ where: { id: older.id } })).toBeNull()
+    expect(await row(older.id)).toEqual(older)
     expect(await row(newer.id)).toEqual(newer)
-    expect(await t.db.$fenced(9n).product.deleteMany({ where: { name } })).toEqual({ count: 1 })
+    expect(await t.db.$fenced(9n).product.deleteMany({ where: { name } })).toEqual({ count: 2 })
   })
 })
 
