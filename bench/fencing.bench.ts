@@ -1,8 +1,12 @@
 // `npm run bench:fencing [-- --iterations N --rounds R --no-docs]`: what fencing costs, against
 // the real PostgreSQL (DATABASE_URL, default postgresql://postgres@127.0.0.1:5432/test), in one
-// run: a fenced update vs a plain Prisma update of the same row, and fencedTransaction vs a plain
-// interactive transaction doing the same writes. Target: at most 15 % added latency at p50 for
-// the fenced update. Writes its section of docs/BENCHMARKS.md between the bench:fencing markers.
+// run, on two schemas migrated alike except for the database guard's migration: a fenced update
+// vs a plain Prisma update of the same row (both on the guarded table), the guard's own cost (the
+// same plain update, raw UPDATE and INSERT on a guarded vs an unguarded table), a fenced
+// updateMany vs a plain one, and fencedTransaction vs a plain interactive transaction doing the
+// same writes. Targets: fenced update p50 at most 1.15x the plain update's, the guard's cost on a
+// plain update at most 1.05x. Writes its section of docs/BENCHMARKS.md between the bench:fencing
+// markers.
 //
 // Calls are sequential (one in flight), so each sample is one call's latency, not a throughput
 // share. The cases are interleaved in rounds, each round in a fresh random order, so a drift of
@@ -17,11 +21,14 @@ import pg from 'pg'
 import { fencedTransaction, fencing } from '../packages/fencing/src/index.js'
 import { PrismaClient } from '../generated/prisma/client.js'
 import { databaseTarget, redact } from '../scripts/database-url.js'
-import { applyMigrations } from '../scripts/db-migrate.js'
+import { applyMigrations, readMigrations } from '../scripts/db-migrate.js'
 import { writeMarkedSection } from './support/docs-section.js'
 
 const root = join(dirname(fileURLToPath(import.meta.url)), '..')
-const TARGET_ADDED_P50 = 0.15
+const TARGET_FENCED_P50 = 1.15
+const TARGET_GUARD_P50 = 1.05
+/** The migration that installs the database guard; the unguarded schema is migrated without it. */
+const GUARD_MIGRATION = '20261126000000_fence_guard'
 const TOKEN = 1_000_000n
 
 interface Args {
@@ -87,7 +94,9 @@ interface Result {
 async function main(): Promise<void> {
   const args = parseArgs(process.argv.slice(2))
   const { connectionString } = databaseTarget()
-  const schema = `bench_fencing_${process.pid}_${randomBytes(3).toString('hex')}`
+  const suffix = `${process.pid}_${randomBytes(3).toString('hex')}`
+  const schema = `bench_fencing_${suffix}`
+  const bareSchema = `bench_fencing_bare_${suffix}`
   const admin = new pg.Client({ connectionString })
   try {
     await admin.connect()
@@ -96,13 +105,20 @@ async function main(): Promise<void> {
   }
   const loadBefore = loadavg()
   const base = new PrismaClient({ adapter: new PrismaPg({ connectionString }, { schema }) })
+  const bare = new PrismaClient({ adapter: new PrismaPg({ connectionString }, { schema: bareSchema }) })
   try {
-    await applyMigrations(admin, { schema })
+    const migrations = await readMigrations()
+    await applyMigrations(admin, { schema, migrations })
+    await applyMigrations(admin, { schema: bareSchema, migrations: migrations.filter((m) => m.name !== GUARD_MIGRATION) })
     const pgVersion = String((await admin.query('SHOW server_version')).rows[0]?.server_version ?? 'unknown')
     const db = base.$extends(fencing({ models: { Product: 'fenceToken', Order: 'fenceToken' } }))
-    const updated = await base.product.create({ data: { sku: 'BENCH-UPDATE', name: 'bench', priceCents: 100, stock: 0, fenceToken: TOKEN } })
+    const seed = (client: PrismaClient, sku: string, stock: number) => client.product.create({ data: { sku, name: 'bench', priceCents: 100, stock, fenceToken: TOKEN } })
+    const updated = await seed(base, 'BENCH-UPDATE', 0)
+    const bareUpdated = await seed(bare, 'BENCH-UPDATE', 0)
+    const many = await seed(base, 'BENCH-MANY', 0)
+    const bought = await seed(base, 'BENCH-TX', 1_000_000_000)
     const table = `"${schema}"."Product"`
-    const bought = await base.product.create({ data: { sku: 'BENCH-TX', name: 'bench', priceCents: 100, stock: 1_000_000_000, fenceToken: TOKEN } })
+    const bareTable = `"${bareSchema}"."Product"`
 
     // The same writes for both transaction cases: read the stock, write it back decremented,
     // create the order — the demo's purchase.
@@ -111,37 +127,46 @@ async function main(): Promise<void> {
       await tx.product.update({ where: { id: bought.id }, data: { stock: p.stock - 1 } })
       return tx.order.create({ data: { productId: bought.id, buyerId: 'bench', quantity: 1 } })
     }
+    const increment = { stock: { increment: 1 } }
     const cases: Case[] = [
-      { key: 'plain', label: 'plain Prisma `update` of one row', share: 1, run: () => base.product.update({ where: { id: updated.id }, data: { stock: { increment: 1 } } }) },
+      { key: 'bare', label: 'plain Prisma `update` of one row, **unguarded** table', share: 1, run: () => bare.product.update({ where: { id: bareUpdated.id }, data: increment }) },
+      { key: 'plain', label: 'plain Prisma `update` of one row, guarded table', baseline: 'bare', share: 1, run: () => base.product.update({ where: { id: updated.id }, data: increment }) },
       {
         key: 'extended',
         label: 'same, on the extended client outside `$fenced`',
         baseline: 'plain',
         share: 1,
-        run: () => db.product.update({ where: { id: updated.id }, data: { stock: { increment: 1 } } }),
+        run: () => db.product.update({ where: { id: updated.id }, data: increment }),
       },
       {
         key: 'fenced',
-        label: '**fenced `update`**: `db.$fenced(t).product.update`',
+        label: '**fenced `update`**: `db.$fenced(t).product.update`, guarded table',
         baseline: 'plain',
         share: 1,
-        run: () => db.$fenced(TOKEN).product.update({ where: { id: updated.id }, data: { stock: { increment: 1 } } }),
+        run: () => db.$fenced(TOKEN).product.update({ where: { id: updated.id }, data: increment }),
       },
-      // The same two statements straight through `pg`, without Prisma: what the database alone
-      // adds for the extra predicate and assignment.
-      {
-        key: 'sql',
-        label: 'raw SQL through `pg`: the plain `UPDATE`',
-        share: 1,
-        run: () => admin.query(`UPDATE ${table} SET stock = stock + 1 WHERE id = $1 RETURNING *`, [updated.id]),
-      },
+      // The same statements straight through `pg`, without Prisma: what the database alone adds
+      // for the guard's trigger, and for the fence's predicate and assignment.
+      { key: 'sqlBare', label: 'raw SQL through `pg`: the plain `UPDATE`, unguarded table', share: 1, run: () => admin.query(`UPDATE ${bareTable} SET stock = stock + 1 WHERE id = $1 RETURNING *`, [bareUpdated.id]) },
+      { key: 'sql', label: 'raw SQL through `pg`: the plain `UPDATE`, guarded table', baseline: 'sqlBare', share: 1, run: () => admin.query(`UPDATE ${table} SET stock = stock + 1 WHERE id = $1 RETURNING *`, [updated.id]) },
       {
         key: 'sqlFenced',
-        label: 'raw SQL through `pg`: the fenced `UPDATE`',
+        label: 'raw SQL through `pg`: the fenced `UPDATE`, guarded table',
         baseline: 'sql',
         share: 1,
-        run: () =>
-          admin.query(`UPDATE ${table} SET stock = stock + 1, "fenceToken" = $2 WHERE id = $1 AND "fenceToken" <= $2 RETURNING *`, [updated.id, TOKEN]),
+        run: () => admin.query(`UPDATE ${table} SET stock = stock + 1, "fenceToken" = $2 WHERE id = $1 AND "fenceToken" <= $2 RETURNING *`, [updated.id, TOKEN]),
+      },
+      // An INSERT on a guarded table also writes the key's tombstone.
+      { key: 'createBare', label: 'plain Prisma `create` of an order, unguarded table', share: 1 / 3, run: () => bare.order.create({ data: { productId: bareUpdated.id, buyerId: 'bench', quantity: 1 } }) },
+      { key: 'create', label: 'plain Prisma `create` of an order, guarded table', baseline: 'createBare', share: 1 / 3, run: () => base.order.create({ data: { productId: updated.id, buyerId: 'bench', quantity: 1 } }) },
+      // A fenced updateMany writes and checks in one transaction of its own.
+      { key: 'many', label: 'plain Prisma `updateMany` (one row), guarded table', share: 1 / 3, run: () => base.product.updateMany({ where: { id: many.id }, data: increment }) },
+      {
+        key: 'fencedMany',
+        label: 'fenced `updateMany` (write + check in one transaction)',
+        baseline: 'many',
+        share: 1 / 3,
+        run: () => db.$fenced(TOKEN).product.updateMany({ where: { id: many.id }, data: increment }),
       },
       { key: 'tx', label: 'plain interactive `$transaction` (read, update, create order)', share: 1 / 3, run: () => base.$transaction((tx) => purchase(tx)) },
       {
@@ -157,7 +182,7 @@ async function main(): Promise<void> {
     for (const c of cases) for (let i = 0; i < 200 * c.share; i++) await c.run()
 
     const samples = new Map(cases.map((c) => [c.key, [] as number[]]))
-    console.error(`[bench:fencing] ${args.iterations} updates per case in ${args.rounds} rounds (transactions: a third), schema ${schema}`)
+    console.error(`[bench:fencing] ${args.iterations} calls per case in ${args.rounds} rounds (creates, many-row writes and transactions: a third), schemas ${schema}, ${bareSchema}`)
     for (let round = 0; round < args.rounds; round++) {
       const order = [...cases].sort(() => Math.random() - 0.5)
       for (const c of order) {
@@ -178,9 +203,9 @@ async function main(): Promise<void> {
       const mean = s.reduce((a, b) => a + b, 0) / s.length
       results.set(c.key, { label: c.label, baseline: c.baseline, n: s.length, p50: quantile(s, 0.5), p99: quantile(s, 0.99), mean })
     }
-    const fenced = results.get('fenced')!
-    const plain = results.get('plain')!
-    const added = fenced.p50 / plain.p50 - 1
+    const ratio = (key: string, baseline: string) => results.get(key)!.p50 / results.get(baseline)!.p50
+    const fencedRatio = ratio('fenced', 'plain')
+    const guardRatio = ratio('plain', 'bare')
     const ms = (v: number) => v.toFixed(3)
     const pct = (v: number) => `${v >= 0 ? '+' : '−'}${Math.abs(v * 100).toFixed(1)} %`
     const rows = [...results.values()].map((r) => {
@@ -190,12 +215,12 @@ async function main(): Promise<void> {
     })
     const cpu = cpuModel()
     const load = (l: number[]) => l.map((v) => v.toFixed(2)).join(', ')
-    const verdict = added <= TARGET_ADDED_P50 ? 'met' : 'missed'
+    const verdict = (value: number, target: number) => `${value <= target ? 'met' : '**missed**'} (×${value.toFixed(3)})`
     const markdown = `## Fencing
 
 \`npm run bench:fencing\` — ${new Date().toISOString().slice(0, 10)}. Sequential calls (one in flight) on one row each,
-against PostgreSQL on 127.0.0.1 in a fresh schema; the cases interleaved in ${args.rounds} rounds of random order.
-Times in milliseconds.
+against PostgreSQL on 127.0.0.1, in two fresh schemas migrated alike except that one lacks the database
+guard (\`fenceGuardSql\`); the cases interleaved in ${args.rounds} rounds of random order. Times in milliseconds.
 
 Machine: ${availableParallelism()} × ${cpu}, Node ${process.version}, PostgreSQL ${pgVersion}; load average
 (1, 5, 15 min) ${load(loadBefore)} at the start, ${load(loadAfter)} at the end (the machine is shared).
@@ -204,19 +229,23 @@ Machine: ${availableParallelism()} × ${cpu}, Node ${process.version}, PostgreSQ
 | --- | ---: | ---: | ---: | ---: | ---: | ---: |
 ${rows.join('\n')}
 
-Baselines: the two Prisma update rows are compared with the plain \`update\`, the fenced raw SQL with the
-plain raw SQL, \`fencedTransaction\` with the plain transaction.
+Baselines: each guarded-table row against its unguarded twin (the guard's cost), the fenced update and the
+extended-client row against the plain update on the same guarded table, the fenced raw SQL against the
+plain raw SQL, the fenced \`updateMany\` against the plain one, \`fencedTransaction\` against the plain transaction.
 
-**Target: at most 15 % added latency at p50 for the fenced update — ${verdict} (${pct(added)}).**
+**Targets: fenced update p50 at most ×${TARGET_FENCED_P50} the plain update's (guard installed) — ${verdict(fencedRatio, TARGET_FENCED_P50)};
+the guard's own cost, a plain update on a guarded vs an unguarded table, at most ×${TARGET_GUARD_P50} — ${verdict(guardRatio, TARGET_GUARD_P50)}.**
 
-What the difference is made of: the fenced update is the same single \`UPDATE\` with one more predicate
+What the differences are made of: the fenced update is the same single \`UPDATE\` with one more predicate
 (\`"fenceToken" <= $t\`) and one more assignment. The raw SQL rows show what that costs in the database
 alone; the extended-client row what Prisma's \`$extends\` costs by itself; the rest is Prisma's own work on
-the larger query (two more bigint arguments to validate, serialize and plan — tens of µs of CPU per call,
-where Prisma spends about half a millisecond per update on this machine). The extension's JavaScript (token
-check, argument rewrite) is about 1 µs. A refused write costs one more read, not measured here (the rare path).
-\`fencedTransaction\` adds one statement to the transaction — the conditional \`UPDATE\` that raises the
-fence and takes the row lock — so its cost is about one round trip on top of the transaction's own.
+the larger query (two more bigint arguments to validate, serialize and plan). The extension's JavaScript
+(token check, argument rewrite, the lazy promise) is a few µs. The guard costs an UPDATE one trigger
+\`WHEN\` test that is false unless the fence goes down (no function call); an INSERT or DELETE calls a
+PL/pgSQL function that writes the key's tombstone row. A fenced \`updateMany\` runs its write and its check in
+one transaction of its own (BEGIN, UPDATE, SELECT, COMMIT) so a refusal keeps nothing. A refused write costs
+one more read, not measured here (the rare path). \`fencedTransaction\` adds one statement to the transaction —
+the conditional \`UPDATE\` that raises the fence and takes the row lock.
 `
     console.log(markdown)
     if (args.docs) {
@@ -225,7 +254,8 @@ fence and takes the row lock — so its cost is about one round trip on top of t
     }
   } finally {
     await base.$disconnect()
-    await admin.query(`DROP SCHEMA IF EXISTS "${schema}" CASCADE`).catch(() => {})
+    await bare.$disconnect()
+    for (const s of [schema, bareSchema]) await admin.query(`DROP SCHEMA IF EXISTS "${s}" CASCADE`).catch(() => {})
     await admin.end()
   }
 }
