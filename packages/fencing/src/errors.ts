@@ -108,6 +108,23 @@ export class UnsupportedFencedWriteError extends FencingError {
   }
 }
 
+/**
+ * A request's fencing header that cannot be read: one header without the other, sent twice, a
+ * token that is not 0 to 2^63 − 1 in decimal digits, a resource that is not visible ASCII. A
+ * server answers it with 400 (the express middleware does).
+ */
+export class InvalidFencingHeaderError extends FencingError {
+  /** The header at fault, e.g. `Fencing-Token`. */
+  readonly header: string
+  readonly rule: string
+
+  constructor(header: string, rule: string, value: unknown) {
+    super(`invalid ${header} header: ${rule} (got ${describe(value)})`)
+    this.header = header
+    this.rule = rule
+  }
+}
+
 /** A bad option or argument, detected before any I/O. `field` names it; `rule` says what it must be. */
 export class InvalidFencingOptionError extends FencingError {
   readonly field: string

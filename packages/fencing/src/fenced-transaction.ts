@@ -73,12 +73,7 @@ export async function fencedTransaction<C extends FencedClient, M extends ModelN
     throw new InvalidFencingOptionError('model', `must be a fenced model (${scope === undefined ? '?' : [...scope.options.models.keys()].join(', ')})`, model)
   }
   if (where === null || typeof where !== 'object') throw new InvalidFencingOptionError('where', 'must be a unique filter of the row', where)
-  const maxWait = checkOptionalMs('maxWaitMs', options.maxWaitMs, FENCING_DEFAULTS.maxWaitMs, 600_000)
-  const timeout = checkOptionalMs('timeoutMs', options.timeoutMs, FENCING_DEFAULTS.timeoutMs, 3_600_000)
-  const isolationLevel: unknown = options.isolationLevel
-  if (isolationLevel !== undefined && (typeof isolationLevel !== 'string' || !ISOLATION_LEVELS.has(isolationLevel))) {
-    throw new InvalidFencingOptionError('isolationLevel', `must be one of ${[...ISOLATION_LEVELS].join(', ')}`, isolationLevel)
-  }
+  const txOptions = resolveTransactionLimits(options)
 
   const run = async (tx: { $fenced(token: bigint): unknown }): Promise<R> => {
     const fenced = tx.$fenced(value) as Record<string, object>
@@ -88,6 +83,23 @@ export async function fencedTransaction<C extends FencedClient, M extends ModelN
     await invoke(delegate, 'update', { where, data: {}, select: { [field]: true } })
     return withFenceToken(value, () => fn(fenced as TransactionClientOf<C>))
   }
-  const txOptions = isolationLevel === undefined ? { maxWait, timeout } : { maxWait, timeout, isolationLevel }
   return (db.$transaction as (fn: (tx: never) => Promise<R>, options: object) => Promise<R>)(run, txOptions)
+}
+
+/** The limits of a transaction this package opens for the caller. */
+export interface TransactionLimits {
+  maxWaitMs?: number
+  timeoutMs?: number
+  isolationLevel?: 'ReadUncommitted' | 'ReadCommitted' | 'RepeatableRead' | 'Serializable'
+}
+
+/** Checks {@link TransactionLimits} (before any I/O) and returns them as Prisma's `$transaction` options. */
+export function resolveTransactionLimits(options: TransactionLimits): { maxWait: number; timeout: number; isolationLevel?: string } {
+  const maxWait = checkOptionalMs('maxWaitMs', options.maxWaitMs, FENCING_DEFAULTS.maxWaitMs, 600_000)
+  const timeout = checkOptionalMs('timeoutMs', options.timeoutMs, FENCING_DEFAULTS.timeoutMs, 3_600_000)
+  const isolationLevel: unknown = options.isolationLevel
+  if (isolationLevel !== undefined && (typeof isolationLevel !== 'string' || !ISOLATION_LEVELS.has(isolationLevel))) {
+    throw new InvalidFencingOptionError('isolationLevel', `must be one of ${[...ISOLATION_LEVELS].join(', ')}`, isolationLevel)
+  }
+  return isolationLevel === undefined ? { maxWait, timeout } : { maxWait, timeout, isolationLevel }
 }

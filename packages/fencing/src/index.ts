@@ -9,6 +9,27 @@ export {
 export { withFenceToken, currentFenceToken } from './ambient-token.js'
 export { fenceGuardSql, fenceGuardObjects, FENCE_GUARD_SQLSTATE, type FenceGuardOptions, type FenceGuardObjects } from './fence-guard.js'
 export { isFenceGuardError } from './guard-error.js'
+export {
+  fencingHeaders,
+  readFencingHeaders,
+  FENCING_TOKEN_HEADER,
+  FENCING_RESOURCE_HEADER,
+  MAX_FENCING_RESOURCE_BYTES,
+  type FencingClaim,
+  type TokenHolder,
+  type HeaderReader,
+} from './fencing-headers.js'
+export { withFencedResource, type FencedResourceOptions } from './fenced-resource.js'
+export {
+  fencingMiddleware,
+  fencingErrorHandler,
+  fencingErrorResponse,
+  type FencingMiddlewareOptions,
+  type FencedRequest,
+  type FencingRequest,
+  type FencingResponse,
+  type FencingNext,
+} from './fencing-middleware.js'
 export { parseFenceToken, MAX_FENCE_TOKEN, type FenceTokenInput } from './fence-token.js'
 export {
   FencingError,
@@ -17,6 +38,7 @@ export {
   MissingFenceTokenError,
   UnsupportedFencedWriteError,
   InvalidFencingOptionError,
+  InvalidFencingHeaderError,
   type UnsupportedFencedWriteReason,
 } from './errors.js'
 export {
@@ -25,3 +47,4 @@ export {
   type FencingRejection,
   type FencedTransactionOptions,
 } from './options.js'
+export type { TransactionLimits } from './fenced-transaction.js'

@@ -216,5 +216,7 @@ describe('fenceGuardSql', () => {
     const expected = `${fenceGuardSql({ table: 'Product', column: 'fenceToken', key: 'sku' })}\n${fenceGuardSql({ table: 'Order', column: 'fenceToken', key: 'id' })}`
     // On a mismatch, regenerate the file from these two calls (and add a new migration if the old one was applied anywhere).
     expect(file).toBe(expected)
+    const gateway = await readFile(join(import.meta.dirname, '..', '..', '..', 'prisma', 'migrations', '20261126000100_payment_gateway', 'migration.sql'), 'utf8')
+    expect(gateway.endsWith(fenceGuardSql({ table: 'GatewayFence', column: 'fenceToken', key: 'resource' }))).toBe(true)
   })
 })

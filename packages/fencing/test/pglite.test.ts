@@ -9,7 +9,7 @@
 import { PGlite } from '@electric-sql/pglite'
 import { PrismaPGlite } from 'pglite-prisma-adapter'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
-import { applyMigrations, type MigrationConnection } from '../../../scripts/db-migrate.js'
+import { applyMigrations, readMigrations, type MigrationConnection } from '../../../scripts/db-migrate.js'
 import { fencedTransaction, InvalidFenceTokenError, isFenceGuardError, StaleFencingTokenError } from '../src/index.js'
 import { BAD_TOKENS } from './support/bad-tokens.js'
 import { fencedClient, PrismaClient, settle, uniqueSku, type FencedDb } from './support/database.js'
@@ -29,7 +29,7 @@ beforeAll(async () => {
     },
   }
   const report = await applyMigrations(connection)
-  expect(report.applied).toEqual(['20251126000000_init', '20261126000000_fence_guard'])
+  expect(report.applied).toEqual((await readMigrations()).map((m) => m.name))
   expect((await applyMigrations(connection)).applied).toEqual([])
   base = new PrismaClient({ adapter: new PrismaPGlite(pglite) })
   db = fencedClient(base)

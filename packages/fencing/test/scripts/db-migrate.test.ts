@@ -29,7 +29,7 @@ beforeAll(async () => {
   await admin.connect()
   dir = await mkdtemp(join(tmpdir(), 'fencing-migrations-'))
   project = (await readMigrations()).map((m) => m.name)
-  expect(project).toEqual(['20251126000000_init', '20261126000000_fence_guard'])
+  expect(project).toEqual(['20251126000000_init', '20261126000000_fence_guard', '20261126000100_payment_gateway'])
 })
 
 afterAll(async () => {
@@ -55,7 +55,7 @@ describe('db-migrate', () => {
     const second = await applyMigrations(admin, { schema })
     expect(second).toEqual({ schema, applied: [], alreadyApplied: project })
     const { rows } = await admin.query(`SELECT table_name FROM information_schema.tables WHERE table_schema = $1 ORDER BY table_name`, [schema])
-    expect(rows.map((r) => r.table_name)).toEqual(['Order', 'Order_fence_tombstones', 'Payment', 'Product', 'Product_fence_tombstones', MIGRATIONS_TABLE])
+    expect(rows.map((r) => r.table_name)).toEqual(['GatewayCharge', 'GatewayFence', 'GatewayFence_fence_tombstones', 'GatewayIdempotencyKey', 'Order', 'Order_fence_tombstones', 'Payment', 'Product', 'Product_fence_tombstones', MIGRATIONS_TABLE])
     const recorded = await admin.query(`SELECT name, checksum FROM "${schema}"."${MIGRATIONS_TABLE}"`)
     expect(recorded.rows).toEqual((await readMigrations()).map((m) => ({ name: m.name, checksum: m.checksum })))
   })

@@ -1,0 +1,234 @@
+/**
+ * Fencing over HTTP: the client's headers, the server's reading of them, the fenced-resource
+ * core and the express middleware, on a real express server and the real database. The service
+ * here is a small ledger (the demo gateway's tables: `GatewayFence` per resource, `GatewayCharge`
+ * rows) so every assertion counts rows where the effect lands.
+ */
+import type { AddressInfo } from 'node:net'
+import express from 'express'
+import { afterAll, beforeAll, describe, expect, it } from 'vitest'
+import {
+  fencing,
+  fencingErrorHandler,
+  fencingHeaders,
+  fencingMiddleware,
+  InvalidFenceTokenError,
+  InvalidFencingHeaderError,
+  InvalidFencingOptionError,
+  MissingFenceTokenError,
+  readFencingHeaders,
+  StaleFencingTokenError,
+  withFencedResource,
+  withFenceToken,
+  type FencedRequest,
+} from '../src/index.js'
+import { BAD_TOKENS } from './support/bad-tokens.js'
+import { createTestDatabase, settle, type PrismaClient, type TestDatabase } from './support/database.js'
+
+let t: TestDatabase
+let service: ReturnType<typeof serviceClient>
+let server: ReturnType<express.Express['listen']>
+let url: string
+
+/** The service's own client: only its resource model is fenced. */
+function serviceClient(base: PrismaClient) {
+  return base.$extends(fencing({ models: { GatewayFence: 'fenceToken' } }))
+}
+
+let charges = 0
+/** A service that records a charge per request, under the request's fencing claim when it has one. */
+function serviceApp(db: ReturnType<typeof serviceClient>) {
+  const app = express()
+  app.use(express.json())
+  app.post('/charges', fencingMiddleware({ db, model: 'GatewayFence', recordBeforeHandler: false }), async (req, res, next) => {
+    try {
+      const fencing = res.locals.fencing as FencedRequest<typeof db> | undefined
+      const write = (tx: Pick<typeof db, 'gatewayCharge'>) =>
+        tx.gatewayCharge.create({ data: { chargeId: `ch_test_${++charges}_${process.pid}`, orderId: Number(req.body.orderId), amountCents: 100 } })
+      const charge = fencing === undefined ? await write(db) : await fencing.transaction((tx) => write(tx))
+      res.status(201).json({ chargeId: charge.chargeId })
+    } catch (error) {
+      next(error)
+    }
+  })
+  app.post('/strict', fencingMiddleware({ db, model: 'GatewayFence', required: true }), (_req, res) => {
+    res.json({ ok: true })
+  })
+  app.use(fencingErrorHandler())
+  return app
+}
+
+beforeAll(async () => {
+  t = await createTestDatabase('http')
+  service = serviceClient(t.base)
+  server = serviceApp(service).listen(0, '127.0.0.1')
+  await new Promise((resolve) => server.once('listening', resolve))
+  url = `http://127.0.0.1:${(server.address() as AddressInfo).port}`
+})
+
+afterAll(async () => {
+  await new Promise((resolve) => server?.close(resolve))
+  await t?.close()
+})
+
+const post = (path: string, body: unknown, headers: Record<string, string> = {}) =>
+  fetch(`${url}${path}`, { method: 'POST', headers: { 'content-type': 'application/json', ...headers }, body: JSON.stringify(body) })
+const ledger = (orderId: number) => t.base.gatewayCharge.count({ where: { orderId } })
+let orders = 0
+const nextOrder = () => 900_000 + ++orders
+
+describe('fencingHeaders (client side)', () => {
+  it('takes a lock’s token and resource, a token and a resource, or the ambient token', () => {
+    expect(fencingHeaders({ token: 9_007_199_254_740_993n, resource: 'order:27' })).toEqual({ 'Fencing-Token': '9007199254740993', 'Fencing-Resource': 'order:27' })
+    expect(fencingHeaders('12', 'order:1')).toEqual({ 'Fencing-Token': '12', 'Fencing-Resource': 'order:1' })
+    expect(withFenceToken(7n, () => fencingHeaders(undefined, 'order:2'))).toEqual({ 'Fencing-Token': '7', 'Fencing-Resource': 'order:2' })
+  })
+
+  it('refuses what it cannot send, before any I/O, with typed errors', () => {
+    expect(() => fencingHeaders(undefined, 'order:1')).toThrow(MissingFenceTokenError)
+    for (const [, bad] of BAD_TOKENS.filter(([, v]) => typeof v !== 'object' || v === null)) {
+      expect(() => fencingHeaders(bad as bigint, 'order:1')).toThrow(InvalidFenceTokenError)
+    }
+    // A holder must have both.
+    expect(() => fencingHeaders({ token: 5n } as never)).toThrow(InvalidFencingOptionError)
+    expect(() => fencingHeaders({ token: 5, resource: 'order:1' } as never)).toThrow(InvalidFenceTokenError)
+    for (const resource of ['', 'order 1', 'ordér:1', 'a\nb', 'x'.repeat(513), 7]) {
+      expect(() => fencingHeaders(1n, resource as string)).toThrow(InvalidFencingOptionError)
+    }
+  })
+})
+
+describe('readFencingHeaders (server side)', () => {
+  const read = (headers: Record<string, string | string[]>) => readFencingHeaders((name) => headers[name.toLowerCase()])
+
+  it('round-trips what the client sends; no headers is no claim', () => {
+    const sent = fencingHeaders(2n ** 63n - 1n, 'order:27')
+    const lower = Object.fromEntries(Object.entries(sent).map(([k, v]) => [k.toLowerCase(), v]))
+    expect(read(lower)).toEqual({ token: 2n ** 63n - 1n, resource: 'order:27' })
+    expect(read({})).toBeUndefined()
+  })
+
+  it('names the header and the rule of every bad one', () => {
+    const cases: [Record<string, string | string[]>, string][] = [
+      [{ 'fencing-token': '5' }, 'Fencing-Resource'],
+      [{ 'fencing-resource': 'order:1' }, 'Fencing-Token'],
+      [{ 'fencing-token': '-5', 'fencing-resource': 'order:1' }, 'Fencing-Token'],
+      [{ 'fencing-token': '1e3', 'fencing-resource': 'order:1' }, 'Fencing-Token'],
+      [{ 'fencing-token': '9223372036854775808', 'fencing-resource': 'order:1' }, 'Fencing-Token'],
+      [{ 'fencing-token': ['1', '2'], 'fencing-resource': 'order:1' }, 'Fencing-Token'],
+      [{ 'fencing-token': '1', 'fencing-resource': '' }, 'Fencing-Resource'],
+      [{ 'fencing-token': '1', 'fencing-resource': 'x'.repeat(600) }, 'Fencing-Resource'],
+    ]
+    for (const [headers, header] of cases) {
+      let error: unknown
+      try {
+        read(headers)
+      } catch (e) {
+        error = e
+      }
+      expect(error, JSON.stringify(headers)).toBeInstanceOf(InvalidFencingHeaderError)
+      expect(error).toMatchObject({ header })
+    }
+  })
+})
+
+describe('withFencedResource (the core)', () => {
+  it('records the newest token per resource; an older one is refused before its work runs, and the ledger is unchanged', async () => {
+    const orderId = nextOrder()
+    const resource = `order:${orderId}`
+    let ran = 0
+    const charge = (token: bigint) =>
+      withFencedResource(service, { token, resource }, { model: 'GatewayFence' }, async (tx) => {
+        ran++
+        return tx.gatewayCharge.create({ data: { chargeId: `ch_core_${orderId}_${token}_${ran}`, orderId, amountCents: 1 } })
+      })
+    await charge(6n)
+    const stale = await settle(charge(5n))
+    expect(stale.error).toBeInstanceOf(StaleFencingTokenError)
+    expect(stale.error).toMatchObject({ model: 'GatewayFence', token: 5n, storedToken: 6n })
+    expect(ran).toBe(1)
+    expect(await ledger(orderId)).toBe(1)
+    await charge(6n) // the same holder again
+    expect(await ledger(orderId)).toBe(2)
+    expect(await t.base.gatewayFence.findUniqueOrThrow({ where: { resource } })).toEqual({ resource, fenceToken: 6n })
+  })
+
+  it('two requests for one resource do their work one after the other; the older one behind a newer one is refused', async () => {
+    const orderId = nextOrder()
+    const resource = `order:${orderId}`
+    let release!: () => void
+    const held = new Promise<void>((r) => (release = r))
+    const newer = withFencedResource(service, { token: 10n, resource }, { model: 'GatewayFence' }, async (tx) => {
+      await held
+      return tx.gatewayCharge.create({ data: { chargeId: `ch_order_${orderId}`, orderId, amountCents: 1 } })
+    })
+    // Wait until the newer one holds the resource's row lock, then send the older one behind it.
+    for (let i = 0; i < 200 && (await t.base.gatewayFence.findUnique({ where: { resource } })) === null; i++) await new Promise((r) => setTimeout(r, 5))
+    const older = settle(withFencedResource(service, { token: 9n, resource }, { model: 'GatewayFence' }, async () => 'ran'))
+    await new Promise((r) => setTimeout(r, 50))
+    release()
+    await newer
+    expect((await older).error).toBeInstanceOf(StaleFencingTokenError)
+    expect(await ledger(orderId)).toBe(1)
+  })
+
+  it('control: the same work without the resource fence charges for the older token too', async () => {
+    const orderId = nextOrder()
+    for (const token of [6n, 5n]) await service.gatewayCharge.create({ data: { chargeId: `ch_plain_${orderId}_${token}`, orderId, amountCents: 1 } })
+    expect(await ledger(orderId)).toBe(2)
+  })
+
+  it('checks its options before any I/O', async () => {
+    for (const [options, field] of [
+      [{ model: 'Product' }, 'model'],
+      [{ model: 'GatewayFence', keyField: 'fenceToken' }, 'keyField'],
+      [{ model: 'GatewayFence', keyField: 'no such' }, 'keyField'],
+      [{ model: 'GatewayFence', timeoutMs: 0 }, 'timeoutMs'],
+    ] as const) {
+      const result = await settle(withFencedResource(service, { token: 1n, resource: 'r:1' }, options as never, async () => 1))
+      expect(result.error, field).toBeInstanceOf(InvalidFencingOptionError)
+      expect(result.error).toMatchObject({ field })
+    }
+    expect(() => fencingMiddleware({ db: t.base as never, model: 'GatewayFence' })).toThrow(InvalidFencingOptionError)
+  })
+})
+
+describe('fencingMiddleware (express)', () => {
+  it('an older token is refused with 409 and a machine-readable code, and the ledger is unchanged', async () => {
+    const orderId = nextOrder()
+    const resource = `order:${orderId}`
+    expect((await post('/charges', { orderId }, fencingHeaders(8n, resource))).status).toBe(201)
+    const stale = await post('/charges', { orderId }, fencingHeaders(7n, resource))
+    expect(stale.status).toBe(409)
+    expect(await stale.json()).toEqual({
+      error: expect.objectContaining({ code: 'stale_fencing_token', resource, token: '7', storedToken: '8' }) as unknown,
+    })
+    expect(await ledger(orderId)).toBe(1)
+    expect((await post('/charges', { orderId }, fencingHeaders(9n, resource))).status).toBe(201)
+    expect(await ledger(orderId)).toBe(2)
+  })
+
+  it('bad fencing headers get 400 naming the header, never a 500; a request without them passes (unless required)', async () => {
+    const orderId = nextOrder()
+    const bad: Record<string, string>[] = [
+      { 'Fencing-Token': 'abc', 'Fencing-Resource': 'order:1' },
+      { 'Fencing-Token': '1' },
+      { 'Fencing-Resource': 'order:1' },
+      { 'Fencing-Token': '99999999999999999999', 'Fencing-Resource': 'order:1' },
+    ]
+    for (const headers of bad) {
+      const res = await post('/charges', { orderId }, headers)
+      expect(res.status, JSON.stringify(headers)).toBe(400)
+      expect(await res.json()).toMatchObject({ error: { code: 'invalid_fencing_header' } })
+    }
+    expect(await ledger(orderId)).toBe(0)
+    expect((await post('/charges', { orderId })).status).toBe(201)
+    const strict = await post('/strict', {})
+    expect(strict.status).toBe(400)
+    expect(await strict.json()).toMatchObject({ error: { code: 'missing_fencing_header' } })
+    const early = await post('/strict', {}, fencingHeaders(1n, `order:${orderId}`))
+    expect(early.status).toBe(200)
+    const refusedEarly = await post('/strict', {}, fencingHeaders(0n, `order:${orderId}`))
+    expect(refusedEarly.status).toBe(409)
+  })
+})
