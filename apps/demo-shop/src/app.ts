@@ -13,12 +13,16 @@
  * | `GET /healthz` | 200 when the process serves |
  *
  * Failures every route may give: 400 malformed JSON / buyerId / order id, 413 a body over
- * 16 KiB, 409 `stale_write_rejected` (the database refused a write carrying an old fencing token:
- * this instance's lock had expired), 503 `lock_timeout` or `lock_unavailable` (retry later).
+ * 16 KiB, 409 `stale_write_rejected` (the database, or the payment gateway, refused a call
+ * carrying an old fencing token: this instance's lock had expired), 502 `gateway_error` (the
+ * payment gateway failed; a retried payment is safe in `fenced` mode), 503 `lock_timeout` or
+ * `lock_unavailable` (retry later).
  * Bad input never gives a 500; a 500 means a bug, and the process keeps serving.
  */
 import { LockTimeoutError, LockUnavailableError } from '@fencelock/lock'
 import express, { type ErrorRequestHandler, type Express, type Request, type Response } from 'express'
+import { bodyParserFailure } from './body-parser-errors.js'
+import { GatewayError } from './payment-gateway.js'
 import type { ProductCounts, ShopCounts } from './shop-counts.js'
 import type { HeldLock } from './held-locks.js'
 import type { ProtectionMode } from './protection.js'
@@ -43,11 +47,18 @@ export interface ShopState {
   readonly products: ProductCounts[]
   readonly orders: number
   readonly paidOrders: number
+  /** Payments recorded in the shop's database. */
   readonly payments: number
+  /** Charges in the payment gateway's ledger. */
+  readonly gatewayCharges: number
   readonly violations: {
     readonly oversoldUnits: number
+    /** Orders charged more than once at the gateway (its ledger). */
     readonly doubleChargedOrders: number
+    /** Charges beyond the first of each order, at the gateway. */
     readonly extraCharges: number
+    /** Orders with more than one payment recorded in the shop. */
+    readonly doublePaidOrders: number
     readonly lostUpdates: number
     readonly total: number
   }
@@ -117,10 +128,12 @@ export function createApp(deps: AppDeps): Express {
       orders: counts.orders,
       paidOrders: counts.paidOrders,
       payments: counts.payments,
+      gatewayCharges: counts.gatewayCharges,
       violations: {
         oversoldUnits: counts.oversoldUnits,
         doubleChargedOrders: counts.doubleChargedOrders,
         extraCharges: counts.extraCharges,
+        doublePaidOrders: counts.doublePaidOrders,
         lostUpdates: counts.lostUpdates,
         total: counts.violations,
       },
@@ -179,14 +192,19 @@ export function createApp(deps: AppDeps): Express {
 
   const onError: ErrorRequestHandler = (error: unknown, _req, res, next) => {
     if (res.headersSent) return next(error)
-    const parser = bodyParserError(error)
-    if (parser !== undefined) return fail(res, parser.status, parser.code, parser.message)
+    const parser = bodyParserFailure(error)
+    if (parser?.kind === 'too-large') return fail(res, 413, 'body_too_large', `the body must be at most ${MAX_BODY_BYTES} bytes`)
+    if (parser?.kind === 'malformed') return fail(res, 400, 'malformed_json', 'the body is not valid JSON')
+    if (parser !== undefined) return fail(res, parser.status, 'unreadable_body', 'the request body could not be read')
     if (deps.isStaleWrite(error)) {
       return fail(res, 409, 'stale_write_rejected', 'the database refused a write with an old fencing token: this instance lost its lock; nothing was written')
     }
     if (error instanceof LockTimeoutError) {
       res.setHeader('Retry-After', '1')
       return fail(res, 503, 'lock_timeout', `the lock ${error.resource} stayed held; retry later`)
+    }
+    if (error instanceof GatewayError) {
+      return fail(res, 502, 'gateway_error', `the payment gateway answered ${error.status} ${error.code}; retry the payment (it is idempotent)`)
     }
     if (error instanceof LockUnavailableError) {
       res.setHeader('Retry-After', '1')
@@ -205,14 +223,3 @@ function bodyField(req: Request, name: string): unknown {
   return Object.hasOwn(body, name) ? (body as Record<string, unknown>)[name] : undefined
 }
 
-/** Maps body-parser's errors (they carry `type` and a 4xx `status`) to an answer. */
-function bodyParserError(error: unknown): { status: number; code: string; message: string } | undefined {
-  if (error === null || typeof error !== 'object') return undefined
-  const { type, status } = error as { type?: unknown; status?: unknown }
-  if (type === 'entity.too.large') return { status: 413, code: 'body_too_large', message: `the body must be at most ${MAX_BODY_BYTES} bytes` }
-  if (type === 'entity.parse.failed') return { status: 400, code: 'malformed_json', message: 'the body is not valid JSON' }
-  if (typeof type === 'string' && typeof status === 'number' && status >= 400 && status < 500) {
-    return { status, code: type.replaceAll('.', '_'), message: 'the request body could not be read' }
-  }
-  return undefined
-}

@@ -5,7 +5,9 @@
  *   freezes that process (SIGSTOP) for longer than the lock's TTL, then continues it (SIGCONT).
  *   Its watchdog freezes too, as in a real GC pause: the lease runs out, another instance takes
  *   the lock with a larger token, and the frozen one wakes up mid-operation, still believing it
- *   holds the lock. Repeats after a gap, for the whole run. Targets are chosen by the seeded RNG.
+ *   holds the lock. Repeats after a gap, for the whole run. The pauses take turns between a
+ *   charge (where money moves) and an authorization (where stock is decided), so every run bites
+ *   both; targets are chosen by the seeded RNG.
  * - `redis-restart`: restarts the redis-server the demo owns (without persistence: every lock and
  *   counter is gone), every few seconds. Refused for a Redis the demo did not start.
  */
@@ -48,6 +50,12 @@ export interface PauseChaosOptions {
   readonly firstAfterMs?: number
   /** Called on each pause and resume, for the progress line. */
   readonly onPause?: (record: PauseRecord, phase: 'frozen' | 'resumed') => void
+  /**
+   * The operations the pauses take turns on, first one first. Default `['charge', 'authorize']`.
+   * When no call of the wanted one comes for 3 gaps (sold out: no more authorizations), any call
+   * is taken.
+   */
+  readonly operations?: readonly string[]
 }
 
 const sleep = (ms: number) => new Promise<void>((r) => setTimeout(r, ms))
@@ -100,9 +108,12 @@ export function startPauseChaos(supervisor: Supervisor, options: PauseChaosOptio
     armedAt = performance.now() + options.gapMs
   }
 
+  const turns = options.operations ?? ['charge', 'authorize']
   const unsubscribe = supervisor.onExternalCall((call) => {
     // Only a holder of a lock is a target (a lock-free `unsafe` run is paused anywhere); one at a time.
     if (stopped || current !== undefined || performance.now() < armedAt) return
+    const wanted = turns[pauses.length % turns.length]
+    if (wanted !== undefined && call.operation !== wanted && performance.now() < armedAt + 3 * Math.max(options.gapMs, 100)) return
     // Skip some candidates at random, so the seed decides which operation and instance freeze.
     if (options.random.next() < 0.35) return
     current = { pid: call.pid, resume: () => {} }

@@ -137,14 +137,15 @@ async function main(): Promise<void> {
   }
 
   const w = Math.max(...reports.map((r) => r.title.length))
-  console.log('━━ Summary (counted from the database) ━━')
-  console.log(`  ${''.padEnd(w)}  oversold  double-charged  lost updates  stale writes rejected`)
+  console.log('━━ Summary (counted from the database, and charges from the gateway’s ledger) ━━')
+  console.log(`  ${''.padEnd(w)}  oversold  charged twice  lost updates  stale writes rejected`)
   for (const { title, report } of reports) {
     console.log(
-      `  ${title.padEnd(w)}  ${String(report.oversoldUnits).padStart(8)}  ${String(report.doubleChargedOrders).padStart(14)}  ${String(report.lostUpdates).padStart(12)}  ${String(report.staleWritesRejected).padStart(21)}`,
+      `  ${title.padEnd(w)}  ${String(report.oversoldUnits).padStart(8)}  ${String(report.doubleChargedOrders).padStart(13)}  ${String(report.lostUpdates).padStart(12)}  ${String(report.staleWritesRejected).padStart(21)}`,
     )
   }
-  console.log('\nThe lock keeps contenders out most of the time; only the fencing token makes the database safe.\n')
+  console.log('\nThe lock keeps contenders out most of the time; the fencing token makes every store that checks it safe,')
+  console.log('and the idempotency key the one that cannot (the charge at the gateway).\n')
 
   return stopAll(0)
 

@@ -12,6 +12,7 @@ import type { ProtectionMode } from './protection.js'
 import { seededRandom } from './random.js'
 import { resolveRedis, type RedisEndpoint } from './redis-endpoint.js'
 import { countShop } from './shop-counts.js'
+import { startGateway } from './gateway/start-gateway.js'
 import { Supervisor, type InstanceProcess } from './supervisor.js'
 
 /** Defaults of a run, in one frozen object. */
@@ -74,8 +75,15 @@ export interface FlashSaleReport {
   readonly oversoldUnits: number
   readonly orders: number
   readonly paidOrders: number
+  /** Payments recorded in the shop's database. */
   readonly payments: number
+  /** Orders with more than one payment recorded in the shop. */
+  readonly doublePaidOrders: number
+  /** Charges in the gateway's ledger. */
+  readonly gatewayCharges: number
+  /** Orders charged more than once at the gateway, where the money moves. */
   readonly doubleChargedOrders: number
+  /** Charges beyond the first of each order, at the gateway. */
   readonly extraCharges: number
   readonly lostUpdates: number
   readonly violations: number
@@ -186,6 +194,14 @@ export async function runFlashSale(
 
     const url = new URL(location.connectionString)
     url.searchParams.set('schema', location.schema)
+    // The payment gateway: a process of its own with its own ledger, never paused by the chaos.
+    const gateway = await startGateway({
+      databaseUrl: url.toString(),
+      latencyMs: options.gatewayLatencyMs,
+      dbPoolSize: embedded ? 1 : 8,
+      stderr: options.instanceLogs ?? 'ignore',
+    })
+    cleanups.push(() => gateway.stop())
     const supervisor = await Supervisor.start({
       instances: options.instances,
       stderr: options.instanceLogs ?? 'ignore',
@@ -195,7 +211,7 @@ export async function runFlashSale(
         SHOP_MODE: options.mode,
         SHOP_RUN_ID: runId,
         SHOP_LOCK_TTL_MS: String(options.ttlMs),
-        SHOP_GATEWAY_LATENCY_MS: options.gatewayLatencyMs,
+        SHOP_GATEWAY_URL: gateway.url,
         // PGlite is one session behind the socket: one connection per instance, and expect serialization.
         SHOP_DB_POOL_SIZE: embedded ? '1' : '4',
       },
@@ -233,6 +249,8 @@ export async function runFlashSale(
     progress({ phase: 'draining', done: options.buyers, totals: load, chaosCount: chaos.count, message: 'waiting for the instances to finish' })
     const stats: InstanceStats[] = await supervisor.stats()
     await supervisor.stop()
+    // Charges the instances started are in the ledger once the gateway has drained.
+    await gateway.stop()
 
     progress({ phase: 'counting', done: options.buyers, totals: load, chaosCount: chaos.count, message: 'counting from the database' })
     const db = createPrisma(location, 1)
@@ -256,6 +274,8 @@ export async function runFlashSale(
       orders: counts.orders,
       paidOrders: counts.paidOrders,
       payments: counts.payments,
+      doublePaidOrders: counts.doublePaidOrders,
+      gatewayCharges: counts.gatewayCharges,
       doubleChargedOrders: counts.doubleChargedOrders,
       extraCharges: counts.extraCharges,
       lostUpdates: counts.lostUpdates,

@@ -12,11 +12,10 @@
  * | `SHOP_RUN_ID` | `demo` | namespace of the run's lock and view keys in Redis |
  * | `SHOP_LOCK_TTL_MS` | `1000` | lease of each lock (short, so a pause outlives it) |
  * | `SHOP_LOCK_WAIT_MS` | `30000` | how long a request waits for a held lock |
- * | `SHOP_GATEWAY_LATENCY_MS` | `30-80` | the simulated gateway's latency range |
+ * | `SHOP_GATEWAY_URL` | required | the payment gateway (a process of its own, gateway/gateway-main.ts) |
  * | `SHOP_DB_POOL_SIZE` | `5` | PostgreSQL connections of this instance |
  */
 import { databaseTarget } from './database.js'
-import { parseLatency, type GatewayLatency } from './payment-gateway.js'
 import { PROTECTION_MODES, type ProtectionMode } from './protection.js'
 import { RUN_ID_PATTERN } from './shop-keys.js'
 
@@ -28,7 +27,6 @@ export const INSTANCE_DEFAULTS = Object.freeze({
   runId: 'demo',
   lockTtlMs: 1_000,
   lockWaitMs: 30_000,
-  gatewayLatency: '30-80',
   dbPoolSize: 5,
 })
 
@@ -43,7 +41,7 @@ export interface InstanceConfig {
   readonly runId: string
   readonly lockTtlMs: number
   readonly lockWaitMs: number
-  readonly gatewayLatency: GatewayLatency
+  readonly gatewayUrl: string
   readonly dbPoolSize: number
 }
 
@@ -57,7 +55,8 @@ export class InvalidConfigError extends Error {
   }
 }
 
-function integer(env: NodeJS.ProcessEnv, name: string, fallback: number, min: number, max: number): number {
+/** Reads an integer variable: `fallback` when unset or empty, else it must be from `min` to `max` (InvalidConfigError). */
+export function integerVariable(env: NodeJS.ProcessEnv, name: string, fallback: number, min: number, max: number): number {
   const raw = env[name]
   if (raw === undefined || raw === '') return fallback
   if (!/^\d+$/.test(raw) || Number(raw) < min || Number(raw) > max) throw new InvalidConfigError(name, `must be an integer from ${min} to ${max}`, raw)
@@ -88,23 +87,19 @@ export function readInstanceConfig(env: NodeJS.ProcessEnv): InstanceConfig {
   if (!/^[A-Za-z0-9_.-]{1,40}$/.test(instanceId)) throw new InvalidConfigError('SHOP_INSTANCE_ID', 'must be 1 to 40 of A-Z a-z 0-9 _ . -', instanceId)
   const runId = env.SHOP_RUN_ID || INSTANCE_DEFAULTS.runId
   if (!RUN_ID_PATTERN.test(runId)) throw new InvalidConfigError('SHOP_RUN_ID', 'must be 1 to 40 of A-Z a-z 0-9 _ -', runId)
-  let gatewayLatency: GatewayLatency
-  try {
-    gatewayLatency = parseLatency(env.SHOP_GATEWAY_LATENCY_MS || INSTANCE_DEFAULTS.gatewayLatency)
-  } catch {
-    throw new InvalidConfigError('SHOP_GATEWAY_LATENCY_MS', 'must be "<ms>" or "<min>-<max>", at most 60000', env.SHOP_GATEWAY_LATENCY_MS)
-  }
+  const gatewayUrl = env.SHOP_GATEWAY_URL
+  if (!gatewayUrl || !/^https?:\/\/[^\s]+$/.test(gatewayUrl)) throw new InvalidConfigError('SHOP_GATEWAY_URL', 'must be an http:// or https:// URL', gatewayUrl)
   return {
     instanceId,
     mode: mode as ProtectionMode,
     host: env.HOST || INSTANCE_DEFAULTS.host,
-    port: integer(env, 'PORT', INSTANCE_DEFAULTS.port, 0, 65_535),
+    port: integerVariable(env, 'PORT', INSTANCE_DEFAULTS.port, 0, 65_535),
     redisUrl,
     database,
     runId,
-    lockTtlMs: integer(env, 'SHOP_LOCK_TTL_MS', INSTANCE_DEFAULTS.lockTtlMs, 10, 600_000),
-    lockWaitMs: integer(env, 'SHOP_LOCK_WAIT_MS', INSTANCE_DEFAULTS.lockWaitMs, 0, 600_000),
-    gatewayLatency,
-    dbPoolSize: integer(env, 'SHOP_DB_POOL_SIZE', INSTANCE_DEFAULTS.dbPoolSize, 1, 100),
+    lockTtlMs: integerVariable(env, 'SHOP_LOCK_TTL_MS', INSTANCE_DEFAULTS.lockTtlMs, 10, 600_000),
+    lockWaitMs: integerVariable(env, 'SHOP_LOCK_WAIT_MS', INSTANCE_DEFAULTS.lockWaitMs, 0, 600_000),
+    gatewayUrl,
+    dbPoolSize: integerVariable(env, 'SHOP_DB_POOL_SIZE', INSTANCE_DEFAULTS.dbPoolSize, 1, 100),
   }
 }

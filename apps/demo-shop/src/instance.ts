@@ -13,7 +13,7 @@ import { createApp } from './app.js'
 import { createPrisma } from './database.js'
 import { heldLocksRecorder, readHeldLocks } from './held-locks.js'
 import type { InstanceConfig } from './instance-config.js'
-import { simulatedGateway } from './payment-gateway.js'
+import { GatewayError, httpGateway } from './payment-gateway.js'
 import { createProtection, type FencedTransaction, type PlainTransaction } from './protection.js'
 import { countShop } from './shop-counts.js'
 import { lockPrefixOf, shopKeys } from './shop-keys.js'
@@ -96,7 +96,7 @@ export async function buildInstance(config: InstanceConfig, observer?: ShopObser
   const service = new ShopService({
     db: prisma,
     protection,
-    gateway: simulatedGateway(config.gatewayLatency),
+    gateway: httpGateway({ url: config.gatewayUrl }),
     instanceId: config.instanceId,
     ...(observer === undefined ? {} : { observer }),
   })
@@ -124,7 +124,9 @@ export async function buildInstance(config: InstanceConfig, observer?: ShopObser
     counts: () => countShop(prisma, config.database.schema),
     heldLocks: () => readHeldLocks(redis, keys.heldLocks, lockPrefix),
     metrics: metricsHandler(registry),
-    isStaleWrite: (error) => error instanceof StaleFencingTokenError,
+    // The shop's database refused a stale write, or the gateway refused a stale token: either way
+    // this instance's lock is no longer current and nothing of the operation was done.
+    isStaleWrite: (error) => error instanceof StaleFencingTokenError || (error instanceof GatewayError && error.isStaleToken),
   })
 
   let closed: Promise<void> | undefined

@@ -10,6 +10,7 @@ import { prepareShopSchema, quoteIdent, SEED_TABLE, type DatabaseLocation } from
 import { runLoad } from './load-generator.js'
 import type { ProtectionMode } from './protection.js'
 import { seededRandom } from './random.js'
+import { startGateway } from './gateway/start-gateway.js'
 import { Supervisor } from './supervisor.js'
 
 /** Options of {@link startLiveShop}. */
@@ -31,6 +32,8 @@ export interface LiveShopOptions {
   readonly buyersPerDrop: number
   readonly stockPerDrop: number
   readonly seed: number
+  /** The payment gateway's latency, `<ms>` or `<min>-<max>`. Default `30-80`. */
+  readonly gatewayLatencyMs?: string
   readonly onDrop?: (drop: number) => void
 }
 
@@ -74,20 +77,33 @@ export async function startLiveShop(options: LiveShopOptions): Promise<LiveShop>
   await prepareShopSchema(options.database, [])
   const url = new URL(options.database.connectionString)
   url.searchParams.set('schema', options.database.schema)
-  const supervisor = await Supervisor.start({
-    instances: options.instances,
-    basePort: options.basePort,
-    stderr: 'ignore',
-    env: {
-      REDIS_URL: options.redisUrl,
-      DATABASE_URL: url.toString(),
-      HOST: options.host,
-      SHOP_MODE: options.mode,
-      SHOP_RUN_ID: 'live',
-      SHOP_LOCK_TTL_MS: String(options.ttlMs),
-      SHOP_DB_POOL_SIZE: String(options.dbPoolSize),
-    },
+  // The payment gateway, a process of its own with its own ledger (never paused by the chaos).
+  const gateway = await startGateway({
+    databaseUrl: url.toString(),
+    latencyMs: options.gatewayLatencyMs ?? '30-80',
+    dbPoolSize: Math.max(1, options.dbPoolSize * 2),
   })
+  let supervisor: Supervisor
+  try {
+    supervisor = await Supervisor.start({
+      instances: options.instances,
+      basePort: options.basePort,
+      stderr: 'ignore',
+      env: {
+        REDIS_URL: options.redisUrl,
+        DATABASE_URL: url.toString(),
+        HOST: options.host,
+        SHOP_MODE: options.mode,
+        SHOP_RUN_ID: 'live',
+        SHOP_LOCK_TTL_MS: String(options.ttlMs),
+        SHOP_DB_POOL_SIZE: String(options.dbPoolSize),
+        SHOP_GATEWAY_URL: gateway.url,
+      },
+    })
+  } catch (error) {
+    await gateway.stop()
+    throw error
+  }
   const random = seededRandom(options.seed)
   let stopped = false
   let crowdPaused = false
@@ -129,6 +145,7 @@ export async function startLiveShop(options: LiveShopOptions): Promise<LiveShop>
       drop?.abort()
       await chaos?.stop()
       await supervisor.stop()
+      await gateway.stop()
       await crowd.catch(() => {})
     },
   }

@@ -1,17 +1,48 @@
 /**
- * A simulated payment gateway: each call takes a random latency, like a card network. It is
+ * The shop's side of the payment gateway (a service of its own: gateway/gateway-app.ts). It is
  * called OUTSIDE any database transaction, as it should be — holding a transaction across an
  * external call is the anti-pattern, and it is also where a pause (GC, SIGSTOP) outlives the
  * lock's lease while the process holds no row lock that would make the others wait.
+ *
+ * The fence of the shop's database cannot reach the gateway: a charge made by a holder whose
+ * lock ran out is money moved. What protects it is passed with the call: an idempotency key
+ * derived from the business operation (`order:<id>`), so a second charge of the order collapses
+ * into the first, and the holder's fencing token, so the gateway refuses an older holder's call.
  */
-import { randomUUID } from 'node:crypto'
+import { fencingHeaders, type TokenHolder } from '@fencelock/fencing'
+
+/** What protects a charge outside the shop's database; nothing at all is what naive code sends. */
+export interface ChargeProtection {
+  /** Names the charge, so a repeat of it returns the first charge instead of charging again. */
+  readonly idempotencyKey?: string
+  /** The lock held for the charge: its token and resource travel as the fencing headers. */
+  readonly fencing?: TokenHolder
+}
 
 /** What the shop needs from a gateway. */
 export interface PaymentGateway {
   /** Authorizes (holds) an amount on the buyer's card at purchase time. */
   authorize(request: { buyerId: string; amountCents: number }): Promise<{ authorizationId: string }>
   /** Charges an order. */
-  charge(request: { orderId: number; amountCents: number }): Promise<{ chargeId: string }>
+  charge(request: { orderId: number; amountCents: number }, protection?: ChargeProtection): Promise<{ chargeId: string; replayed: boolean }>
+}
+
+/** The gateway refused or failed a call; `code` is its machine-readable error (`stale_fencing_token`, ...). */
+export class GatewayError extends Error {
+  readonly status: number
+  readonly code: string
+
+  constructor(status: number, code: string, message: string) {
+    super(`payment gateway: ${status} ${code}: ${message}`)
+    this.name = 'GatewayError'
+    this.status = status
+    this.code = code
+  }
+
+  /** The gateway refused the call's fencing token: a newer holder of the lock has called it since. */
+  get isStaleToken(): boolean {
+    return this.status === 409 && this.code === 'stale_fencing_token'
+  }
 }
 
 /** Latency range of the simulated gateway, in ms, both ends included. */
@@ -20,17 +51,65 @@ export interface GatewayLatency {
   readonly maxMs: number
 }
 
-/** A gateway that answers after a latency drawn uniformly from `latency` (by `random`, default Math.random). */
-export function simulatedGateway(latency: GatewayLatency, random: () => number = Math.random): PaymentGateway {
-  const wait = () => new Promise<void>((r) => setTimeout(r, latency.minMs + Math.floor(random() * (latency.maxMs - latency.minMs + 1))))
+/** Options of {@link httpGateway}. */
+export interface HttpGatewayOptions {
+  /** Base URL of the gateway, e.g. `http://127.0.0.1:4000`. */
+  readonly url: string
+  /** A call gives up after this long, in ms. Default 30 000. */
+  readonly timeoutMs?: number
+}
+
+/**
+ * The gateway over HTTP (Node's fetch).
+ * @example
+ * ```ts
+ * const gateway = httpGateway({ url: process.env.SHOP_GATEWAY_URL })
+ * await gateway.charge({ orderId: 27, amountCents: 4999 }, { idempotencyKey: 'order:27', fencing: lock })
+ * ```
+ */
+export function httpGateway(options: HttpGatewayOptions): PaymentGateway {
+  const base = options.url.replace(/\/+$/, '')
+  const timeoutMs = options.timeoutMs ?? 30_000
+  const call = async (path: string, body: unknown, headers: Record<string, string>) => {
+    let res: Response
+    let text: string
+    try {
+      res = await fetch(`${base}${path}`, {
+        method: 'POST',
+        headers: { 'content-type': 'application/json', ...headers },
+        body: JSON.stringify(body),
+        signal: AbortSignal.timeout(timeoutMs),
+      })
+      text = await res.text()
+    } catch (cause) {
+      // The call's outcome is unknown (it may have charged): only a repeat with the same
+      // idempotency key can find out without charging twice.
+      const timedOut = (cause as { name?: unknown }).name === 'TimeoutError'
+      throw new GatewayError(timedOut ? 504 : 502, timedOut ? 'gateway_timeout' : 'gateway_unreachable', timedOut ? `no answer within ${timeoutMs} ms` : 'the gateway could not be reached')
+    }
+    let json: Record<string, unknown> = {}
+    try {
+      json = JSON.parse(text) as Record<string, unknown>
+    } catch {
+      // A body that is not JSON: reported below by status.
+    }
+    if (!res.ok) {
+      const error = (json.error ?? {}) as { code?: unknown; message?: unknown }
+      throw new GatewayError(res.status, typeof error.code === 'string' ? error.code : 'unknown', typeof error.message === 'string' ? error.message : text.slice(0, 200))
+    }
+    return { json, replayed: res.headers.get('idempotent-replayed') === 'true' }
+  }
   return {
-    async authorize() {
-      await wait()
-      return { authorizationId: `auth_${randomUUID()}` }
+    async authorize(request) {
+      const { json } = await call('/v1/authorizations', request, {})
+      return { authorizationId: String(json.id) }
     },
-    async charge() {
-      await wait()
-      return { chargeId: `ch_${randomUUID()}` }
+    async charge(request, protection = {}) {
+      const headers: Record<string, string> = {}
+      if (protection.idempotencyKey !== undefined) headers['Idempotency-Key'] = protection.idempotencyKey
+      if (protection.fencing !== undefined) Object.assign(headers, fencingHeaders(protection.fencing))
+      const { json, replayed } = await call('/v1/charges', request, headers)
+      return { chargeId: String(json.id), replayed }
     },
   }
 }

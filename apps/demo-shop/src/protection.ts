@@ -6,10 +6,13 @@
  * - `lock`: `locker.using(resource)` around the work, plain transactions — safe until a holder
  *   pauses past its TTL.
  * - `fenced`: the same lock, and every transaction is a `fencedTransaction` that first raises the
- *   row's fence to the lock's token, so a stale holder's transaction fails at its first statement.
+ *   row's fence to the lock's token, so a stale holder's transaction fails at its first statement;
+ *   and every outside call carries an idempotency key named after the business operation and the
+ *   lock's token, so the outside service collapses a repeat and refuses an older holder.
  */
 import type { Locker } from '@fencelock/lock'
 import type { Prisma } from '../../../generated/prisma/client.js'
+import type { ChargeProtection } from './payment-gateway.js'
 
 /** The three modes of a run. */
 export const PROTECTION_MODES = Object.freeze(['unsafe', 'lock', 'fenced'] as const)
@@ -29,6 +32,12 @@ export interface Guard {
   readonly token: bigint | undefined
   /** Runs one interactive transaction on `row` (fenced in `fenced` mode). */
   transaction<T>(row: GuardedRow, fn: (tx: Tx) => Promise<T>): Promise<T>
+  /**
+   * What protects a call to an outside service made for the business operation `key` (e.g.
+   * `order:27`): nothing in `unsafe` and `lock`, as naive code calls; in `fenced`, `key` as the
+   * idempotency key and the lock's token as the fencing headers.
+   */
+  outsideCall(key: string): ChargeProtection
 }
 
 /** Runs business code under a mode's protection. */
@@ -66,7 +75,7 @@ export function createProtection(mode: ProtectionMode, deps: ProtectionDeps): Pr
   if (mode === 'unsafe') {
     return {
       mode,
-      run: (resource, fn) => fn({ resource, token: undefined, transaction: (_row, work) => plain(work) }),
+      run: (resource, fn) => fn({ resource, token: undefined, transaction: (_row, work) => plain(work), outsideCall: () => ({}) }),
     }
   }
   if (locker === undefined) throw new Error(`mode ${mode} needs a locker`)
@@ -74,7 +83,7 @@ export function createProtection(mode: ProtectionMode, deps: ProtectionDeps): Pr
     return {
       mode,
       run: (resource, fn) =>
-        locker.using(resource, (lock) => fn({ resource, token: lock.token, transaction: (_row, work) => plain(work) }), {
+        locker.using(resource, (lock) => fn({ resource, token: lock.token, transaction: (_row, work) => plain(work), outsideCall: () => ({}) }), {
           ttlMs: deps.ttlMs,
           waitMs: deps.waitMs,
         }),
@@ -84,9 +93,16 @@ export function createProtection(mode: ProtectionMode, deps: ProtectionDeps): Pr
   return {
     mode,
     run: (resource, fn) =>
-      locker.using(resource, (lock) => fn({ resource, token: lock.token, transaction: (row, work) => fenced(lock.token, row, work) }), {
-        ttlMs: deps.ttlMs,
-        waitMs: deps.waitMs,
-      }),
+      locker.using(
+        resource,
+        (lock) =>
+          fn({
+            resource,
+            token: lock.token,
+            transaction: (row, work) => fenced(lock.token, row, work),
+            outsideCall: (key) => ({ idempotencyKey: key, fencing: { token: lock.token, resource } }),
+          }),
+        { ttlMs: deps.ttlMs, waitMs: deps.waitMs },
+      ),
   }
 }

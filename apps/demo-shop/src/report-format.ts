@@ -14,9 +14,18 @@ export function formatReport(report: FlashSaleReport): string {
   const rows: Array<[string, string, string]> = [
     ['sold (units in orders)', `${report.sold} of ${report.initialStock}`, 'database'],
     ['oversold units', flag(report.oversoldUnits), 'database'],
-    ['double-charged orders', flag(report.doubleChargedOrders) + (report.extraCharges > report.doubleChargedOrders ? ` (${report.extraCharges} extra charges)` : ''), 'database'],
+    [
+      'orders charged twice',
+      flag(report.doubleChargedOrders) + (report.extraCharges > report.doubleChargedOrders ? ` (${report.extraCharges} extra charges)` : ''),
+      'gateway ledger',
+    ],
     ['lost updates', flag(report.lostUpdates) + `  (remaining ${report.remainingStock} + sold ${report.sold} vs initial ${report.initialStock})`, 'database'],
-    ['orders / paid / payments', `${report.orders} / ${report.paidOrders} / ${report.payments}`, 'database'],
+    ['charges at the gateway', String(report.gatewayCharges), 'gateway ledger'],
+    [
+      'orders / paid / payments recorded',
+      `${report.orders} / ${report.paidOrders} / ${report.payments}` + (report.doublePaidOrders > 0 ? ` (${report.doublePaidOrders} orders with two)` : ''),
+      'database',
+    ],
     ['stale writes rejected', n(report.staleWritesRejected), 'instances (fencing onRejection)'],
     ['acquire P99', `${ms(report.acquireP99Ms)}  (${report.acquires} acquires, ${report.acquireTimeouts} timed out)`, 'instances (lock events)'],
     ['expired locks', n(report.expiredLocks), 'instances (lock events)'],
@@ -30,7 +39,7 @@ export function formatReport(report: FlashSaleReport): string {
       ? 'no violation: every unit sold once, every order charged at most once, no update lost'
       : `${report.violations} violation(s): ${[
           report.oversoldUnits ? `${report.oversoldUnits} oversold` : '',
-          report.doubleChargedOrders ? `${report.doubleChargedOrders} double-charged` : '',
+          report.doubleChargedOrders ? `${report.doubleChargedOrders} charged twice at the gateway` : '',
           report.lostUpdates ? `${report.lostUpdates} lost updates` : '',
         ]
           .filter(Boolean)

@@ -4,7 +4,9 @@
  *
  * - units sold: the sum of the orders' quantities;
  * - oversold units: units sold beyond the stock the product was seeded with;
- * - double-charged orders: orders with more than one payment;
+ * - double-charged orders: orders charged more than once in the payment gateway's own ledger
+ *   (`GatewayCharge`), where the money moves — not the shop's payment rows, which a stale holder
+ *   may fail to write after its card charge went through;
  * - lost updates: |remaining stock + units sold − initial stock|, the decrements that a stale
  *   read-modify-write overwrote (0 when every sale's stock write survived).
  */
@@ -28,28 +30,35 @@ export interface ShopCounts {
   readonly products: ProductCounts[]
   readonly orders: number
   readonly paidOrders: number
+  /** Payments recorded in the shop's database. */
   readonly payments: number
+  /** Orders with more than one payment recorded in the shop (the shop's own view, not the money). */
+  readonly doublePaidOrders: number
+  /** Charges in the gateway's ledger. */
+  readonly gatewayCharges: number
   readonly unitsSold: number
   readonly oversoldUnits: number
-  /** Orders with more than one payment. */
+  /** Orders charged more than once at the gateway (its ledger). */
   readonly doubleChargedOrders: number
-  /** Payments beyond the first of each order. */
+  /** Charges beyond the first of each order, at the gateway. */
   readonly extraCharges: number
   readonly lostUpdates: number
   /** oversold units + double-charged orders + lost updates: 0 when the shop is correct. */
   readonly violations: number
 }
 
-type CountsDb = Pick<PrismaClient, 'product' | 'order' | 'payment' | '$queryRawUnsafe'>
+type CountsDb = Pick<PrismaClient, 'product' | 'order' | 'payment' | 'gatewayCharge' | '$queryRawUnsafe'>
 
 /** Counts everything from the database in `schema` (the schema the client queries). */
 export async function countShop(db: CountsDb, schema: string): Promise<ShopCounts> {
-  const [products, sold, paidOrders, payments, charged, seeds] = await Promise.all([
+  const [products, sold, paidOrders, payments, doublePaid, gatewayCharges, charged, seeds] = await Promise.all([
     db.product.findMany({ orderBy: { id: 'asc' }, select: { id: true, sku: true, name: true, stock: true } }),
     db.order.groupBy({ by: ['productId'], _sum: { quantity: true }, _count: { _all: true } }),
     db.order.count({ where: { status: 'paid' } }),
     db.payment.count(),
     db.payment.groupBy({ by: ['orderId'], _count: { _all: true }, having: { orderId: { _count: { gt: 1 } } } }),
+    db.gatewayCharge.count(),
+    db.gatewayCharge.groupBy({ by: ['orderId'], _count: { _all: true }, having: { orderId: { _count: { gt: 1 } } } }),
     readInitialStock(db, schema),
   ])
   const soldBy = new Map(sold.map((s) => [s.productId, { units: s._sum.quantity ?? 0, orders: s._count._all }]))
@@ -76,6 +85,8 @@ export async function countShop(db: CountsDb, schema: string): Promise<ShopCount
     orders: sum((p) => p.orders),
     paidOrders,
     payments,
+    doublePaidOrders: doublePaid.length,
+    gatewayCharges,
     unitsSold: sum((p) => p.unitsSold),
     oversoldUnits,
     doubleChargedOrders,

@@ -5,9 +5,13 @@
  * Each operation is two short transactions around the external gateway call:
  *   tx1 reads → the gateway call (no transaction open) → tx2 writes what was computed from tx1.
  * Under the lock alone, a holder that pauses during the gateway call past its TTL wakes up and
- * runs tx2 anyway (lost update, oversell, double charge). Under `fenced`, tx2 raises the row's
- * fence with the holder's token first; a newer holder has raised it meanwhile, so tx2 fails at
- * its first statement and writes nothing.
+ * runs tx2 anyway (lost update, oversell, a second payment recorded) — and a second holder has
+ * meanwhile charged the order again at the gateway. Under `fenced`, tx2 raises the row's fence
+ * with the holder's token first; a newer holder has raised it meanwhile, so tx2 fails at its first
+ * statement and writes nothing. The charge itself is outside the shop's database, so the fence
+ * cannot reach it: the payment records its intent (the charge's idempotency key, `order:<id>`)
+ * in tx1, and the protection sends that key and the lock's token with the charge, so the gateway
+ * answers a second holder's charge with the first charge, and refuses an older holder's.
  */
 import type { PrismaClient } from '../../../generated/prisma/client.js'
 import type { PaymentGateway } from './payment-gateway.js'
@@ -27,7 +31,7 @@ export type PurchaseResult =
 
 /** What a payment did. `already-paid` is the idempotent answer to a retried or duplicated payment. */
 export type PaymentResult =
-  | { kind: 'paid'; orderId: number; paymentId: number; amountCents: number; token: bigint | undefined }
+  | { kind: 'paid'; orderId: number; paymentId: number; amountCents: number; chargeId: string; token: bigint | undefined }
   | { kind: 'already-paid'; orderId: number }
   | { kind: 'unknown-order'; orderId: number }
 
@@ -95,23 +99,30 @@ export class ShopService {
     if ((await db.order.findUnique({ where: { id: orderId }, select: { id: true } })) === null) return { kind: 'unknown-order', orderId }
 
     const row = { model: 'Order', where: { id: orderId } } as const
+    // Named after the business operation, never after the lock or the token: every holder that
+    // ever charges this order sends the same key.
+    const chargeKey = `order:${orderId}`
     return protection.run(lockResource.order(orderId), async (guard) => {
-      const order = await guard.transaction(row, (tx) =>
-        tx.order.findUnique({ where: { id: orderId }, include: { product: { select: { priceCents: true } } } }),
-      )
+      const order = await guard.transaction(row, async (tx) => {
+        const found = await tx.order.findUnique({ where: { id: orderId }, include: { product: { select: { priceCents: true } } } })
+        if (found === null || found.status === 'paid') return found
+        // The intent, recorded before calling out: this order is about to be charged with this key.
+        await tx.order.update({ where: { id: orderId }, data: { paymentKey: chargeKey } })
+        return found
+      })
       if (order === null) return { kind: 'unknown-order', orderId }
       if (order.status === 'paid') return { kind: 'already-paid', orderId }
 
       const amountCents = order.product.priceCents * order.quantity
       observer?.externalCall({ operation: 'charge', resource: guard.resource, token: guard.token })
-      await gateway.charge({ orderId, amountCents })
+      const charge = await gateway.charge({ orderId, amountCents }, guard.outsideCall(chargeKey))
 
       const payment = await guard.transaction(row, async (tx) => {
-        const created = await tx.payment.create({ data: { orderId, amountCents, instance: instanceId } })
+        const created = await tx.payment.create({ data: { orderId, amountCents, instance: instanceId, gatewayChargeId: charge.chargeId } })
         await tx.order.update({ where: { id: orderId }, data: { status: 'paid' } })
         return created
       })
-      return { kind: 'paid', orderId, paymentId: payment.id, amountCents, token: guard.token }
+      return { kind: 'paid', orderId, paymentId: payment.id, amountCents, chargeId: charge.chargeId, token: guard.token }
     })
   }
 }

@@ -7,11 +7,13 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { dropShopSchema, prepareShopSchema } from '../src/database.js'
 import { buildInstance, type Instance } from '../src/instance.js'
 import { readInstanceConfig } from '../src/instance-config.js'
+import { startTestGateway, type TestGateway } from './gateway-server.js'
 import { REDIS_URL, testDatabase, uniqueRun } from './services.js'
 
 const { runId, schema } = uniqueRun('app')
 const database = testDatabase(schema)
 let instance: Instance
+let gateway: TestGateway
 let server: Server
 let base: string
 
@@ -50,13 +52,14 @@ beforeAll(async () => {
     { sku: 'crowd', name: 'Crowd', priceCents: 500, stock: 20 },
     { sku: 'gone', name: 'Gone', priceCents: 100, stock: 0 },
   ])
+  gateway = await startTestGateway(database)
   const config = readInstanceConfig({
     REDIS_URL,
     DATABASE_URL: `${database.connectionString}${database.connectionString.includes('?') ? '&' : '?'}schema=${schema}`,
     SHOP_INSTANCE_ID: 'shop-test',
     SHOP_MODE: 'fenced',
     SHOP_RUN_ID: runId,
-    SHOP_GATEWAY_LATENCY_MS: '1-3',
+    SHOP_GATEWAY_URL: gateway.url,
     SHOP_DB_POOL_SIZE: '5',
     SHOP_LOCK_TTL_MS: '2000',
   })
@@ -70,6 +73,7 @@ afterAll(async () => {
   server?.closeAllConnections()
   await new Promise((r) => server?.close(r))
   await instance?.close()
+  await gateway?.close()
   await dropShopSchema(database)
 })
 

@@ -2,7 +2,11 @@
 import { describe, expect, it } from 'vitest'
 import { INSTANCE_DEFAULTS, InvalidConfigError, readInstanceConfig } from '../src/instance-config.js'
 
-const base = { REDIS_URL: 'redis://127.0.0.1:6379', DATABASE_URL: 'postgresql://postgres@127.0.0.1:5432/test?schema=shop_x' }
+const base = {
+  REDIS_URL: 'redis://127.0.0.1:6379',
+  DATABASE_URL: 'postgresql://postgres@127.0.0.1:5432/test?schema=shop_x',
+  SHOP_GATEWAY_URL: 'http://127.0.0.1:4000',
+}
 
 describe('readInstanceConfig', () => {
   it('applies the defaults and splits the schema off DATABASE_URL', () => {
@@ -11,7 +15,7 @@ describe('readInstanceConfig', () => {
       mode: INSTANCE_DEFAULTS.mode,
       port: INSTANCE_DEFAULTS.port,
       lockTtlMs: INSTANCE_DEFAULTS.lockTtlMs,
-      gatewayLatency: { minMs: 30, maxMs: 80 },
+      gatewayUrl: 'http://127.0.0.1:4000',
       database: { schema: 'shop_x' },
     })
     expect(config.database.connectionString).not.toContain('schema=')
@@ -26,7 +30,8 @@ describe('readInstanceConfig', () => {
     [{ PORT: '70000' }, 'PORT'],
     [{ PORT: 'abc' }, 'PORT'],
     [{ SHOP_LOCK_TTL_MS: '0' }, 'SHOP_LOCK_TTL_MS'],
-    [{ SHOP_GATEWAY_LATENCY_MS: 'fast' }, 'SHOP_GATEWAY_LATENCY_MS'],
+    [{ SHOP_GATEWAY_URL: undefined }, 'SHOP_GATEWAY_URL'],
+    [{ SHOP_GATEWAY_URL: 'ftp://gateway' }, 'SHOP_GATEWAY_URL'],
     [{ SHOP_INSTANCE_ID: 'a b' }, 'SHOP_INSTANCE_ID'],
     [{ SHOP_RUN_ID: 'x{y}' }, 'SHOP_RUN_ID'],
     [{ SHOP_DB_POOL_SIZE: '0' }, 'SHOP_DB_POOL_SIZE'],

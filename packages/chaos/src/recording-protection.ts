@@ -41,6 +41,7 @@ export function recordingProtection(inner: Protection, recorder: Recorder, inst:
           return await fn({
             resource: guard.resource,
             token: guard.token,
+            outsideCall: (key) => guard.outsideCall(key),
             transaction: async (row, work) => {
               let seq: number | undefined
               try {

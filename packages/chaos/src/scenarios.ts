@@ -13,6 +13,7 @@ import pg from 'pg'
 import { createPrisma, databaseTarget, dropShopSchema, prepareShopSchema, quoteIdent, type DatabaseLocation } from '../../../apps/demo-shop/src/database.js'
 import { countShop } from '../../../apps/demo-shop/src/shop-counts.js'
 import { lockPrefixOf } from '../../../apps/demo-shop/src/shop-keys.js'
+import { startGateway } from '../../../apps/demo-shop/src/gateway/start-gateway.js'
 import { Supervisor } from '../../../apps/demo-shop/src/supervisor.js'
 import { startRedisServer } from '../../lock/test/support/redis-server-process.js'
 import { checkHistory, type CheckResult } from './checker.js'
@@ -124,6 +125,12 @@ export async function runScenario(scenario: Scenario, options: RunOptions): Prom
 
     const redis = await startRedisServer()
     cleanups.push(() => redis.dispose())
+    // The payment gateway of the run: a process of its own with its own ledger, which the faults
+    // never touch; double charges are counted in it.
+    const dbUrl = new URL(connectionString)
+    dbUrl.searchParams.set('schema', location.schema)
+    const gateway = await startGateway({ databaseUrl: dbUrl.toString(), latencyMs: scenario.gatewayMs, dbPoolSize: 8 })
+    cleanups.push(() => gateway.stop())
     const env = {
       CHAOS_MODE: options.mode,
       CHAOS_REDIS_URL: redis.url,
@@ -131,7 +138,7 @@ export async function runScenario(scenario: Scenario, options: RunOptions): Prom
       CHAOS_SCHEMA: location.schema,
       CHAOS_RUN_ID: runId,
       CHAOS_TTL_MS: String(TTL_MS),
-      CHAOS_GATEWAY_MS: scenario.gatewayMs,
+      CHAOS_GATEWAY_URL: gateway.url,
       CHAOS_SKUS: PRODUCTS.map((p) => p.sku).join(','),
       CHAOS_HISTORY_DIR: dir,
       ...scenario.workerEnv,
@@ -181,6 +188,7 @@ export async function runScenario(scenario: Scenario, options: RunOptions): Prom
     // A stalled or restarted Redis must be back before the workers drain and release.
     if (!redis.running) await redis.spawn()
     await Promise.all(supervisors.map((s) => s.stop(10_000)))
+    await gateway.stop()
 
     const prisma = createPrisma(location, 2)
     const counts = await countShop(prisma, location.schema).finally(() => prisma.$disconnect())

@@ -14,7 +14,7 @@ import { Locker } from '@fencelock/lock'
 import { Redis } from 'ioredis'
 import { createPrisma } from '../../../apps/demo-shop/src/database.js'
 import type { InstanceMessage, SupervisorMessage } from '../../../apps/demo-shop/src/ipc-messages.js'
-import { parseLatency, simulatedGateway } from '../../../apps/demo-shop/src/payment-gateway.js'
+import { httpGateway } from '../../../apps/demo-shop/src/payment-gateway.js'
 import { createProtection, type FencedTransaction, type PlainTransaction } from '../../../apps/demo-shop/src/protection.js'
 import { lockPrefixOf } from '../../../apps/demo-shop/src/shop-keys.js'
 import { ShopService, type ShopObserver } from '../../../apps/demo-shop/src/shop-service.js'
@@ -76,7 +76,7 @@ async function main(): Promise<void> {
   const shop = new ShopService({
     db: prisma,
     protection,
-    gateway: simulatedGateway(parseLatency(env('CHAOS_GATEWAY_MS'))),
+    gateway: httpGateway({ url: env('CHAOS_GATEWAY_URL') }),
     instanceId: inst,
     observer,
   })

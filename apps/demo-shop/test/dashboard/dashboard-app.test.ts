@@ -16,6 +16,7 @@ import type { FlashSaleReport } from '../../src/flash-sale.js'
 import { buildInstance, type Instance } from '../../src/instance.js'
 import { readInstanceConfig } from '../../src/instance-config.js'
 import { REDIS_URL, testDatabase, uniqueRun } from '../services.js'
+import { startTestGateway, type TestGateway } from '../gateway-server.js'
 
 /** A runner that stands in for runFlashSale: each run waits until the test settles it. */
 function controllableRunner() {
@@ -152,11 +153,13 @@ describe('sampler on a real shop instance', () => {
   const { runId, schema } = uniqueRun('dash')
   const location = testDatabase(schema)
   let instance: Instance
+  let gateway: TestGateway
   let server: Server
   let url: string
 
   beforeAll(async () => {
     await prepareShopSchema(location, [{ sku: 'drop-1', name: 'Drop', priceCents: 100, stock: 3 }])
+    gateway = await startTestGateway(location)
     instance = await buildInstance(
       readInstanceConfig({
         REDIS_URL,
@@ -164,7 +167,7 @@ describe('sampler on a real shop instance', () => {
         SHOP_INSTANCE_ID: 'shop-1',
         SHOP_MODE: 'fenced',
         SHOP_RUN_ID: runId,
-        SHOP_GATEWAY_LATENCY_MS: '1-3',
+        SHOP_GATEWAY_URL: gateway.url,
         SHOP_DB_POOL_SIZE: '2',
       }),
     )
@@ -176,6 +179,7 @@ describe('sampler on a real shop instance', () => {
     server?.closeAllConnections()
     await new Promise((r) => server?.close(r))
     await instance?.close()
+    await gateway?.close()
     await dropShopSchema(location)
   })
 

@@ -1,0 +1,221 @@
+/**
+ * The simulated payment gateway as a service of its own, with its own ledger in PostgreSQL: the
+ * place where the money moves, so the place where double charges are counted. It behaves like a
+ * real provider's API on the points that matter to a caller:
+ *
+ * | route | answers |
+ * | --- | --- |
+ * | `POST /v1/charges {orderId, amountCents}` | 201 the charge · a repeat of its `Idempotency-Key`: the first answer again (header `Idempotent-Replayed: true`) · 422 `idempotency_key_reused` (same key, other parameters) · 409 `stale_fencing_token` (an older `Fencing-Token` than the newest seen for its `Fencing-Resource`) |
+ * | `POST /v1/authorizations {buyerId, amountCents}` | 201 an authorization id (holds no money in the demo: no ledger row) |
+ * | `GET /v1/charges?orderId=N` | the ledger's charges of an order |
+ * | `GET /healthz` | 200 when it serves |
+ *
+ * Every answer takes the configured latency. Bad headers and bodies get 400 `invalid_request`
+ * naming the parameter, a body over 16 KiB 413, an unknown route 404 — never a 500 (a 500 is a
+ * bug, logged, and the process keeps serving).
+ *
+ * A charge takes its latency first, then runs in one database transaction: the fence (when the
+ * request carries fencing headers: the token must still be the newest seen for its resource when
+ * the money moves, see `fencingMiddleware` of @fencelock/fencing), then the idempotency key
+ * (claimed in a savepoint, so a concurrent request with the same key waits for this one and then
+ * replays its answer), then the ledger row and the answer kept for the key.
+ */
+import { createHash, randomUUID } from 'node:crypto'
+import { fencing, fencingErrorHandler, fencingMiddleware, type FencedRequest } from '@fencelock/fencing'
+import express, { type ErrorRequestHandler, type Express, type Request, type Response } from 'express'
+import type { PrismaClient } from '../../../../generated/prisma/client.js'
+import { bodyParserFailure } from '../body-parser-errors.js'
+import type { GatewayLatency } from '../payment-gateway.js'
+
+/** Largest accepted request body: 16 KiB. */
+export const MAX_GATEWAY_BODY_BYTES = 16 * 1024
+/** The header a caller names a charge with, so a repeat of the call collapses into the first. */
+export const IDEMPOTENCY_KEY_HEADER = 'Idempotency-Key'
+/** The header on a replayed answer. */
+export const REPLAYED_HEADER = 'Idempotent-Replayed'
+
+const MAX_INT = 2_147_483_647
+// Visible ASCII, as a header carries it without encoding; Stripe allows up to 255 characters.
+const IDEMPOTENCY_KEY = /^[\x21-\x7e]{1,255}$/
+const BUYER_ID = /^[A-Za-z0-9._:@-]{1,64}$/
+
+/** The gateway's client: its own Prisma client, with its resource fences fenced. */
+export type GatewayDb = ReturnType<typeof gatewayDb>
+
+/** Extends the gateway's own `prisma` with fencing of its resource fences (`GatewayFence`, guarded by its migration). */
+export function gatewayDb(prisma: PrismaClient) {
+  return prisma.$extends(fencing({ models: { GatewayFence: 'fenceToken' } }))
+}
+
+/** What {@link createGatewayApp} needs. */
+export interface GatewayDeps {
+  readonly db: GatewayDb
+  readonly latency: GatewayLatency
+  /** Draws the latency; default Math.random. */
+  readonly random?: () => number
+  /** Limits of a charge's transaction. Default 30 s each (a pool of one on PGlite queues them all). */
+  readonly transaction?: { readonly maxWaitMs: number; readonly timeoutMs: number }
+  readonly logError?: (error: unknown) => void
+}
+
+/** A charge as the ledger and the API show it. */
+export interface ChargeBody {
+  readonly id: string
+  readonly object: 'charge'
+  readonly orderId: number
+  readonly amountCents: number
+  readonly idempotencyKey: string | null
+  readonly created: string
+}
+
+/** An answer the gateway keeps for an idempotency key. */
+interface Answer {
+  readonly status: number
+  readonly body: unknown
+  readonly replayed?: boolean
+}
+
+class BadRequest extends Error {
+  constructor(
+    readonly param: string,
+    message: string,
+  ) {
+    super(message)
+  }
+}
+
+function intField(body: Record<string, unknown>, name: string, max: number): number {
+  const value = body[name]
+  if (typeof value !== 'number' || !Number.isInteger(value) || value < 1 || value > max) throw new BadRequest(name, `${name} must be an integer from 1 to ${max}`)
+  return value
+}
+
+function jsonBody(req: Request, fields: readonly string[]): Record<string, unknown> {
+  const body: unknown = req.body
+  if (body === null || typeof body !== 'object' || Array.isArray(body)) throw new BadRequest('body', 'the body must be a JSON object')
+  for (const key of Object.keys(body)) if (!fields.includes(key)) throw new BadRequest(key, `unknown parameter ${JSON.stringify(key.slice(0, 40))}`)
+  return body as Record<string, unknown>
+}
+
+/**
+ * Builds the gateway's express app.
+ * @example
+ * ```ts
+ * const db = gatewayDb(prisma)
+ * createGatewayApp({ db, latency: { minMs: 30, maxMs: 80 } }).listen(4000)
+ * ```
+ */
+export function createGatewayApp(deps: GatewayDeps): Express {
+  const { db } = deps
+  const random = deps.random ?? Math.random
+  const limits = { maxWait: deps.transaction?.maxWaitMs ?? 30_000, timeout: deps.transaction?.timeoutMs ?? 30_000 }
+  const logError = deps.logError ?? ((error: unknown) => console.error('[gateway]', error))
+  const latency = () => new Promise<void>((r) => setTimeout(r, deps.latency.minMs + Math.floor(random() * (deps.latency.maxMs - deps.latency.minMs + 1))))
+
+  const app = express()
+  app.disable('x-powered-by')
+  app.disable('etag')
+  app.use(express.json({ limit: MAX_GATEWAY_BODY_BYTES, strict: true }))
+
+  const fail = (res: Response, status: number, code: string, message: string, param?: string) => {
+    res.status(status).json({ error: param === undefined ? { code, message } : { code, param, message } })
+  }
+
+  app.get('/healthz', (_req, res) => {
+    res.json({ ok: true, service: 'gateway' })
+  })
+
+  app.post('/v1/authorizations', async (req, res) => {
+    const body = jsonBody(req, ['buyerId', 'amountCents'])
+    if (typeof body.buyerId !== 'string' || !BUYER_ID.test(body.buyerId)) throw new BadRequest('buyerId', 'buyerId must be 1 to 64 of A-Z a-z 0-9 . _ : @ -')
+    const amountCents = intField(body, 'amountCents', 1_000_000_000)
+    await latency()
+    res.status(201).json({ id: `auth_${randomUUID()}`, object: 'authorization', amountCents })
+  })
+
+  app.get('/v1/charges', async (req, res) => {
+    const raw = String(req.query.orderId ?? '')
+    if (!/^[1-9][0-9]{0,9}$/.test(raw) || Number(raw) > MAX_INT) throw new BadRequest('orderId', `orderId must be an integer from 1 to ${MAX_INT}`)
+    const rows = await db.gatewayCharge.findMany({ where: { orderId: Number(raw) }, orderBy: { id: 'asc' } })
+    res.json({ object: 'list', data: rows.map(chargeBody) })
+  })
+
+  app.post('/v1/charges', fencingMiddleware({ db, model: 'GatewayFence', recordBeforeHandler: false }), async (req, res) => {
+    const rawKey = req.get(IDEMPOTENCY_KEY_HEADER)
+    if (rawKey !== undefined && !IDEMPOTENCY_KEY.test(rawKey)) throw new BadRequest(IDEMPOTENCY_KEY_HEADER, `${IDEMPOTENCY_KEY_HEADER} must be 1 to 255 visible ASCII characters`)
+    const body = jsonBody(req, ['orderId', 'amountCents'])
+    const orderId = intField(body, 'orderId', MAX_INT)
+    const amountCents = intField(body, 'amountCents', 1_000_000_000)
+    const fencing = res.locals.fencing as FencedRequest<GatewayDb> | undefined
+    // What the key promises: the same call. Parameters in a fixed order, so JSON key order does not matter.
+    const requestHash = createHash('sha256').update(JSON.stringify(['POST /v1/charges', orderId, amountCents])).digest('hex')
+
+    // The network and the card scheme, before the ledger: no database transaction waits for them.
+    await latency()
+    const charge = async (tx: TxClient): Promise<Answer> => {
+      if (rawKey !== undefined) {
+        const earlier = await claimKey(tx, rawKey, requestHash)
+        if (earlier !== undefined) return earlier
+      }
+      const row = await tx.gatewayCharge.create({
+        data: {
+          chargeId: `ch_${randomUUID().replaceAll('-', '')}`,
+          orderId,
+          amountCents,
+          idempotencyKey: rawKey ?? null,
+          fencingResource: fencing?.resource ?? null,
+          fencingToken: fencing?.token ?? null,
+        },
+      })
+      const answer: Answer = { status: 201, body: chargeBody(row) }
+      if (rawKey !== undefined) await tx.gatewayIdempotencyKey.update({ where: { key: rawKey }, data: { status: answer.status, body: answer.body as object } })
+      return answer
+    }
+    const answer = fencing !== undefined ? await fencing.transaction((tx) => charge(tx)) : await db.$transaction((tx) => charge(tx), limits)
+    if (answer.replayed === true) res.setHeader(REPLAYED_HEADER, 'true')
+    res.status(answer.status).json(answer.body)
+  })
+
+  app.use((req, res) => fail(res, 404, 'not_found', `no route ${req.method} ${req.path.slice(0, 100)}`))
+  // 409 stale_fencing_token and 400 invalid_fencing_header, then everything else.
+  app.use(fencingErrorHandler() as unknown as ErrorRequestHandler)
+  const onError: ErrorRequestHandler = (error: unknown, _req, res, next) => {
+    if (res.headersSent) return next(error)
+    if (error instanceof BadRequest) return fail(res, 400, 'invalid_request', error.message, error.param)
+    if (error instanceof KeyReused) return fail(res, 422, 'idempotency_key_reused', error.message, IDEMPOTENCY_KEY_HEADER)
+    const parser = bodyParserFailure(error)
+    if (parser?.kind === 'too-large') return fail(res, 413, 'body_too_large', `the body must be at most ${MAX_GATEWAY_BODY_BYTES} bytes`)
+    if (parser !== undefined) return fail(res, parser.status, 'invalid_request', parser.kind === 'malformed' ? 'the body is not valid JSON' : 'the request body could not be read')
+    logError(error)
+    return fail(res, 500, 'internal', 'unexpected error')
+  }
+  app.use(onError)
+  return app
+}
+
+type TxClient = Parameters<Parameters<GatewayDb['$transaction']>[0]>[0]
+
+class KeyReused extends Error {}
+
+/**
+ * Claims `key` for this request, or returns the answer its first request got. The claim is an
+ * INSERT in a savepoint: a concurrent request with the same key blocks on the key's unique index
+ * until the first commits, then finds its answer (or, if the first rolled back, claims the key
+ * itself). A key sent with other parameters is refused (422): it names another call.
+ */
+async function claimKey(tx: TxClient, key: string, requestHash: string): Promise<Answer | undefined> {
+  try {
+    await tx.$transaction((sp) => sp.gatewayIdempotencyKey.create({ data: { key, requestHash, status: 0, body: {} } }))
+    return undefined
+  } catch (error) {
+    if ((error as { code?: unknown }).code !== 'P2002') throw error
+  }
+  const earlier = await tx.gatewayIdempotencyKey.findUniqueOrThrow({ where: { key } })
+  if (earlier.requestHash !== requestHash) throw new KeyReused(`the ${IDEMPOTENCY_KEY_HEADER} ${JSON.stringify(key.slice(0, 60))} was used with other parameters`)
+  return { status: earlier.status, body: earlier.body, replayed: true }
+}
+
+function chargeBody(row: { chargeId: string; orderId: number; amountCents: number; idempotencyKey: string | null; createdAt: Date }): ChargeBody {
+  return { id: row.chargeId, object: 'charge', orderId: row.orderId, amountCents: row.amountCents, idempotencyKey: row.idempotencyKey, created: row.createdAt.toISOString() }
+}
+

@@ -1,0 +1,129 @@
+// The payment gateway as a provider's API, on the real database: every assertion counts rows in
+// its ledger (GatewayCharge), where the money moves.
+import { fencingHeaders } from '@fencelock/fencing'
+import { afterAll, beforeAll, describe, expect, it } from 'vitest'
+import { dropShopSchema, prepareShopSchema } from '../../src/database.js'
+import { startTestGateway, type TestGateway } from '../gateway-server.js'
+import { testDatabase, uniqueRun } from '../services.js'
+
+const { schema } = uniqueRun('gateway')
+const database = testDatabase(schema)
+let gateway: TestGateway
+
+beforeAll(async () => {
+  await prepareShopSchema(database, [])
+  // Latency long enough for concurrent requests to overlap.
+  gateway = await startTestGateway(database, { minMs: 20, maxMs: 40 })
+})
+
+afterAll(async () => {
+  await gateway?.close()
+  await dropShopSchema(database)
+})
+
+let nextOrder = 0
+const order = () => ++nextOrder
+const charge = (body: unknown, headers: Record<string, string> = {}) =>
+  fetch(`${gateway.url}/v1/charges`, { method: 'POST', headers: { 'content-type': 'application/json', ...headers }, body: typeof body === 'string' ? body : JSON.stringify(body) })
+const ledger = (orderId: number) => gateway.db.gatewayCharge.count({ where: { orderId } })
+
+describe('Idempotency-Key', () => {
+  it('a repeated key returns the first answer (status and body) and charges once', async () => {
+    const orderId = order()
+    const key = `order:${orderId}`
+    const first = await charge({ orderId, amountCents: 4999 }, { 'Idempotency-Key': key })
+    expect(first.status).toBe(201)
+    const firstBody = await first.json()
+    expect(firstBody).toMatchObject({ object: 'charge', orderId, amountCents: 4999, idempotencyKey: key })
+    const again = await charge({ amountCents: 4999, orderId }, { 'Idempotency-Key': key })
+    expect(again.status).toBe(201)
+    expect(again.headers.get('idempotent-replayed')).toBe('true')
+    expect(await again.json()).toEqual(firstBody)
+    expect(await ledger(orderId)).toBe(1)
+  })
+
+  it('the same key with other parameters is refused with 422, and nothing is charged', async () => {
+    const orderId = order()
+    const key = `order:${orderId}`
+    expect((await charge({ orderId, amountCents: 100 }, { 'Idempotency-Key': key })).status).toBe(201)
+    const other = await charge({ orderId, amountCents: 200 }, { 'Idempotency-Key': key })
+    expect(other.status).toBe(422)
+    expect(await other.json()).toMatchObject({ error: { code: 'idempotency_key_reused', param: 'Idempotency-Key' } })
+    expect(await ledger(orderId)).toBe(1)
+  })
+
+  it('50 concurrent requests with one key make one charge, and all get its answer', async () => {
+    const orderId = order()
+    const answers = await Promise.all(Array.from({ length: 50 }, () => charge({ orderId, amountCents: 4999 }, { 'Idempotency-Key': `order:${orderId}` })))
+    expect(answers.map((a) => a.status)).toEqual(Array(50).fill(201))
+    const ids = new Set(await Promise.all(answers.map(async (a) => ((await a.json()) as { id: string }).id)))
+    expect(ids.size).toBe(1)
+    expect(await ledger(orderId)).toBe(1)
+  })
+
+  it('control: the same 50 requests without a key charge 50 times', async () => {
+    const orderId = order()
+    const answers = await Promise.all(Array.from({ length: 50 }, () => charge({ orderId, amountCents: 4999 })))
+    expect(answers.every((a) => a.status === 201)).toBe(true)
+    expect(await ledger(orderId)).toBe(50)
+  })
+})
+
+describe('fencing headers', () => {
+  it('a token older than the newest seen for the resource is refused with 409 and a machine-readable code; the ledger is unchanged', async () => {
+    const orderId = order()
+    const resource = `order:${orderId}`
+    expect((await charge({ orderId, amountCents: 1 }, fencingHeaders(6n, resource))).status).toBe(201)
+    const stale = await charge({ orderId, amountCents: 1 }, fencingHeaders(5n, resource))
+    expect(stale.status).toBe(409)
+    expect(await stale.json()).toMatchObject({ error: { code: 'stale_fencing_token', resource, token: '5', storedToken: '6' } })
+    expect(await ledger(orderId)).toBe(1)
+    // An older holder does not get the replay of a newer one's charge either: it is refused.
+    const withKey = await charge({ orderId, amountCents: 1 }, { 'Idempotency-Key': `k:${orderId}`, ...fencingHeaders(5n, resource) })
+    expect(withKey.status).toBe(409)
+    expect(await ledger(orderId)).toBe(1)
+    const row = await gateway.db.gatewayCharge.findFirstOrThrow({ where: { orderId } })
+    expect(row).toMatchObject({ fencingResource: resource, fencingToken: 6n })
+  })
+})
+
+describe('bad input gets 400 (or 404, 413, 422), never a 500', () => {
+  it('bad headers, bodies and routes', async () => {
+    const orderId = order()
+    const cases: [Promise<Response>, number, string][] = [
+      [charge({ orderId, amountCents: 1 }, { 'Idempotency-Key': 'x'.repeat(256) }), 400, 'Idempotency-Key'],
+      [charge({ orderId, amountCents: 1 }, { 'Idempotency-Key': 'has space' }), 400, 'Idempotency-Key'],
+      [charge({ orderId, amountCents: 1 }, { 'Fencing-Token': 'abc', 'Fencing-Resource': 'order:1' }), 400, 'invalid_fencing_header'],
+      [charge({ orderId, amountCents: 1 }, { 'Fencing-Token': '1' }), 400, 'invalid_fencing_header'],
+      [charge({ orderId: 'one', amountCents: 1 }), 400, 'orderId'],
+      [charge({ orderId: 1.5, amountCents: 1 }), 400, 'orderId'],
+      [charge({ orderId: 2 ** 31, amountCents: 1 }), 400, 'orderId'],
+      [charge({ amountCents: 1 }), 400, 'orderId'],
+      [charge({ orderId, amountCents: -1 }), 400, 'amountCents'],
+      [charge({ orderId, amountCents: 1, currency: 'eur' }), 400, 'currency'],
+      [charge([orderId]), 400, 'body'],
+      [charge('{"orderId": '), 400, 'invalid_request'],
+      [charge({ orderId, amountCents: 1, pad: 'x'.repeat(20_000) }), 413, 'body_too_large'],
+      [fetch(`${gateway.url}/v1/charges?orderId=abc`), 400, 'orderId'],
+      [fetch(`${gateway.url}/v1/refunds`, { method: 'POST' }), 404, 'not_found'],
+      [fetch(`${gateway.url}/v1/authorizations`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: '{"buyerId":"a b","amountCents":1}' }), 400, 'buyerId'],
+    ]
+    for (const [pending, status, mention] of cases) {
+      const res = await pending
+      const text = await res.text()
+      expect(res.status, text).toBe(status)
+      expect(text, String(status)).toContain(mention)
+    }
+    expect(await ledger(orderId)).toBe(0)
+  })
+
+  it('lists an order’s charges; authorizes without moving money', async () => {
+    const orderId = order()
+    await charge({ orderId, amountCents: 7 })
+    const list = await fetch(`${gateway.url}/v1/charges?orderId=${orderId}`)
+    expect(await list.json()).toMatchObject({ object: 'list', data: [{ orderId, amountCents: 7 }] })
+    const auth = await fetch(`${gateway.url}/v1/authorizations`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ buyerId: 'b-1', amountCents: 5 }) })
+    expect(auth.status).toBe(201)
+    expect(await auth.json()).toMatchObject({ object: 'authorization', amountCents: 5 })
+  })
+})
