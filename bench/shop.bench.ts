@@ -1,0 +1,159 @@
+// `npm run bench:shop [-- --rounds R --buyers N --instances I --no-docs]`: what the whole protection
+// costs the flash-sale shop, end to end on real processes: the same sale (every buyer buys one unit
+// and pays, no chaos, the payment gateway answering at once: `--gateway-latency-ms 0-0`) in `lock`
+// and `fenced` mode, interleaved over rounds in alternating order, and the units sold per second
+// of each. Target: `fenced` at least 0.8x `lock`'s throughput. Writes its section of
+// docs/BENCHMARKS.md between the bench:shop markers.
+//
+// Throughput is units sold (counted from the database after the run) over the selling phase: from
+// the first buyer to the last answer, purchases and payments included. Startup, drain and counting
+// are left out.
+import { availableParallelism } from 'node:os'
+import { dirname, join } from 'node:path'
+import { fileURLToPath } from 'node:url'
+import { FLASH_SALE_DEFAULTS, runFlashSale, type FlashSaleOptions, type FlashSaleServices } from '../apps/demo-shop/src/flash-sale.js'
+import { databaseTarget, redact } from '../scripts/database-url.js'
+import { writeMarkedSection } from './support/docs-section.js'
+import { cpuBusyShare, loadAverage, machineInfo } from './support/machine.js'
+
+const root = join(dirname(fileURLToPath(import.meta.url)), '..')
+const TARGET_RATIO = 0.8
+const MODES = ['lock', 'fenced'] as const
+
+interface Args {
+  rounds: number
+  buyers: number
+  instances: number
+  docs: boolean
+}
+
+function parseArgs(argv: readonly string[]): Args {
+  const args: Args = { rounds: 3, buyers: 600, instances: 4, docs: true }
+  for (let i = 0; i < argv.length; i++) {
+    const arg = argv[i]
+    const next = () => {
+      const n = Number(argv[++i])
+      if (!Number.isInteger(n) || n < 1) throw new Error(`${arg} needs a positive integer`)
+      return n
+    }
+    if (arg === '--rounds') args.rounds = next()
+    else if (arg === '--buyers') args.buyers = next()
+    else if (arg === '--instances') args.instances = Math.min(32, next())
+    else if (arg === '--no-docs') args.docs = false
+    else throw new Error(`unknown argument ${arg} (usage: shop.bench [--rounds R] [--buyers N] [--instances I] [--no-docs])`)
+  }
+  return args
+}
+
+interface Sample {
+  readonly mode: (typeof MODES)[number]
+  readonly round: number
+  readonly sold: number
+  readonly sellingMs: number
+  readonly unitsPerSecond: number
+  readonly paidOrders: number
+  readonly gatewayCharges: number
+  readonly violations: number
+}
+
+const median = (values: readonly number[]) => {
+  const s = [...values].sort((a, b) => a - b)
+  const mid = s.length >> 1
+  return s.length % 2 === 1 ? (s[mid] as number) : ((s[mid - 1] as number) + (s[mid] as number)) / 2
+}
+
+async function main(): Promise<void> {
+  const args = parseArgs(process.argv.slice(2))
+  const redisUrl = process.env.REDIS_URL || 'redis://127.0.0.1:6379'
+  const { connectionString } = databaseTarget()
+  const services: FlashSaleServices = {
+    redis: { url: redisUrl, origin: redisUrl, owned: undefined, stop: async () => {} },
+    database: { connectionString, origin: redact(connectionString) },
+  }
+  const busyBefore = await cpuBusyShare(2_000)
+  const loadBefore = loadAverage()
+  const samples: Sample[] = []
+  for (let round = 1; round <= args.rounds; round++) {
+    // Alternate which mode goes first, so a drift of the machine's load spreads over both.
+    const order = round % 2 === 1 ? MODES : [...MODES].reverse()
+    for (const mode of order) {
+      const options: FlashSaleOptions = {
+        ...FLASH_SALE_DEFAULTS,
+        instances: args.instances,
+        buyers: args.buyers,
+        stock: args.buyers,
+        mode,
+        chaos: 'none',
+        seed: round,
+        gatewayLatencyMs: '0-0',
+      }
+      let sellingFrom: number | undefined
+      let sellingTo: number | undefined
+      const report = await runFlashSale(
+        options,
+        (p) => {
+          if (p.phase === 'selling' && sellingFrom === undefined) sellingFrom = performance.now()
+          if (p.phase === 'draining' && sellingTo === undefined) sellingTo = performance.now()
+        },
+        services,
+      )
+      const sellingMs = (sellingTo ?? performance.now()) - (sellingFrom ?? 0)
+      const sample: Sample = {
+        mode,
+        round,
+        sold: report.sold,
+        sellingMs,
+        unitsPerSecond: report.sold / (sellingMs / 1000),
+        paidOrders: report.paidOrders,
+        gatewayCharges: report.gatewayCharges,
+        violations: report.violations,
+      }
+      samples.push(sample)
+      console.error(`[bench:shop] round ${round} ${mode}: ${sample.sold} units in ${(sellingMs / 1000).toFixed(2)} s = ${sample.unitsPerSecond.toFixed(1)} units/s`)
+    }
+  }
+  const loadAfter = loadAverage()
+  const of = (mode: (typeof MODES)[number]) => samples.filter((s) => s.mode === mode)
+  const lockRate = median(of('lock').map((s) => s.unitsPerSecond))
+  const fencedRate = median(of('fenced').map((s) => s.unitsPerSecond))
+  const ratio = fencedRate / lockRate
+  const m = machineInfo()
+  const rows = samples.map(
+    (s) =>
+      `| ${s.round} | \`${s.mode}\` | ${s.sold} | ${(s.sellingMs / 1000).toFixed(2)} | ${s.unitsPerSecond.toFixed(1)} | ${s.paidOrders} | ${s.gatewayCharges} | ${s.violations} |`,
+  )
+  const markdown = `## Flash-sale shop
+
+\`npm run bench:shop -- --rounds ${args.rounds} --buyers ${args.buyers} --instances ${args.instances}\` — ${new Date().toISOString().slice(0, 10)}. The same
+sale in \`lock\` and \`fenced\` mode, interleaved: ${args.instances} instance processes, ${args.buyers} buyers (${FLASH_SALE_DEFAULTS.concurrency} at
+once), each buying one of ${args.buyers} units and paying it, no chaos, the payment gateway process answering at once
+(\`--gateway-latency-ms 0-0\`). Throughput: units sold (counted from the database) per second of the selling
+phase, payments included. Redis and PostgreSQL on loopback.
+
+Machine: ${m.nproc} × ${m.cpuModel}, ${m.totalMemGiB} GiB, ${m.os}, Node ${m.node}, ${availableParallelism()} CPUs; load average ${loadBefore}
+before and ${loadAfter} after; other processes kept ${(busyBefore * 100).toFixed(0)} % of the CPUs busy just before (the machine is shared).
+
+| round | mode | units sold | selling s | units/s | paid orders | charges (gateway) | violations |
+| ---: | --- | ---: | ---: | ---: | ---: | ---: | ---: |
+${rows.join('\n')}
+
+Medians: \`lock\` ${lockRate.toFixed(1)} units/s, \`fenced\` ${fencedRate.toFixed(1)} units/s.
+**Target: \`fenced\` at least ×${TARGET_RATIO} \`lock\`'s throughput — ${ratio >= TARGET_RATIO ? 'met' : '**missed**'} (×${ratio.toFixed(3)}).**
+
+What \`fenced\` adds per sale: each transaction's first statement raises the row's fence (one more
+statement in each of the purchase's and the payment's two transactions), and the charge carries an
+idempotency key and the fencing headers, which the gateway checks in its own transaction (a fenced
+upsert of the resource's row, the key's row written and updated). The hot path of a flash sale is the
+one product lock all purchases queue on, so what counts is the time a purchase holds it.
+`
+  console.log(markdown)
+  if (args.docs) {
+    writeMarkedSection(join(root, 'docs', 'BENCHMARKS.md'), 'bench:shop', markdown)
+    console.error('[bench:shop] written to docs/BENCHMARKS.md')
+  }
+}
+
+main().catch((error: unknown) => {
+  console.error(`[bench:shop] ${error instanceof Error ? error.message : String(error)}`)
+  process.exitCode = 1
+})
