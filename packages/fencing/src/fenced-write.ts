@@ -75,11 +75,28 @@ function inTransaction(client: object): boolean {
   return typeof (client as { $connect?: unknown }).$connect !== 'function'
 }
 
+// Prisma runs one nested transaction (savepoint) at a time per transaction, and refuses a second
+// one started while the first is open ("Concurrent nested transactions are not supported"): the
+// savepoints this module opens inside one caller's transaction wait for each other here, so
+// `Promise.all([tx.$fenced(t).a.updateMany(...), tx.$fenced(t).b.updateMany(...)])` works.
+const savepointQueues = new WeakMap<object, Promise<unknown>>()
+
 /** Runs `fn` in a transaction of its own, or a savepoint when `client` is already in one. */
 function atomically<R>(client: object, fn: (tx: object) => Promise<R>): Promise<R> {
   const transaction = (client as { $transaction?: unknown }).$transaction
   if (typeof transaction !== 'function') throw new TypeError('this Prisma client has no $transaction()')
-  return Reflect.apply(transaction, client, [fn]) as Promise<R>
+  const start = () => Reflect.apply(transaction, client, [fn]) as Promise<R>
+  if (!inTransaction(client)) return start()
+  const previous = savepointQueues.get(client) ?? Promise.resolve()
+  const run = previous.then(start, start)
+  savepointQueues.set(
+    client,
+    run.then(
+      () => undefined,
+      () => undefined,
+    ),
+  )
+  return run
 }
 
 /** A plan that refuses: the error when awaited, and it never joins a batch (so the batch never starts). */

@@ -485,6 +485,25 @@ describe('7. many-row writes, observers, and a client without its data model', (
     expect(await g.base.product.findUniqueOrThrow({ where: { id: p.id } })).toMatchObject({ stock: 1, fenceToken: 5n })
   })
 
+  it('several many-row writes at once inside one transaction take their savepoints in turn (Prisma allows one at a time)', async () => {
+    const a = await seedProduct(g.base, 1n)
+    const b = await seedProduct(g.base, 1n)
+    const sku = uniqueSku('par')
+    const results = await g.db.$transaction(async (tx) =>
+      Promise.all([
+        tx.$fenced(5n).product.updateMany({ where: { id: a.id }, data: { stock: 1 } }),
+        tx.$fenced(5n).product.updateMany({ where: { id: b.id }, data: { stock: 2 } }),
+        tx.$fenced(5n).product.upsert({ where: { sku }, create: { sku, name: 'n', priceCents: 1, stock: 3 }, update: {} }),
+      ]),
+    )
+    expect(results.slice(0, 2)).toEqual([{ count: 1 }, { count: 1 }])
+    expect(await g.base.product.findMany({ where: { id: { in: [a.id, b.id] } }, orderBy: { id: 'asc' }, select: { stock: true, fenceToken: true } })).toEqual([
+      { stock: 1, fenceToken: 5n },
+      { stock: 2, fenceToken: 5n },
+    ])
+    expect(await g.base.product.findUniqueOrThrow({ where: { sku } })).toMatchObject({ stock: 3, fenceToken: 5n })
+  })
+
   it('an async onRejection that rejects is no unhandled rejection', async () => {
     const seen: FencingRejection[] = []
     const db = g.base.$extends(
