@@ -195,6 +195,7 @@ async function main(): Promise<void> {
         }
       }
     }
+    const server = await serverSideCosts(admin, schema, bareSchema)
     const loadAfter = loadavg()
 
     const results = new Map<string, Result>()
@@ -236,13 +237,25 @@ plain raw SQL, the fenced \`updateMany\` against the plain one, \`fencedTransact
 **Targets: fenced update p50 at most ×${TARGET_FENCED_P50} the plain update's (guard installed) — ${verdict(fencedRatio, TARGET_FENCED_P50)};
 the guard's own cost, a plain update on a guarded vs an unguarded table, at most ×${TARGET_GUARD_P50} — ${verdict(guardRatio, TARGET_GUARD_P50)}.**
 
+### The database alone
+
+What one statement costs PostgreSQL's executor, without the network or a client: ${SERVER_ROWS} statements in a
+PL/pgSQL loop, each on another row, timed inside the server and rolled back; ${SERVER_REPS} repetitions per case,
+interleaved in random order. The minimum is the figure least disturbed by other work on the machine.
+Times in µs per statement.
+
+| statement | unguarded min | guarded min | guard adds | unguarded median | guarded median |
+| --- | ---: | ---: | ---: | ---: | ---: |
+${server.join('\n')}
+
 What the differences are made of: the fenced update is the same single \`UPDATE\` with one more predicate
 (\`"fenceToken" <= $t\`) and one more assignment. The raw SQL rows show what that costs in the database
 alone; the extended-client row what Prisma's \`$extends\` costs by itself; the rest is Prisma's own work on
 the larger query (two more bigint arguments to validate, serialize and plan). The extension's JavaScript
-(token check, argument rewrite, the lazy promise) is a few µs. The guard costs an UPDATE one trigger
-\`WHEN\` test that is false unless the fence goes down (no function call); an INSERT or DELETE calls a
-PL/pgSQL function that writes the key's tombstone row. A fenced \`updateMany\` runs its write and its check in
+(token check, argument rewrite, the lazy promise) is a few µs. The guard's triggers are \`UPDATE OF\` the fence and
+the key: an UPDATE that sets neither pays a column-list test only; one that sets the fence evaluates one
+\`WHEN\` test (false unless the fence goes down: no function call); an INSERT or DELETE calls a PL/pgSQL
+function that writes the key's tombstone row. A fenced \`updateMany\` runs its write and its check in
 one transaction of its own (BEGIN, UPDATE, SELECT, COMMIT) so a refusal keeps nothing. A refused write costs
 one more read, not measured here (the rare path). \`fencedTransaction\` adds one statement to the transaction —
 the conditional \`UPDATE\` that raises the fence and takes the row lock.
@@ -258,6 +271,64 @@ the conditional \`UPDATE\` that raises the fence and takes the row lock.
     for (const s of [schema, bareSchema]) await admin.query(`DROP SCHEMA IF EXISTS "${s}" CASCADE`).catch(() => {})
     await admin.end()
   }
+}
+
+const SERVER_ROWS = 20_000
+const SERVER_REPS = 12
+
+/**
+ * The executor's cost per statement on the guarded and the unguarded schema: each case runs
+ * SERVER_ROWS statements in a DO loop (one row each, no chains of row versions), timed with
+ * clock_timestamp() inside the server, in a transaction rolled back afterwards.
+ */
+async function serverSideCosts(admin: pg.Client, schema: string, bareSchema: string): Promise<string[]> {
+  for (const s of [schema, bareSchema]) {
+    await admin.query(
+      `INSERT INTO "${s}"."Product" (sku, name, "priceCents", stock, "fenceToken") SELECT 'server-' || g, 'n', 1, 0, 1000 FROM generate_series(1, ${SERVER_ROWS}) g`,
+    )
+    await admin.query(`ANALYZE "${s}"."Product"`)
+  }
+  const idRange = async (s: string) =>
+    Number((await admin.query(`SELECT min(id) AS lo FROM "${s}"."Product" WHERE sku LIKE 'server-%'`)).rows[0]?.lo)
+  const statements: Record<string, (s: string) => string> = {
+    'plain `UPDATE` (sets neither fence nor key)': (s) => `UPDATE "${s}"."Product" SET stock = stock + 1 WHERE id = i`,
+    'fenced `UPDATE` (`fenceToken <= t`, sets the fence)': (s) => `UPDATE "${s}"."Product" SET stock = stock + 1, "fenceToken" = 1000 WHERE id = i AND "fenceToken" <= 1000`,
+    '`INSERT` (a new key)': (s) => `INSERT INTO "${s}"."Product" (sku, name, "priceCents", stock) VALUES ('ins-' || i, 'n', 1, 0)`,
+    '`DELETE` (keeps the fence in a tombstone)': (s) => `DELETE FROM "${s}"."Product" WHERE id = i`,
+  }
+  const lows = new Map([schema, bareSchema].map((s) => [s, 0]))
+  for (const s of lows.keys()) lows.set(s, await idRange(s))
+  const times = new Map<string, number[]>()
+  let last = Number.NaN
+  const onNotice = (n: { message?: string }) => {
+    last = Number(/us=([0-9.e+-]+)/.exec(n.message ?? '')?.[1])
+  }
+  admin.on('notice', onNotice)
+  try {
+    const runs = Object.keys(statements).flatMap((label) => [schema, bareSchema].map((s) => ({ label, s })))
+    for (let rep = 0; rep < SERVER_REPS; rep++) {
+      for (const { label, s } of [...runs].sort(() => Math.random() - 0.5)) {
+        const lo = lows.get(s)!
+        const body = statements[label]!(s)
+        await admin.query('BEGIN')
+        await admin.query(
+          `DO $$ DECLARE t0 timestamptz; BEGIN t0 := clock_timestamp(); FOR i IN ${lo}..${lo + SERVER_ROWS - 1} LOOP ${body}; END LOOP; RAISE NOTICE 'us=%', extract(epoch from clock_timestamp() - t0) * 1e6 / ${SERVER_ROWS}; END $$`,
+        )
+        await admin.query('ROLLBACK')
+        const key = `${label}\u0000${s}`
+        times.set(key, [...(times.get(key) ?? []), last])
+      }
+    }
+  } finally {
+    admin.off('notice', onNotice)
+  }
+  const median = (v: number[]) => [...v].sort((a, b) => a - b)[v.length >> 1]!
+  return Object.keys(statements).map((label) => {
+    const bare = times.get(`${label}\u0000${bareSchema}`)!
+    const guarded = times.get(`${label}\u0000${schema}`)!
+    const added = Math.min(...guarded) - Math.min(...bare)
+    return `| ${label} | ${Math.min(...bare).toFixed(2)} | ${Math.min(...guarded).toFixed(2)} | ${added >= 0 ? '+' : '−'}${Math.abs(added).toFixed(2)} | ${median(bare).toFixed(2)} | ${median(guarded).toFixed(2)} |`
+  })
 }
 
 /** The CPU model as /proc/cpuinfo names it (os.cpus() may shorten it); `unknown` elsewhere. */
