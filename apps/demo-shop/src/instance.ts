@@ -81,7 +81,7 @@ export async function buildInstance(config: InstanceConfig, observer?: ShopObser
 
   const prisma = createPrisma(config.database, config.dbPoolSize)
   const db = prisma.$extends(
-    fencing({
+    fencing<typeof prisma>({
       models: { Product: 'fenceToken', Order: 'fenceToken' },
       onRejection: (rejection) => {
         counters.staleWritesRejected++

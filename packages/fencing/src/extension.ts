@@ -22,17 +22,18 @@ import { resolveFencingOptions, type FencingOptions, type ResolvedFencingOptions
  * token of the enclosing `withFenceToken`.
  *
  * Options are checked here, before any client exists; the models and their fence columns are
- * checked against the client when the extension is applied.
+ * checked against the client when the extension is applied. With the client's type,
+ * `fencing<typeof prisma>(...)`, a model or field name the schema does not have (or a field that is
+ * not `BigInt`) is a type error already.
  *
  * @example
  * ```ts
- * const db = new PrismaClient({ adapter }).$extends(
- *   fencing({ models: { Product: 'fenceToken', Order: 'fenceToken' }, onRejection: countIt }),
- * )
+ * const prisma = new PrismaClient({ adapter })
+ * const db = prisma.$extends(fencing<typeof prisma>({ models: { Product: 'fenceToken', Order: 'fenceToken' }, onRejection: countIt }))
  * await db.$fenced(lock.token).product.update({ where: { sku }, data: { stock: { decrement: 1 } } })
  * ```
  */
-export function fencing(options: FencingOptions) {
+export function fencing<C = unknown>(options: FencingOptions<C>) {
   const resolved = resolveFencingOptions(options)
   return Prisma.defineExtension((client) => {
     const dataModel = readDataModel(client as object)

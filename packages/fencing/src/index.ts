@@ -46,5 +46,8 @@ export {
   type FencingOptions,
   type FencingRejection,
   type FencedTransactionOptions,
+  type FencedModels,
+  type ClientModelName,
+  type BigIntFieldOf,
 } from './options.js'
 export type { TransactionLimits } from './fenced-transaction.js'

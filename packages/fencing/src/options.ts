@@ -24,13 +24,39 @@ export interface FencingRejection {
   storedToken: bigint | undefined
 }
 
-/** Options of {@link fencing}. */
-export interface FencingOptions {
+/** The model names of a Prisma client type, read off its delegates' typed field references. */
+export type ClientModelName<C> = {
+  [K in keyof C]: C[K] extends { readonly fields: infer F } ? (F[keyof F] extends { readonly modelName: infer M extends string } ? M : never) : never
+}[keyof C]
+
+/** The field references of model `M` of client type `C`. */
+type ModelFields<C, M> = {
+  [K in keyof C]: C[K] extends { readonly fields: infer F } ? (F[keyof F] extends { readonly modelName: M } ? F : never) : never
+}[keyof C]
+
+/** The `BigInt` fields of model `M` of client type `C`: the fields that can be its fence column. */
+export type BigIntFieldOf<C, M> = {
+  [F in keyof ModelFields<C, M>]: ModelFields<C, M>[F] extends { readonly typeName: 'BigInt' } ? F : never
+}[keyof ModelFields<C, M>] &
+  string
+
+/**
+ * `models` of {@link FencingOptions} for client type `C`: each model of the client, with one of its
+ * `BigInt` fields. Without a client type (`C` unknown), any names (checked when applied).
+ */
+export type FencedModels<C = unknown> = unknown extends C ? Readonly<Record<string, string>> : { readonly [M in ClientModelName<C>]?: BigIntFieldOf<C, M> }
+
+/**
+ * Options of {@link fencing}. Give it your client's type, `fencing<typeof prisma>({ ... })`, and a
+ * model or field name that your schema does not have — or a field that is not `BigInt` — is a type
+ * error.
+ */
+export interface FencingOptions<C = unknown> {
   /**
    * The fenced models, by Prisma model name, each with the name of its fence column (a `BigInt`
    * field, `@default(0)`). Required, at least one. Example: `{ Product: 'fenceToken' }`.
    */
-  models: Readonly<Record<string, string>>
+  models: FencedModels<C>
   /**
    * Called once per refused write, before `StaleFencingTokenError` is thrown. Exceptions it
    * throws are swallowed: observing must never change what the write does. Default: none.

@@ -44,7 +44,7 @@ export type GatewayDb = ReturnType<typeof gatewayDb>
 
 /** Extends the gateway's own `prisma` with fencing of its resource fences (`GatewayFence`, guarded by its migration). */
 export function gatewayDb(prisma: PrismaClient) {
-  return prisma.$extends(fencing({ models: { GatewayFence: 'fenceToken' } }))
+  return prisma.$extends(fencing<typeof prisma>({ models: { GatewayFence: 'fenceToken' } }))
 }
 
 /** What {@link createGatewayApp} needs. */
