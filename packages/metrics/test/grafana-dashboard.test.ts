@@ -37,6 +37,21 @@ describe('grafana/fencelock.json', () => {
     expect(new Set(ids).size).toBe(ids.length)
   })
 
+  it('gives rates the unit ops (operations per second), never web units such as reqps', () => {
+    const unitOf = (p: object) => (p as { fieldConfig?: { defaults?: { unit?: string } } }).fieldConfig?.defaults?.unit
+    expect(allPanels(dashboard).map(unitOf)).not.toContain('reqps')
+    let rates = 0
+    for (const panel of allPanels(dashboard)) {
+      const queries = (panel.targets ?? []).map((t) => (t as { expr?: string }).expr ?? '').join(' ')
+      // A panel of plain per-second rates (not a ratio, not a quantile) counts operations.
+      if (/rate\(/.test(queries) && !/histogram_quantile|\//.test(queries)) {
+        rates++
+        expect(unitOf(panel), panel.title).toBe('ops')
+      }
+    }
+    expect(rates).toBeGreaterThanOrEqual(3)
+  })
+
   it('uses $__rate_interval for every rate() and filters by $job and $group', () => {
     for (const { panel, expr } of panelQueries(dashboard)) {
       for (const window of expr.matchAll(/\[([^\]]+)\]/g)) expect(window[1], panel).toBe('$__rate_interval')

@@ -30,14 +30,19 @@ describe('prometheus/alerts.yml', () => {
     expect(status, output).toBe(0)
   })
 
-  it('has the three alerts, each with for:, a severity label, summary and description', () => {
+  it('has the four alerts, each with for:, a severity label, summary, description and a runbook_url to its section of docs/METRICS.md', () => {
     const text = readFileSync(join(dir, 'alerts.yml'), 'utf8')
-    for (const alert of ['FenceLockLowAcquireSuccess', 'FenceLockHighWaitP99', 'FenceLockHighExpiryRate']) {
+    const metricsDoc = readFileSync(join(dir, '..', '..', '..', 'docs', 'METRICS.md'), 'utf8')
+    const alerts = ['FenceLockLowAcquireSuccess', 'FenceLockHighWaitP99', 'FenceLockHighExpiryRate', 'FenceLockFencingRejectionsRising']
+    expect([...text.matchAll(/- alert: (\w+)/g)].map((m) => m[1])).toEqual(alerts)
+    for (const alert of alerts) {
       const block = text.slice(text.indexOf(`- alert: ${alert}`)).split(/\n {6}- alert: /)[0]!
       expect(block, alert).toMatch(/\n {8}for: \d+m\n/)
       expect(block, alert).toMatch(/\n {10}severity: (critical|warning)\n/)
       expect(block, alert).toMatch(/\n {10}summary: "/)
       expect(block, alert).toMatch(/\n {10}description: "/)
+      expect(block, alert).toContain(`\n          runbook_url: "https://github.com/fencelock/fencelock/blob/main/docs/METRICS.md#${alert.toLowerCase()}"`)
+      expect(metricsDoc, alert).toContain(`### ${alert}\n`)
       // Every alert is tested both ways in alerts.test.yml.
       const tests = readFileSync(join(dir, 'alerts.test.yml'), 'utf8')
       expect(tests.match(new RegExp(`alertname: ${alert}\\n`, 'g'))?.length ?? 0, alert).toBeGreaterThanOrEqual(2)
