@@ -10,13 +10,14 @@ const root = join(dirname(fileURLToPath(import.meta.url)), '..')
 process.env.TURBO_TELEMETRY_DISABLED ??= '1'
 process.env.CHECKPOINT_DISABLE ??= '1'
 
-const run = (cmd) => execSync(cmd, { cwd: root, stdio: 'inherit', env: process.env })
+// Its output goes to stderr: stdout belongs to the command that ran the setup (e.g. --json).
+const run = (cmd) => execSync(cmd, { cwd: root, stdio: ['ignore', process.stderr, process.stderr], env: process.env })
 
 const lock = join(root, 'package-lock.json')
 const marker = join(root, 'node_modules', '.package-lock.json')
 const stale = !existsSync(marker) || (existsSync(lock) && statSync(lock).mtimeMs > statSync(marker).mtimeMs + 1000)
 if (stale) {
-  console.log('[setup] installing dependencies')
+  console.error('[setup] installing dependencies')
   run(existsSync(lock) ? 'npm ci --no-audit --no-fund' : 'npm install --no-audit --no-fund')
 }
 

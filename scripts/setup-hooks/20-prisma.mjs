@@ -37,7 +37,7 @@ if (!upToDate) {
     throw new Error(`[setup] prisma generate failed (exit ${result.status ?? result.signal})`)
   }
   writeFileSync(hashFile, `${hash}\n`)
-  console.log(
+  console.error(
     `[setup] generated the Prisma client: ${relative(root, schema)} -> ${relative(root, output)}${stub ? ' (offline: schema engine stub)' : ''}`,
   )
 }
