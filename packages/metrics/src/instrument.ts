@@ -46,7 +46,7 @@ export type InstrumentableLocker = Pick<Locker, 'listen'>
  * @example
  * ```ts
  * const { registry, onFencingRejection } = instrumentFencing()
- * const db = prisma.$extends(fencing({ models: { Product: { key: 'sku' } }, onRejection: onFencingRejection }))
+ * const db = prisma.$extends(fencing({ models: { Product: 'fenceToken' }, onRejection: onFencingRejection }))
  * app.get('/metrics', metricsHandler(registry))
  * ```
  * @throws InvalidMetricsOptionError for a bad option, before anything is registered.
