@@ -20,8 +20,9 @@ import { PrismaPg } from '@prisma/adapter-pg'
 import pg from 'pg'
 import { fencedTransaction, fencing } from '../packages/fencing/src/index.js'
 import { PrismaClient } from '../generated/prisma/client.js'
-import { databaseTarget, redact } from '../scripts/database-url.js'
-import { applyMigrations, readMigrations } from '../scripts/db-migrate.js'
+import { databaseTarget, redact } from '@fencelock/devkit/database-url'
+import { applyMigrations, readMigrations } from '@fencelock/devkit/migrations'
+import { integerFlag, runCommand, type CliSpec, type CliValues } from '@fencelock/devkit/cli'
 import { writeMarkedSection } from './support/docs-section.js'
 
 const root = join(dirname(fileURLToPath(import.meta.url)), '..')
@@ -31,28 +32,26 @@ const TARGET_GUARD_P50 = 1.05
 const GUARD_MIGRATION = '20261126000000_fence_guard'
 const TOKEN = 1_000_000n
 
+const CLI: CliSpec = {
+  command: 'npm run bench:fencing --',
+  summary: 'What fencing costs against the real PostgreSQL: fenced vs plain writes, the database guard (guarded vs unguarded twin schemas), client side and in the executor alone. Writes its section of docs/BENCHMARKS.md.',
+  flags: {
+    iterations: { type: 'string', value: '<n>', description: 'calls per case, 1-1000000', default: 3_000 },
+    rounds: { type: 'string', value: '<n>', description: 'interleaved rounds, 1-1000', default: 20 },
+    'no-docs': { type: 'boolean', description: 'leave docs/BENCHMARKS.md untouched' },
+  },
+  notes: 'DATABASE_URL: default postgresql://postgres@127.0.0.1:5432/test. Exit codes: 0 (a missed target is reported, not an error); 1 it failed; 2 a bad command line.',
+}
+
 interface Args {
   iterations: number
   rounds: number
   docs: boolean
 }
 
-function parseArgs(argv: readonly string[]): Args {
-  const args: Args = { iterations: 3_000, rounds: 20, docs: true }
-  for (let i = 0; i < argv.length; i++) {
-    const arg = argv[i]
-    const next = () => {
-      const n = Number(argv[++i])
-      if (!Number.isInteger(n) || n < 1) throw new Error(`${arg} needs a positive integer`)
-      return n
-    }
-    if (arg === '--iterations') args.iterations = next()
-    else if (arg === '--rounds') args.rounds = next()
-    else if (arg === '--no-docs') args.docs = false
-    else throw new Error(`unknown argument ${arg} (usage: fencing.bench [--iterations N] [--rounds R] [--no-docs])`)
-  }
-  args.rounds = Math.min(args.rounds, args.iterations)
-  return args
+function parseCli(values: CliValues): Args {
+  const iterations = integerFlag(values, 'iterations', 3_000, 1, 1_000_000)
+  return { iterations, rounds: Math.min(integerFlag(values, 'rounds', 20, 1, 1_000), iterations), docs: values['no-docs'] !== true }
 }
 
 /** The q-quantile (0..1), linear between closest ranks, of an ascending array. */
@@ -91,8 +90,8 @@ interface Result {
   readonly mean: number
 }
 
-async function main(): Promise<void> {
-  const args = parseArgs(process.argv.slice(2))
+async function main(values: CliValues): Promise<number> {
+  const args = parseCli(values)
   const { connectionString } = databaseTarget()
   const suffix = `${process.pid}_${randomBytes(3).toString('hex')}`
   const schema = `bench_fencing_${suffix}`
@@ -271,6 +270,7 @@ the conditional \`UPDATE\` that raises the fence and takes the row lock.
     for (const s of [schema, bareSchema]) await admin.query(`DROP SCHEMA IF EXISTS "${s}" CASCADE`).catch(() => {})
     await admin.end()
   }
+  return 0
 }
 
 const SERVER_ROWS = 20_000
@@ -345,7 +345,4 @@ function cpuModel(): string {
 }
 
 
-main().catch((error: unknown) => {
-  console.error(`[bench:fencing] ${error instanceof Error ? error.message : String(error)}`)
-  process.exitCode = 1
-})
+await runCommand(CLI, process.argv.slice(2), main)

@@ -21,7 +21,7 @@ import { createServer, Socket } from 'node:net'
 import { availableParallelism, cpus, loadavg, tmpdir } from 'node:os'
 import { dirname, join } from 'node:path'
 import { fileURLToPath } from 'node:url'
-import { parseArgs } from 'node:util'
+import { integerFlag, runCommand, UsageError, type CliSpec, type CliValues } from '@fencelock/devkit/cli'
 import { writeMarkedSection } from './support/docs-section.js'
 
 const here = dirname(fileURLToPath(import.meta.url))
@@ -187,27 +187,27 @@ async function listenerCostNs(rounds: number, pairs: number): Promise<number> {
 
 // --- parent: the redis-server, the rounds, the report ----------------------------------------------
 
-async function main(): Promise<void> {
-  const { values: args } = parseArgs({
-    options: {
-      quick: { type: 'boolean', default: false },
-      'no-write': { type: 'boolean', default: false },
-      rounds: { type: 'string' },
-      slices: { type: 'string' },
-      'slice-ms': { type: 'string' },
-      child: { type: 'boolean', default: false },
-    },
-    strict: true,
-  })
-  const quick = args.quick
-  const rounds = Number(args.rounds ?? (quick ? 1 : 5))
-  const slices = Number(args.slices ?? (quick ? 8 : 24))
-  const sliceMs = Number(args['slice-ms'] ?? (quick ? 250 : 500))
+const CLI: CliSpec = {
+  command: 'npm run bench:metrics --',
+  summary: 'What instrument() of @fencelock/metrics costs the lock: throughput without and with it, in interleaved slices, on a redis-server of its own. Writes its section of docs/BENCHMARKS.md.',
+  flags: {
+    rounds: { type: 'string', value: '<n>', description: 'rounds, 1-100', default: '5 (1 with --quick)' },
+    slices: { type: 'string', value: '<n>', description: 'slices per scenario, a multiple of 4, 4-400', default: '24 (8 with --quick)' },
+    'slice-ms': { type: 'string', value: '<ms>', description: 'length of a slice, 50-60000', default: '500 (250 with --quick)' },
+    quick: { type: 'boolean', description: 'a smoke run (~15 s)' },
+    'no-write': { type: 'boolean', description: 'leave docs/BENCHMARKS.md untouched' },
+  },
+  notes: 'Exit codes: 0 (a missed target is reported, not an error); 1 it failed; 2 a bad command line.',
+}
+
+async function main(values: CliValues): Promise<number> {
+  const quick = values.quick === true
+  const rounds = integerFlag(values, 'rounds', quick ? 1 : 5, 1, 100)
+  const slices = integerFlag(values, 'slices', quick ? 8 : 24, 4, 400)
+  const sliceMs = integerFlag(values, 'slice-ms', quick ? 250 : 500, 50, 60_000)
+  if (slices % 4 !== 0) throw new UsageError(`--slices must be a multiple of 4 (got ${slices})`)
+  const args = { 'no-write': values['no-write'] === true }
   const warmupMs = quick ? 500 : 2_000
-  if (![rounds, slices, sliceMs].every(Number.isInteger) || rounds < 1 || slices < 4 || slices % 4 !== 0 || sliceMs < 50) {
-    console.error('--rounds must be an integer >= 1, --slices a multiple of 4, --slice-ms an integer >= 50')
-    process.exit(2)
-  }
 
   const loadBefore = loadavg()
   const server = await startRedis()
@@ -256,6 +256,7 @@ async function main(): Promise<void> {
     writeMarkedSection(BENCHMARKS_FILE, SECTION, report)
     console.error(`wrote the ${SECTION} section of ${BENCHMARKS_FILE}`)
   }
+  return 0
 }
 
 function measure(child: ChildProcess, job: ChildJob): Promise<ChildResult> {
@@ -440,5 +441,5 @@ if (process.argv.includes('--child')) {
     )
   })
 } else {
-  await main()
+  await runCommand(CLI, process.argv.slice(2), main)
 }

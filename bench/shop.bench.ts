@@ -12,13 +12,26 @@ import { availableParallelism } from 'node:os'
 import { dirname, join } from 'node:path'
 import { fileURLToPath } from 'node:url'
 import { FLASH_SALE_DEFAULTS, runFlashSale, type FlashSaleOptions, type FlashSaleServices } from '../apps/demo-shop/src/flash-sale.js'
-import { databaseTarget, redact } from '../scripts/database-url.js'
+import { databaseTarget, redact } from '@fencelock/devkit/database-url'
+import { integerFlag, runCommand, type CliSpec, type CliValues } from '@fencelock/devkit/cli'
 import { writeMarkedSection } from './support/docs-section.js'
 import { cpuBusyShare, loadAverage, machineInfo } from './support/machine.js'
 
 const root = join(dirname(fileURLToPath(import.meta.url)), '..')
 const TARGET_RATIO = 0.8
 const MODES = ['lock', 'fenced'] as const
+
+const CLI: CliSpec = {
+  command: 'npm run bench:shop --',
+  summary: "The flash-sale shop's throughput in lock and fenced mode, end to end on real processes, interleaved. Writes its section of docs/BENCHMARKS.md.",
+  flags: {
+    rounds: { type: 'string', value: '<n>', description: 'rounds (each runs both modes), 1-20', default: 3 },
+    buyers: { type: 'string', value: '<n>', description: 'buyers (and units) per sale, 1-100000', default: 600 },
+    instances: { type: 'string', value: '<n>', description: 'shop instances, 1-16', default: 4 },
+    'no-docs': { type: 'boolean', description: 'leave docs/BENCHMARKS.md untouched' },
+  },
+  notes: 'REDIS_URL (default redis://127.0.0.1:6379), DATABASE_URL (default postgresql://postgres@127.0.0.1:5432/test). Exit codes: 0 (a missed target is reported, not an error); 1 it failed; 2 a bad command line.',
+}
 
 interface Args {
   rounds: number
@@ -27,22 +40,13 @@ interface Args {
   docs: boolean
 }
 
-function parseArgs(argv: readonly string[]): Args {
-  const args: Args = { rounds: 3, buyers: 600, instances: 4, docs: true }
-  for (let i = 0; i < argv.length; i++) {
-    const arg = argv[i]
-    const next = () => {
-      const n = Number(argv[++i])
-      if (!Number.isInteger(n) || n < 1) throw new Error(`${arg} needs a positive integer`)
-      return n
-    }
-    if (arg === '--rounds') args.rounds = next()
-    else if (arg === '--buyers') args.buyers = next()
-    else if (arg === '--instances') args.instances = Math.min(32, next())
-    else if (arg === '--no-docs') args.docs = false
-    else throw new Error(`unknown argument ${arg} (usage: shop.bench [--rounds R] [--buyers N] [--instances I] [--no-docs])`)
+function parseCli(values: CliValues): Args {
+  return {
+    rounds: integerFlag(values, 'rounds', 3, 1, 20),
+    buyers: integerFlag(values, 'buyers', 600, 1, 100_000),
+    instances: integerFlag(values, 'instances', 4, 1, 16),
+    docs: values['no-docs'] !== true,
   }
-  return args
 }
 
 interface Sample {
@@ -62,8 +66,8 @@ const median = (values: readonly number[]) => {
   return s.length % 2 === 1 ? (s[mid] as number) : ((s[mid - 1] as number) + (s[mid] as number)) / 2
 }
 
-async function main(): Promise<void> {
-  const args = parseArgs(process.argv.slice(2))
+async function main(values: CliValues): Promise<number> {
+  const args = parseCli(values)
   const redisUrl = process.env.REDIS_URL || 'redis://127.0.0.1:6379'
   const { connectionString } = databaseTarget()
   const services: FlashSaleServices = {
@@ -151,9 +155,7 @@ one product lock all purchases queue on, so what counts is the time a purchase h
     writeMarkedSection(join(root, 'docs', 'BENCHMARKS.md'), 'bench:shop', markdown)
     console.error('[bench:shop] written to docs/BENCHMARKS.md')
   }
+  return 0
 }
 
-main().catch((error: unknown) => {
-  console.error(`[bench:shop] ${error instanceof Error ? error.message : String(error)}`)
-  process.exitCode = 1
-})
+await runCommand(CLI, process.argv.slice(2), main)

@@ -13,7 +13,8 @@ import { resolve } from 'node:path'
 import { pathToFileURL } from 'node:url'
 import { PrismaPg } from '@prisma/adapter-pg'
 import { PrismaClient } from '../generated/prisma/client.js'
-import { databaseTarget, redact } from './database-url.js'
+import { EXIT_CODES, runCommand, stringFlag, type CliSpec } from '@fencelock/devkit/cli'
+import { databaseTarget, redact } from '@fencelock/devkit/database-url'
 
 /** A product of the demo, as seeded. */
 export interface DemoProduct {
@@ -72,39 +73,32 @@ export async function seedProducts(db: SeedClient, options: { reset?: boolean; p
   })
 }
 
-function parseArgs(argv: readonly string[]): { reset: boolean; schema: string | undefined } {
-  let reset = false
-  let schema: string | undefined
-  for (let i = 0; i < argv.length; i++) {
-    const arg = argv[i] ?? ''
-    if (arg === '--reset') reset = true
-    else if (arg === '--schema' && argv[i + 1] !== undefined) schema = argv[++i]
-    else if (arg.startsWith('--schema=') && arg.length > '--schema='.length) schema = arg.slice('--schema='.length)
-    else throw new Error(`unknown argument ${arg} (usage: db-seed [--reset] [--schema <name>])`)
-  }
-  return { reset, schema }
-}
-
-async function main(): Promise<void> {
-  const args = parseArgs(process.argv.slice(2))
-  const target = databaseTarget()
-  const schema = args.schema ?? target.schema
-  const db = new PrismaClient({ adapter: new PrismaPg({ connectionString: target.connectionString }, { schema }) })
-  try {
-    const results = await seedProducts(db, { reset: args.reset })
-    for (const r of results) console.log(`[db:seed] ${r.sku}: ${r.action} (stock ${r.stock})`)
-    console.log(`[db:seed] ${redact(target.connectionString)} schema ${schema}: ${results.length} products`)
-  } finally {
-    await db.$disconnect()
-  }
+const CLI: CliSpec = {
+  command: 'npm run db:seed --',
+  summary: "Creates the flash-sale demo's missing products; with --reset, also deletes their orders and payments and restores stock and price, in one transaction.",
+  flags: {
+    reset: { type: 'boolean', description: 'also reset the existing products (their orders and payments are deleted)' },
+    schema: { type: 'string', value: '<name>', description: 'the PostgreSQL schema', default: '?schema= of DATABASE_URL, else public' },
+  },
+  notes: 'Run `npm run db:migrate` first. DATABASE_URL: default postgresql://postgres@127.0.0.1:5432/test. Exit codes: 0; 1 it failed (nothing changed); 2 a bad command line.',
 }
 
 if (process.argv[1] !== undefined && import.meta.url === pathToFileURL(resolve(process.argv[1])).href) {
-  main().catch((error: unknown) => {
-    const code = (error as { code?: unknown }).code
-    // P2021: a table is missing, the usual cause being a database that was never migrated.
-    const hint = code === 'P2021' ? ' (run `npm run db:migrate` first)' : ''
-    console.error(`[db:seed] ${error instanceof Error ? error.message : String(error)}${hint}`)
-    process.exitCode = 1
+  await runCommand(CLI, process.argv.slice(2), async (values) => {
+    const target = databaseTarget()
+    const schema = stringFlag(values, 'schema') ?? target.schema
+    const db = new PrismaClient({ adapter: new PrismaPg({ connectionString: target.connectionString }, { schema }) })
+    try {
+      const results = await seedProducts(db, { reset: values.reset === true })
+      for (const r of results) console.log(`[db:seed] ${r.sku}: ${r.action} (stock ${r.stock})`)
+      console.log(`[db:seed] ${redact(target.connectionString)} schema ${schema}: ${results.length} products`)
+      return EXIT_CODES.ok
+    } catch (error) {
+      // P2021: a table is missing, the usual cause being a database that was never migrated.
+      if ((error as { code?: unknown }).code === 'P2021') throw new Error(`${(error as Error).message} (run \`npm run db:migrate\` first)`, { cause: error })
+      throw error
+    } finally {
+      await db.$disconnect()
+    }
   })
 }

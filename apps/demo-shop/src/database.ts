@@ -7,8 +7,8 @@ import { fenceGuardObjects, type FenceGuardOptions } from '@fencelock/fencing'
 import { PrismaPg } from '@prisma/adapter-pg'
 import pg from 'pg'
 import { PrismaClient } from '../../../generated/prisma/client.js'
-import { applyMigrations, quoteIdent } from '../../../scripts/db-migrate.js'
-import { databaseTarget, redact } from '../../../scripts/database-url.js'
+import { applyMigrations, quoteIdent } from '@fencelock/devkit/migrations'
+import { databaseTarget, redact } from '@fencelock/devkit/database-url'
 
 export { PrismaClient, databaseTarget, redact, quoteIdent }
 

@@ -2,10 +2,11 @@
  * The command line of `npm run flash-sale`, validated before anything starts. Every error names
  * the flag and says what it must be.
  */
-import { CHAOS_KINDS, type ChaosKind } from './chaos.js'
+import { choiceFlag, integerFlag, parseCommandLine, stringFlag, usageOf, UsageError, type CliSpec } from '@fencelock/devkit/cli'
+import { CHAOS_KINDS } from './chaos.js'
 import { FLASH_SALE_DEFAULTS, type FlashSaleOptions } from './flash-sale.js'
 import { parseLatency } from './payment-gateway.js'
-import { PROTECTION_MODES, type ProtectionMode } from './protection.js'
+import { PROTECTION_MODES } from './protection.js'
 
 /** What the command line asks for. */
 export interface FlashSaleCommand {
@@ -15,107 +16,58 @@ export interface FlashSaleCommand {
   readonly options: FlashSaleOptions
 }
 
-/** A bad command line; the CLI prints the message and the usage, and exits 2. */
-export class UsageError extends Error {
-  constructor(message: string) {
-    super(message)
-    this.name = 'UsageError'
-  }
+export { UsageError }
+
+/** The command line of `npm run flash-sale` (see `@fencelock/devkit/cli` for the parsing rules and exit codes). */
+export const FLASH_SALE_CLI: CliSpec = {
+  command: 'npm run flash-sale --',
+  summary: 'One flash sale on real processes (instances, the payment gateway, Redis, PostgreSQL), then its report counted from the database and the gateway ledger.',
+  flags: {
+    instances: { type: 'string', value: '<n>', description: 'shop instances (processes), 1-16', default: FLASH_SALE_DEFAULTS.instances },
+    buyers: { type: 'string', value: '<n>', description: 'buyers, each buys once, 1-100000', default: FLASH_SALE_DEFAULTS.buyers },
+    stock: { type: 'string', value: '<n>', description: 'units on sale, 0-100000', default: FLASH_SALE_DEFAULTS.stock },
+    mode: { type: 'string', value: '<m>', description: PROTECTION_MODES.join(' | '), default: FLASH_SALE_DEFAULTS.mode },
+    chaos: { type: 'string', value: '<c>', description: CHAOS_KINDS.join(' | '), default: FLASH_SALE_DEFAULTS.chaos },
+    seed: { type: 'string', value: '<n>', description: "seed of the run's random choices, 0-4294967295", default: FLASH_SALE_DEFAULTS.seed },
+    'ttl-ms': { type: 'string', value: '<n>', description: 'lock lease in ms, 100-60000', default: FLASH_SALE_DEFAULTS.ttlMs },
+    'gateway-latency-ms': { type: 'string', value: '<min-max>', description: 'payment gateway latency, ms', default: FLASH_SALE_DEFAULTS.gatewayLatencyMs },
+    concurrency: { type: 'string', value: '<n>', description: 'buyers in flight at once, 1-1000', default: FLASH_SALE_DEFAULTS.concurrency },
+    json: { type: 'boolean', description: 'print the report as JSON on stdout (and nothing else there)' },
+    'keep-data': { type: 'boolean', description: "keep the run's database schema" },
+    verbose: { type: 'boolean', description: "show the instances' and the gateway's logs" },
+  },
+  notes: `Uses REDIS_URL, else 127.0.0.1:6379, else a redis-server it spawns (always its own for
+--chaos redis-restart); DATABASE_URL, else an embedded PGlite. Exit codes: 0; 1 when a violation
+happens in fenced mode; 2 for a bad command line or a run that could not start; 130 interrupted.`,
 }
 
-export const USAGE = `Usage: npm run flash-sale -- [options]
-
-  --instances <n>     shop instances (processes), 1-16               default ${FLASH_SALE_DEFAULTS.instances}
-  --buyers <n>        buyers, each buys once, 1-100000               default ${FLASH_SALE_DEFAULTS.buyers}
-  --stock <n>         units on sale, 0-100000                        default ${FLASH_SALE_DEFAULTS.stock}
-  --mode <m>          unsafe | lock | fenced                         default ${FLASH_SALE_DEFAULTS.mode}
-  --chaos <c>         none | pause | redis-restart                   default ${FLASH_SALE_DEFAULTS.chaos}
-  --seed <n>          seed of the run's random choices, 0-4294967295 default ${FLASH_SALE_DEFAULTS.seed}
-  --ttl-ms <n>        lock lease in ms, 100-60000                    default ${FLASH_SALE_DEFAULTS.ttlMs}
-  --gateway-latency-ms <min-max>   simulated gateway latency       default ${FLASH_SALE_DEFAULTS.gatewayLatencyMs}
-  --concurrency <n>   buyers in flight at once, 1-1000               default ${FLASH_SALE_DEFAULTS.concurrency}
-  --json              print the report as JSON on stdout
-  --keep-data         keep the run's database schema
-  --verbose           show the instances' logs
-  --help              this text
-
-Uses REDIS_URL, else 127.0.0.1:6379, else a redis-server it spawns (always its own for
---chaos redis-restart); DATABASE_URL, else an embedded PGlite. Exit code 1 when a violation
-happens in fenced mode, 2 on a bad command line.`
-
-function integer(flag: string, raw: string, min: number, max: number): number {
-  if (!/^\d+$/.test(raw) || Number(raw) < min || Number(raw) > max) throw new UsageError(`${flag} must be an integer from ${min} to ${max} (got ${JSON.stringify(raw)})`)
-  return Number(raw)
-}
+/** The usage text (without line cutting), for messages and docs. */
+export const USAGE = usageOf(FLASH_SALE_CLI)
 
 /**
  * Parses the arguments after `--`.
  * @throws UsageError for an unknown flag, a missing value or a value out of range.
  */
 export function parseFlashSaleArgs(argv: readonly string[]): FlashSaleCommand {
-  const o: { -readonly [K in keyof FlashSaleOptions]: FlashSaleOptions[K] } = { ...FLASH_SALE_DEFAULTS, keepData: false }
-  let help = false
-  let json = false
-  let verbose = false
-  const seen = new Set<string>()
-  for (let i = 0; i < argv.length; i++) {
-    const arg = argv[i] as string
-    const eq = arg.indexOf('=')
-    const flag = arg.startsWith('--') && eq > 0 ? arg.slice(0, eq) : arg
-    const booleans: Record<string, () => void> = {
-      '--help': () => (help = true),
-      '-h': () => (help = true),
-      '--json': () => (json = true),
-      '--keep-data': () => (o.keepData = true),
-      '--verbose': () => (verbose = true),
-    }
-    if (booleans[flag]) {
-      if (eq > 0) throw new UsageError(`${flag} takes no value`)
-      booleans[flag]()
-      continue
-    }
-    const valued = ['--instances', '--buyers', '--stock', '--mode', '--chaos', '--seed', '--ttl-ms', '--gateway-latency-ms', '--concurrency']
-    if (!valued.includes(flag)) throw new UsageError(`unknown option ${JSON.stringify(arg)}`)
-    if (seen.has(flag)) throw new UsageError(`${flag} is given twice`)
-    seen.add(flag)
-    const value = eq > 0 ? arg.slice(eq + 1) : argv[++i]
-    if (value === undefined || value === '' || (eq < 0 && value.startsWith('--'))) throw new UsageError(`${flag} needs a value`)
-    switch (flag) {
-      case '--instances':
-        o.instances = integer(flag, value, 1, 16)
-        break
-      case '--buyers':
-        o.buyers = integer(flag, value, 1, 100_000)
-        break
-      case '--stock':
-        o.stock = integer(flag, value, 0, 100_000)
-        break
-      case '--seed':
-        o.seed = integer(flag, value, 0, 4_294_967_295)
-        break
-      case '--ttl-ms':
-        o.ttlMs = integer(flag, value, 100, 60_000)
-        break
-      case '--concurrency':
-        o.concurrency = integer(flag, value, 1, 1_000)
-        break
-      case '--mode':
-        if (!(PROTECTION_MODES as readonly string[]).includes(value)) throw new UsageError(`--mode must be one of ${PROTECTION_MODES.join(', ')} (got ${JSON.stringify(value)})`)
-        o.mode = value as ProtectionMode
-        break
-      case '--chaos':
-        if (!(CHAOS_KINDS as readonly string[]).includes(value)) throw new UsageError(`--chaos must be one of ${CHAOS_KINDS.join(', ')} (got ${JSON.stringify(value)})`)
-        o.chaos = value as ChaosKind
-        break
-      case '--gateway-latency-ms':
-        try {
-          parseLatency(value)
-        } catch (error) {
-          throw new UsageError(`--gateway-latency-ms: ${(error as Error).message}`)
-        }
-        o.gatewayLatencyMs = value
-        break
-    }
+  const values = parseCommandLine(FLASH_SALE_CLI, argv)
+  const gatewayLatencyMs = stringFlag(values, 'gateway-latency-ms', FLASH_SALE_DEFAULTS.gatewayLatencyMs)
+  try {
+    parseLatency(gatewayLatencyMs)
+  } catch (error) {
+    throw new UsageError(`--gateway-latency-ms: ${(error as Error).message}`)
   }
-  return { help, json, verbose, options: o }
+  const options: FlashSaleOptions = {
+    ...FLASH_SALE_DEFAULTS,
+    instances: integerFlag(values, 'instances', FLASH_SALE_DEFAULTS.instances, 1, 16),
+    buyers: integerFlag(values, 'buyers', FLASH_SALE_DEFAULTS.buyers, 1, 100_000),
+    stock: integerFlag(values, 'stock', FLASH_SALE_DEFAULTS.stock, 0, 100_000),
+    mode: choiceFlag(values, 'mode', FLASH_SALE_DEFAULTS.mode, PROTECTION_MODES),
+    chaos: choiceFlag(values, 'chaos', FLASH_SALE_DEFAULTS.chaos, CHAOS_KINDS),
+    seed: integerFlag(values, 'seed', FLASH_SALE_DEFAULTS.seed, 0, 4_294_967_295),
+    ttlMs: integerFlag(values, 'ttl-ms', FLASH_SALE_DEFAULTS.ttlMs, 100, 60_000),
+    concurrency: integerFlag(values, 'concurrency', FLASH_SALE_DEFAULTS.concurrency, 1, 1_000),
+    gatewayLatencyMs,
+    keepData: values['keep-data'] === true,
+  }
+  return { help: values.help === true, json: values.json === true, verbose: values.verbose === true, options }
 }

@@ -5,23 +5,13 @@
  * `--json`) on stdout. Exit code: 0, or 1 when a violation happened in `fenced` mode (the mode
  * that promises none), or 2 for a bad command line or a run that could not start.
  */
+import { EXIT_CODES, runCommand } from '@fencelock/devkit/cli'
 import { exitCodeOf, FlashSaleAbortedError, FlashSaleSetupError, runFlashSale } from './flash-sale.js'
-import { parseFlashSaleArgs, USAGE, UsageError } from './flash-sale-args.js'
+import { FLASH_SALE_CLI, parseFlashSaleArgs } from './flash-sale-args.js'
 import { formatReport, progressWriter, reportJson } from './report-format.js'
 
-async function main(): Promise<number> {
-  let command
-  try {
-    command = parseFlashSaleArgs(process.argv.slice(2))
-  } catch (error) {
-    if (!(error instanceof UsageError)) throw error
-    console.error(`flash-sale: ${error.message}\n\n${USAGE}`)
-    return 2
-  }
-  if (command.help) {
-    console.log(USAGE)
-    return 0
-  }
+await runCommand(FLASH_SALE_CLI, process.argv.slice(2), async () => {
+  const command = parseFlashSaleArgs(process.argv.slice(2))
   const progress = progressWriter()
   // Ctrl-C: the run stops its crowd, then stops what it started (instances by PID, a spawned
   // redis-server, the embedded database) and drops its schema. A second Ctrl-C exits at once
@@ -47,19 +37,11 @@ async function main(): Promise<number> {
     return exitCodeOf(report)
   } catch (error) {
     progress.end()
-    if (error instanceof FlashSaleAbortedError) return 130
+    if (error instanceof FlashSaleAbortedError) return EXIT_CODES.interrupted
     if (error instanceof FlashSaleSetupError) {
       console.error(`flash-sale: ${error.message}`)
-      return 2
+      return EXIT_CODES.usage
     }
     throw error
   }
-}
-
-main().then(
-  (code) => process.exit(code),
-  (error: unknown) => {
-    console.error(`flash-sale: ${error instanceof Error ? (error.stack ?? error.message) : String(error)}`)
-    process.exit(2)
-  },
-)
+})

@@ -85,7 +85,10 @@ export function progressWriter(stream: NodeJS.WriteStream = process.stderr): { u
         const now = performance.now()
         if (p.phase === 'selling' && p.done < p.buyers && now - lastDraw < 100) return
         lastDraw = now
-        stream.write(`\r\x1b[2K${render(p)}`)
+        // Cut to the terminal's width: a wrapped line would not be rewritten in place.
+        const line = render(p)
+        const width = stream.columns ?? 0
+        stream.write(`\r\x1b[2K${width > 1 && line.length > width - 1 ? `${line.slice(0, width - 2)}…` : line}`)
         shown = true
         return
       }

@@ -7,7 +7,7 @@ import { readFile } from 'node:fs/promises'
 import { join } from 'node:path'
 import pg from 'pg'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
-import { databaseTarget } from '../../../scripts/database-url.js'
+import { databaseTarget } from '@fencelock/devkit/database-url'
 import { FENCE_GUARD_SQLSTATE, fenceGuardObjects, fenceGuardSql, InvalidFencingOptionError, isFenceGuardError } from '../src/index.js'
 import { GUARD_MIGRATION, holdTransaction, openSession, settle, uniqueName } from './support/database.js'
 

@@ -9,7 +9,7 @@
 import { PGlite } from '@electric-sql/pglite'
 import { PrismaPGlite } from 'pglite-prisma-adapter'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
-import { applyMigrations, readMigrations, type MigrationConnection } from '../../../scripts/db-migrate.js'
+import { applyMigrations, readMigrations, type MigrationConnection } from '@fencelock/devkit/migrations'
 import { fencedTransaction, InvalidFenceTokenError, isFenceGuardError, StaleFencingTokenError } from '../src/index.js'
 import { BAD_TOKENS } from './support/bad-tokens.js'
 import { fencedClient, PrismaClient, settle, uniqueSku, type FencedDb } from './support/database.js'

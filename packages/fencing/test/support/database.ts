@@ -1,6 +1,6 @@
 /**
  * One PostgreSQL schema per test file: created with a unique name, migrated with our own
- * runner (scripts/db-migrate.ts), dropped afterwards. Test files run in parallel without
+ * runner (@fencelock/devkit/migrations), dropped afterwards. Test files run in parallel without
  * seeing each other's rows, and every test also uses its own SKUs.
  *
  * PostgreSQL must be up: a connection failure fails the file loudly, it never skips.
@@ -9,8 +9,8 @@ import { randomBytes } from 'node:crypto'
 import { PrismaPg } from '@prisma/adapter-pg'
 import pg from 'pg'
 import { PrismaClient } from '../../../../generated/prisma/client.js'
-import { databaseTarget, redact } from '../../../../scripts/database-url.js'
-import { applyMigrations, readMigrations } from '../../../../scripts/db-migrate.js'
+import { databaseTarget, redact } from '@fencelock/devkit/database-url'
+import { applyMigrations, readMigrations } from '@fencelock/devkit/migrations'
 import { fencing, type FencingRejection } from '../../src/index.js'
 
 export { PrismaClient }

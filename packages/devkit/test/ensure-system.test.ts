@@ -9,7 +9,7 @@ import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { afterAll, describe, expect, it } from 'vitest'
 
-const root = join(import.meta.dirname, '..', '..', '..', '..')
+const root = join(import.meta.dirname, '..', '..', '..')
 const script = join(root, 'scripts', 'ensure-system.mjs')
 // A PATH with node and sh only: none of the Debian packages the tests use.
 const bare = mkdtempSync(join(tmpdir(), 'ensure-system-'))

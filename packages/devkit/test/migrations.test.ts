@@ -1,16 +1,25 @@
-/** The migration runner of scripts/db-migrate.ts, against the real server, in schemas of its own. */
+/** The migration runner (src/migrations.ts) and its command line (npm run db:migrate), against the real server, in schemas of its own. */
 import { execFile } from 'node:child_process'
+import { randomBytes } from 'node:crypto'
 import { mkdtemp, mkdir, rm, writeFile } from 'node:fs/promises'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { promisify } from 'node:util'
 import pg from 'pg'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
-import { databaseTarget } from '../../../../scripts/database-url.js'
-import { applyMigrations, MigrationError, MIGRATIONS_TABLE, readMigrations } from '../../../../scripts/db-migrate.js'
-import { settle, uniqueName } from '../support/database.js'
+import { databaseTarget } from '../src/database-url.js'
+import { applyMigrations, MigrationError, MIGRATIONS_TABLE, readMigrations } from '../src/migrations.js'
 
-const root = join(import.meta.dirname, '..', '..', '..', '..')
+const uniqueName = (prefix: string) => `${prefix}_${process.pid}_${randomBytes(4).toString('hex')}`.toLowerCase().slice(0, 63)
+const settle = async <T>(promise: Promise<T>): Promise<{ value?: T; error?: unknown }> => {
+  try {
+    return { value: await promise }
+  } catch (error) {
+    return { error }
+  }
+}
+
+const root = join(import.meta.dirname, '..', '..', '..')
 const { connectionString } = databaseTarget()
 let admin: pg.Client
 const schemas: string[] = []
@@ -19,7 +28,7 @@ let dir: string
 let project: string[]
 
 const newSchema = (label: string) => {
-  const name = uniqueName(`fencing_mig_${label}`)
+  const name = uniqueName(`devkit_mig_${label}`)
   schemas.push(name)
   return name
 }
@@ -112,6 +121,6 @@ describe('db-migrate', () => {
     const again = await run(process.execPath, ['--import', 'tsx', 'scripts/db-migrate.ts'], { cwd: root, env: { ...process.env, DATABASE_URL: url.toString() } })
     expect(again.stdout).toMatch(new RegExp(`schema ${viaUrl}: ${project.length} applied`))
     const bad = await settle(run(process.execPath, ['--import', 'tsx', 'scripts/db-migrate.ts', '--nope'], { cwd: root }))
-    expect(bad.error).toMatchObject({ code: 1 })
+    expect(bad.error).toMatchObject({ code: 2 })
   })
 })
