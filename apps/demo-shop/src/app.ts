@@ -1,5 +1,5 @@
 /**
- * The shop's HTTP API, built from its dependencies (STYLE.md habit 11): `main.ts` reads the
+ * The shop's HTTP API, built from its dependencies: `main.ts` reads the
  * environment and wires real Redis, Prisma and the lock; tests build the same app on the same
  * real services.
  *

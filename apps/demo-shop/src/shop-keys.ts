@@ -4,7 +4,7 @@
  * share a Redis (tests in parallel, a demo next to a test) never see each other.
  */
 
-/** Lock names: one lock resource guards one row (DESIGN.md, "One lock resource guards a fenced row"). */
+/** Lock names: one lock resource guards one row (docs/FENCING.md, "One lock per fenced row"). */
 export const lockResource = {
   product: (sku: string): string => `product:${sku}`,
   order: (orderId: number): string => `order:${orderId}`,

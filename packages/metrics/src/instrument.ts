@@ -73,7 +73,7 @@ function rejectionCounter(set: FencingMetricSet, maxModels: number, models: read
 /**
  * Subscribes Prometheus metrics to a Locker's events: acquires by outcome, waits, holds, releases,
  * losses, renewals and locks held, labelled by a bounded `group`; plus a hook for fencing
- * rejections. Metric names, types and labels are those of DESIGN.md ("Metrics"); see
+ * rejections. Metric names, types and labels are those of docs/METRICS.md ("Metric reference"); see
  * docs/METRICS.md for each metric's exact meaning.
  *
  * @param locker a `Locker` from `@fencelock/lock` (only its `listen()` is used).

@@ -39,7 +39,7 @@ export type AcquireOutcome = (typeof ACQUIRE_OUTCOMES)[number]
 export type ReleaseOutcome = (typeof RELEASE_OUTCOMES)[number]
 export type RenewOutcome = (typeof RENEW_OUTCOMES)[number]
 
-/** The lock metrics, as registered (names per DESIGN.md, "Metrics"; shown with the default prefix). */
+/** The lock metrics, as registered (names per docs/METRICS.md; shown with the default prefix). */
 export interface LockMetrics {
   /** `fencelock_acquire_total{group, outcome}` (counter). */
   readonly acquireTotal: Counter<'group' | 'outcome'>
