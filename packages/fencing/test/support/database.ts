@@ -59,7 +59,7 @@ export async function createTestDatabase(label: string, options: { guard?: boole
     await admin.connect()
   } catch (cause) {
     throw new Error(
-      `PostgreSQL is not reachable at ${redact(connectionString)} (set DATABASE_URL, or start it: `npm test` does when run as root, see scripts/ensure-system.mjs). These tests need it and never skip.`,
+      `PostgreSQL is not reachable at ${redact(connectionString)} (set DATABASE_URL, or start it: npm test does when run as root, see scripts/ensure-system.mjs). These tests need it and never skip.`,
       { cause },
     )
   }

@@ -37,7 +37,7 @@ export async function connectShared(): Promise<Redis> {
     await Promise.race([
       client.ping(),
       new Promise((_, reject) => {
-        timer = setTimeout(() => reject(new Error(`Redis at ${REDIS_URL} did not answer PING within 3 s; start it (`npm test` does when run as root: scripts/ensure-system.mjs), or set REDIS_URL`)), 3_000)
+        timer = setTimeout(() => reject(new Error(`Redis at ${REDIS_URL} did not answer PING within 3 s; start it (npm test does when run as root: scripts/ensure-system.mjs), or set REDIS_URL`)), 3_000)
       }),
     ])
   } finally {
