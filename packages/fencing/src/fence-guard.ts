@@ -162,7 +162,6 @@ export function fenceGuardSql(options: FenceGuardOptions): string {
   // Without a schema the functions resolve names in the schema they were created in, whatever
   // search_path the writing session has (a client on another schema, `SET search_path`).
   const pin = o.schema === undefined ? '\n  SET search_path FROM CURRENT' : ''
-  const what = lit(`${o.table}.${o.column}`)
   const detail = (stored: string, token: string) =>
     `json_build_object('table', TG_TABLE_NAME, 'column', ${lit(o.column)}, 'stored', (${stored})::text, 'token', (${token})::text)::text`
 

@@ -58,10 +58,11 @@ export interface FencingOptions<C = unknown> {
    */
   models: FencedModels<C>
   /**
-   * Called once per refused write, before `StaleFencingTokenError` is thrown. Exceptions it
-   * throws are swallowed: observing must never change what the write does. Default: none.
+   * Called once per refused write, before `StaleFencingTokenError` is thrown; what it returns is
+   * ignored. Exceptions it throws, and the rejection of a promise it returns, are swallowed:
+   * observing must never change what the write does. Default: none.
    */
-  onRejection?: (rejection: FencingRejection) => void
+  onRejection?: (rejection: FencingRejection) => unknown
 }
 
 /** Options of one {@link fencedTransaction}: which row's fence to raise, and the transaction's limits. */
@@ -81,7 +82,7 @@ export interface FencedTransactionOptions<Model extends string = string, Where =
 export interface ResolvedFencingOptions {
   /** Model name → fence column. */
   readonly models: ReadonlyMap<string, string>
-  readonly onRejection: ((rejection: FencingRejection) => void) | undefined
+  readonly onRejection: ((rejection: FencingRejection) => unknown) | undefined
 }
 
 // Prisma model and field names are identifiers; anything else cannot name one.

@@ -33,25 +33,27 @@ export interface MetricsSource {
  */
 export function metricsHandler(
   registry: MetricsSource,
-): (req: MetricsRequest, res: MetricsResponse, next?: (error?: unknown) => void) => Promise<void> {
+): (req: MetricsRequest, res: MetricsResponse, next?: (error?: unknown) => void) => void {
   if (registry == null || typeof registry.metrics !== 'function') {
     throw new InvalidMetricsOptionError('registry', 'must be a prom-client Registry', registry)
   }
-  return async (req, res, next) => {
-    let body: string
-    try {
-      body = await registry.metrics()
-    } catch (error) {
-      if (next) return next(error)
-      res.statusCode = 500
-      res.setHeader('Content-Type', 'text/plain; charset=utf-8')
-      res.end(`collecting metrics failed: ${error instanceof Error ? error.message : String(error)}\n`)
-      return
-    }
-    res.statusCode = 200
-    res.setHeader('Content-Type', registry.contentType)
-    // Every scrape must see current values, never a cached copy.
-    res.setHeader('Cache-Control', 'no-store')
-    res.end(req.method === 'HEAD' ? undefined : body)
+  // A plain (void) handler, as `http.createServer` and express expect one: the collection runs
+  // asynchronously and every outcome of it is answered here, so no promise is left to the caller.
+  return (req, res, next) => {
+    registry.metrics().then(
+      (body) => {
+        res.statusCode = 200
+        res.setHeader('Content-Type', registry.contentType)
+        // Every scrape must see current values, never a cached copy.
+        res.setHeader('Cache-Control', 'no-store')
+        res.end(req.method === 'HEAD' ? undefined : body)
+      },
+      (error: unknown) => {
+        if (next) return next(error)
+        res.statusCode = 500
+        res.setHeader('Content-Type', 'text/plain; charset=utf-8')
+        res.end(`collecting metrics failed: ${error instanceof Error ? error.message : String(error)}\n`)
+      },
+    )
   }
 }

@@ -1,4 +1,4 @@
-/** At run time the package loads prom-client alone: the lock, fencing and Express only lend types. */
+/** At run time the package loads prom-client alone, the user's copy (a peer): the lock only lends types (an optional peer). */
 import { readdirSync, readFileSync } from 'node:fs'
 import { join } from 'node:path'
 import { describe, expect, it } from 'vitest'
@@ -15,7 +15,14 @@ describe('runtime dependencies', () => {
       }
     }
     expect([...runtime]).toEqual(['prom-client'])
-    const pkg = JSON.parse(readFileSync(join(src, '..', 'package.json'), 'utf8')) as { dependencies: Record<string, string> }
-    expect(Object.keys(pkg.dependencies)).toEqual(['prom-client'])
+    const pkg = JSON.parse(readFileSync(join(src, '..', 'package.json'), 'utf8')) as {
+      dependencies?: Record<string, string>
+      peerDependencies: Record<string, string>
+      peerDependenciesMeta: Record<string, { optional?: boolean }>
+    }
+    // One prom-client in the user's process: the registry they scrape is the one we register in.
+    expect(pkg.dependencies).toBeUndefined()
+    expect(pkg.peerDependencies).toEqual({ 'prom-client': '^15.0.0', '@fencelock/lock': '^0.1.0' })
+    expect(pkg.peerDependenciesMeta).toEqual({ '@fencelock/lock': { optional: true } })
   })
 })

@@ -19,7 +19,7 @@ const PACKAGES = ['lock', 'fencing', 'metrics'] as const
 const PEERS = ['ioredis@6.0.0', 'prom-client@15.1.3', '@prisma/client@7.10.0', '@prisma/adapter-pg@7.10.1', 'pg@8.23.1', 'prisma@7.10.1', 'typescript@5.9.3', '@types/node@20']
 
 let scratch: string
-let tarballs: string[] = []
+const tarballs: string[] = []
 
 const databaseUrl = () => {
   // The scratch project has no `?schema=`: it makes a schema of its own.
