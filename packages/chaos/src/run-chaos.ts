@@ -86,8 +86,9 @@ ${table}
 - **tokens not increasing**: successive grants of one lock whose token did not grow.
 - **stale writes rejected**: writes the database refused because a newer token had written the row.
 - **recovery**: from the end of each fault to the next lock granted (any resource).
-- A scenario **fails** when fenced shows any violation (an order charged twice at the gateway included), when a pause or stall scenario shows no
-  overlap with the lock alone (it would not bite), or when the clock jump changes anything.
+- A scenario **fails** when fenced shows any violation (an order charged twice at the gateway
+  included), when a pause or stall scenario shows no overlap with the lock alone (it would not
+  bite), or when the clock jump changes anything.
 `
 }
 
