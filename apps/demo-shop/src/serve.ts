@@ -86,7 +86,7 @@ async function main(): Promise<void> {
     buyersPerDrop,
     stockPerDrop,
     seed: 7,
-    ...(gatewayUrl === undefined ? {} : { gatewayUrl }),
+    gatewayUrl,
     onDrop: (drop) => console.log(`[shop] drop ${drop}: ${stockPerDrop} units, ${buyersPerDrop} buyers`),
   })
   cleanups.push(() => shop.stop())
