@@ -41,7 +41,7 @@ async function main(): Promise<number> {
     verbose: flag('--verbose'),
     onRun: (r) =>
       console.error(
-        `  ${r.scenario} ${r.mode}: ${r.check.operations} ops, ${r.check.overlaps.length} overlaps, ${r.check.safetyViolations} violations (${r.check.doubleChargedOrders} orders charged twice (gateway ledger); ${r.check.gatewayCharges} charges, ${r.check.payments} payments recorded), ${r.check.faults} faults (${r.seconds.toFixed(1)} s)`,
+        `  ${r.scenario} ${r.mode}: ${r.check.operations} ops, ${r.check.overlaps.length} overlaps, ${r.check.safetyViolations} violations (${r.check.doubleChargedOrders} order${r.check.doubleChargedOrders === 1 ? '' : 's'} charged twice (gateway ledger); ${r.check.gatewayCharges} charges, ${r.check.payments} payments recorded), ${r.check.faults} faults (${r.seconds.toFixed(1)} s)`,
       ),
   })
   const seconds = (performance.now() - began) / 1000
