@@ -22,6 +22,18 @@ export const CHAOS_SHORT: Readonly<Record<WireChaos, string>> = Object.freeze({
   'redis-restart': 'Redis restart',
 })
 
+/**
+ * Names of the money figures, where the invariants card and the runs table show them: a double
+ * charge is counted in the gateway's ledger, where the money moves; the shop's payment rows are
+ * what the shop recorded of it.
+ */
+export const FIGURE_LABELS = Object.freeze({
+  chargedTwice: 'Charged twice (gateway)',
+  gatewayCharges: 'Charges (gateway ledger)',
+  payments: 'Payments (shop)',
+  paidOrders: 'Paid orders (shop)',
+})
+
 const dash = '–'
 
 /** `12.3 /s`. */

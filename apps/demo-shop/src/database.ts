@@ -12,10 +12,11 @@ import { databaseTarget, redact } from '@fencelock/devkit/database-url'
 
 export { PrismaClient, databaseTarget, redact, quoteIdent }
 
-/** The tables the demo's migration guards (prisma/migrations/20261126000000_fence_guard): the fence lives on in the database. */
+/** The tables the demo's migrations guard (prisma/migrations/20261126000000_fence_guard, …000100_payment_gateway): the fence lives on in the database. */
 export const GUARDED_TABLES: readonly FenceGuardOptions[] = Object.freeze([
   { table: 'Product', column: 'fenceToken', key: 'sku' },
   { table: 'Order', column: 'fenceToken', key: 'id' },
+  { table: 'GatewayFence', column: 'fenceToken', key: 'resource' },
 ])
 
 /**
@@ -85,7 +86,10 @@ export async function prepareShopSchema(location: DatabaseLocation, products: re
       // A fresh shop, so the guard's tombstones go too: truncating them is the guard's
       // deliberate reset, fine here because no instance of an earlier run is still writing.
       const tombstones = GUARDED_TABLES.map((t) => `${s}.${quoteIdent(fenceGuardObjects(t).tombstoneTable)}`).join(', ')
-      await client.query(`TRUNCATE ${s}."Payment", ${s}."Order", ${s}."Product", ${seed}, ${tombstones} RESTART IDENTITY CASCADE`)
+      // The gateway's ledger too: order ids start again at 1, and an old charge of order 1 would
+      // count as a double charge of the new one (or an old Idempotency-Key replay its charge).
+      const ledger = ['GatewayCharge', 'GatewayIdempotencyKey', 'GatewayFence'].map((t) => `${s}.${quoteIdent(t)}`).join(', ')
+      await client.query(`TRUNCATE ${s}."Payment", ${s}."Order", ${s}."Product", ${seed}, ${ledger}, ${tombstones} RESTART IDENTITY CASCADE`)
       for (const p of products) {
         await client.query(`INSERT INTO ${s}."Product" (sku, name, "priceCents", stock) VALUES ($1, $2, $3, $4)`, [p.sku, p.name, p.priceCents, p.stock])
         await client.query(`INSERT INTO ${seed} (sku, "initialStock") VALUES ($1, $2)`, [p.sku, p.stock])

@@ -1,8 +1,9 @@
 /**
- * The shop left running for people, Prometheus and the dashboard: N instances on fixed ports, and
- * optionally a steady crowd and the pause chaos. The crowd comes in rounds ("drops"): each round
- * seeds a new product (`drop-1`, `drop-2`, ...) with its own initial stock, so the counts of
- * `/api/state` stay exact per product across rounds.
+ * The shop left running for people, Prometheus and the dashboard: N instances on fixed ports, the
+ * payment gateway they charge (a process it forks, or one running already, e.g. docker-compose's
+ * `gateway` service), and optionally a steady crowd and the pause chaos. The crowd comes in
+ * rounds ("drops"): each round seeds a new product (`drop-1`, `drop-2`, ...) with its own initial
+ * stock, so the counts of `/api/state` stay exact per product across rounds.
  */
 import pg from 'pg'
 import { startPauseChaos, type Chaos } from './chaos.js'
@@ -10,7 +11,7 @@ import { prepareShopSchema, quoteIdent, SEED_TABLE, type DatabaseLocation } from
 import { runLoad } from './load-generator.js'
 import type { ProtectionMode } from './protection.js'
 import { seededRandom } from './random.js'
-import { startGateway } from './gateway/start-gateway.js'
+import { startGateway, type RunningGateway } from './gateway/start-gateway.js'
 import { Supervisor } from './supervisor.js'
 
 /** Options of {@link startLiveShop}. */
@@ -32,14 +33,23 @@ export interface LiveShopOptions {
   readonly buyersPerDrop: number
   readonly stockPerDrop: number
   readonly seed: number
-  /** The payment gateway's latency, `<ms>` or `<min>-<max>`. Default `30-80`. */
+  /** The payment gateway's latency, `<ms>` or `<min>-<max>`, when the live shop forks its own. Default `30-80`. */
   readonly gatewayLatencyMs?: string
+  /**
+   * Base URL of a payment gateway running already (docker-compose's `gateway`), whose ledger is in
+   * the shop's schema. Default: none — the live shop forks its own gateway and stops it at the end.
+   */
+  readonly gatewayUrl?: string
+  /** How long to wait for an external gateway's `/healthz`, in ms. Default 30 000. */
+  readonly gatewayReadyTimeoutMs?: number
   readonly onDrop?: (drop: number) => void
 }
 
 /** A running live shop. */
 export interface LiveShop {
   readonly supervisor: Supervisor
+  /** The payment gateway the instances charge, and whether the live shop forked it. */
+  readonly gateway: { readonly url: string; readonly external: boolean }
   /**
    * Holds the crowd back (true: the drop under way is dropped, no new one starts) or lets it go
    * again. The dashboard holds it while a flash sale runs, so the two do not share the machine.
@@ -64,8 +74,38 @@ async function addProduct(location: DatabaseLocation, sku: string, stock: number
   }
 }
 
+/** Thrown when the gateway given to the live shop does not answer its health check in time. */
+export class GatewayUnavailableError extends Error {
+  readonly url: string
+  constructor(url: string, waitedMs: number, cause?: unknown) {
+    super(`the payment gateway at ${url} did not answer GET /healthz within ${waitedMs} ms`, { cause })
+    this.name = 'GatewayUnavailableError'
+    this.url = url
+  }
+}
+
+/** Waits until the gateway at `url` answers `/healthz`; returns its base URL without trailing slashes. */
+async function gatewayReady(url: string, timeoutMs: number): Promise<string> {
+  const base = url.replace(/\/+$/, '')
+  const deadline = performance.now() + timeoutMs
+  let last: unknown
+  for (;;) {
+    try {
+      const res = await fetch(`${base}/healthz`, { signal: AbortSignal.timeout(2_000) })
+      await res.body?.cancel()
+      if (res.ok) return base
+      last = new Error(`HTTP ${res.status}`)
+    } catch (error) {
+      last = error
+    }
+    if (performance.now() >= deadline) throw new GatewayUnavailableError(base, timeoutMs, last)
+    await sleep(250)
+  }
+}
+
 /**
- * Resets the schema, starts the instances, then the crowd and the chaos when asked.
+ * Resets the schema, forks the payment gateway unless `gatewayUrl` names one (then waits for its
+ * `/healthz`), starts the instances, then the crowd and the chaos when asked.
  * @example
  * ```ts
  * const shop = await startLiveShop({ redisUrl, database, instances: 4, mode: 'fenced', basePort: 3001, host: '127.0.0.1',
@@ -77,12 +117,12 @@ export async function startLiveShop(options: LiveShopOptions): Promise<LiveShop>
   await prepareShopSchema(options.database, [])
   const url = new URL(options.database.connectionString)
   url.searchParams.set('schema', options.database.schema)
-  // The payment gateway, a process of its own with its own ledger (never paused by the chaos).
-  const gateway = await startGateway({
-    databaseUrl: url.toString(),
-    latencyMs: options.gatewayLatencyMs ?? '30-80',
-    dbPoolSize: Math.max(1, options.dbPoolSize * 2),
-  })
+  // The payment gateway, a process of its own with its own ledger (never paused by the chaos): the
+  // one given, or one forked here.
+  const gateway: Pick<RunningGateway, 'url' | 'stop'> =
+    options.gatewayUrl === undefined
+      ? await startGateway({ databaseUrl: url.toString(), latencyMs: options.gatewayLatencyMs ?? '30-80', dbPoolSize: Math.max(1, options.dbPoolSize * 2) })
+      : { url: await gatewayReady(options.gatewayUrl, options.gatewayReadyTimeoutMs ?? 30_000), stop: async () => {} }
   let supervisor: Supervisor
   try {
     supervisor = await Supervisor.start({
@@ -136,6 +176,7 @@ export async function startLiveShop(options: LiveShopOptions): Promise<LiveShop>
   })()
   return {
     supervisor,
+    gateway: { url: gateway.url, external: options.gatewayUrl !== undefined },
     setCrowdPaused(paused) {
       crowdPaused = paused
       if (paused) drop?.abort()

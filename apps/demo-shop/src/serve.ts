@@ -1,7 +1,8 @@
 /**
  * The live shop as a long-running service (docker-compose's `shop`, or by hand): N instances on
- * fixed ports, optionally a steady crowd in rounds and the pause chaos. Stops everything it
- * started on SIGINT/SIGTERM.
+ * fixed ports, the payment gateway they charge (forked here, or the one `SHOP_GATEWAY_URL`
+ * names), optionally a steady crowd in rounds and the pause chaos. Stops everything it started on
+ * SIGINT/SIGTERM.
  *
  * | variable | default | meaning |
  * | --- | --- | --- |
@@ -15,6 +16,7 @@
  * | `SHOP_PAUSE_EVERY_MS` | `0` | freeze a lock holder past its TTL this often (0: never) |
  * | `SHOP_BUYERS_PER_DROP` / `SHOP_STOCK_PER_DROP` | `0` / `30` | a crowd in rounds (0 buyers: none) |
  * | `SHOP_DASHBOARD_PORT` | `0` | serve the dashboard (apps/dashboard/dist) and its API on this port on `HOST` (0: no dashboard) |
+ * | `SHOP_GATEWAY_URL` | none: a gateway process forked here | the payment gateway to charge (docker-compose's `gateway`); its ledger must be in the shop's schema, where double charges are counted |
  */
 import { databaseTarget, redact, startEmbeddedDatabase } from './database.js'
 import { startDashboard } from './dashboard/start-dashboard.js'
@@ -29,6 +31,15 @@ function int(name: string, fallback: number, min: number, max: number): number {
   return Number(raw)
 }
 
+/** An http(s) URL from the environment, or undefined when unset. */
+function httpUrl(name: string): string | undefined {
+  const raw = process.env[name]
+  if (raw === undefined || raw === '') return undefined
+  const protocol = URL.canParse(raw) ? new URL(raw).protocol : ''
+  if (protocol !== 'http:' && protocol !== 'https:') throw new Error(`${name} must be an http:// or https:// URL (got ${JSON.stringify(raw)})`)
+  return raw
+}
+
 async function main(): Promise<void> {
   const mode = process.env.SHOP_MODE || 'fenced'
   if (!(PROTECTION_MODES as readonly string[]).includes(mode)) throw new Error(`SHOP_MODE must be one of ${PROTECTION_MODES.join(', ')} (got ${JSON.stringify(mode)})`)
@@ -39,6 +50,10 @@ async function main(): Promise<void> {
   const buyersPerDrop = int('SHOP_BUYERS_PER_DROP', 0, 0, 100_000)
   const stockPerDrop = int('SHOP_STOCK_PER_DROP', 30, 1, 100_000)
   const dashboardPort = int('SHOP_DASHBOARD_PORT', 0, 0, 65_535)
+  const gatewayUrl = httpUrl('SHOP_GATEWAY_URL')
+  // Double charges are counted in the gateway's ledger, read through the shop's schema: an
+  // embedded database (this process's) cannot hold another process's ledger.
+  if (gatewayUrl !== undefined && !process.env.DATABASE_URL) throw new Error('SHOP_GATEWAY_URL needs DATABASE_URL: the gateway keeps its ledger in the shop’s PostgreSQL schema, where the charges are counted')
 
   const cleanups: Array<() => Promise<void>> = []
   const redis = await resolveRedis()
@@ -71,10 +86,12 @@ async function main(): Promise<void> {
     buyersPerDrop,
     stockPerDrop,
     seed: 7,
+    gatewayUrl,
     onDrop: (drop) => console.log(`[shop] drop ${drop}: ${stockPerDrop} units, ${buyersPerDrop} buyers`),
   })
   cleanups.push(() => shop.stop())
   console.log(`[shop] ${mode} mode, Redis ${redis.origin}, PostgreSQL ${origin} schema ${schema}`)
+  console.log(`[shop] payment gateway ${shop.gateway.url}${shop.gateway.external ? ' (SHOP_GATEWAY_URL)' : ' (forked)'}`)
   for (const i of shop.supervisor.instances) console.log(`[shop] ${i.id} ${i.url} (pid ${i.pid})`)
   if (dashboardPort > 0) {
     const dashboard = await startDashboard({

@@ -1,5 +1,6 @@
 // docker-compose.yml cannot run here (no Docker): check it the way CI can — `docker-compose
-// config -q` — and that what it mounts and scrapes exists and matches.
+// config -q` — and that what it mounts and scrapes exists and matches, and that the payment
+// gateway is a service of its own that the shop waits for and charges.
 import { spawnSync } from 'node:child_process'
 import { existsSync, readFileSync } from 'node:fs'
 import { dirname, join } from 'node:path'
@@ -8,6 +9,29 @@ import { describe, expect, it } from 'vitest'
 
 const root = join(dirname(fileURLToPath(import.meta.url)), '..', '..', '..')
 const composeFile = join(root, 'docker-compose.yml')
+
+/**
+ * One service of `docker-compose config`'s output: the file as docker-compose reads it, in its
+ * canonical form (block style, keys sorted, flow mappings expanded), so the checks below do not
+ * depend on how the file is written. The service's lines, without their common indentation.
+ */
+function resolvedService(name: string): string {
+  const result = spawnSync('docker-compose', ['-f', composeFile, 'config'], { cwd: root, encoding: 'utf8' })
+  expect(result.status, result.stderr).toBe(0)
+  const lines = result.stdout.split('\n')
+  const start = lines.indexOf(`  ${name}:`)
+  expect(start, `service ${name}`).toBeGreaterThan(-1)
+  const end = lines.findIndex((line, i) => i > start && /^ {0,2}\S/.test(line))
+  return lines
+    .slice(start + 1, end === -1 ? undefined : end)
+    .map((line) => line.slice(4))
+    .join('\n')
+}
+
+/** The value of `key:` in a resolved service (first match), unquoted. */
+function valueOf(service: string, key: string): string | undefined {
+  return new RegExp(`^\\s*${key}: (.*)$`, 'm').exec(service)?.[1]?.replace(/^'(.*)'$/, '$1')
+}
 
 describe('docker-compose.yml', () => {
   it('is valid for docker-compose config -q', () => {
@@ -19,7 +43,7 @@ describe('docker-compose.yml', () => {
 
   it('has the services of the demo, and every file it mounts or builds from exists', () => {
     const text = readFileSync(composeFile, 'utf8')
-    for (const service of ['redis', 'postgres', 'shop', 'prometheus', 'grafana']) expect(text).toMatch(new RegExp(`^  ${service}:$`, 'm'))
+    for (const service of ['redis', 'postgres', 'gateway', 'shop', 'prometheus', 'grafana']) expect(text).toMatch(new RegExp(`^  ${service}:$`, 'm'))
     const mounted = [...text.matchAll(/- \.\/([^:]+):/g)].map((m) => m[1] as string)
     expect(mounted).toContain('packages/metrics/prometheus/alerts.yml')
     expect(mounted).toContain('packages/metrics/grafana')
@@ -33,5 +57,27 @@ describe('docker-compose.yml', () => {
     const prometheus = readFileSync(join(root, 'apps/demo-shop/deploy/prometheus.yml'), 'utf8')
     for (let i = 0; i < instances; i++) expect(prometheus).toContain(`'shop:${base + i}'`)
     expect(prometheus).toContain('/etc/prometheus/alerts.yml')
+  })
+
+  it('runs the payment gateway as a service of its own, healthy before the shop starts, which charges it', () => {
+    const gateway = resolvedService('gateway')
+    const shop = resolvedService('shop')
+    // The shop's image, another process: the gateway's entry script.
+    expect(valueOf(gateway, 'image')).toBe(valueOf(shop, 'image'))
+    const command = /^command:\n((?:- .*\n?)+)/m.exec(gateway)?.[1]?.trim().split('\n').map((l) => l.slice(2))
+    expect(command).toEqual(['node', '--import', 'tsx', 'apps/demo-shop/src/gateway/gateway-main.ts'])
+    expect(existsSync(join(root, 'apps/demo-shop/src/gateway/gateway-main.ts'))).toBe(true)
+    // Its ledger is in the shop's schema, where the double charges are counted.
+    const ledger = valueOf(gateway, 'DATABASE_URL')
+    expect(ledger).toMatch(/\?schema=demo_shop$/)
+    expect(ledger).toBe(valueOf(shop, 'DATABASE_URL'))
+    const port = valueOf(gateway, 'PORT')
+    expect(port).toBe('4000')
+    expect(valueOf(gateway, 'HOST')).toBe('0.0.0.0')
+    // Healthy means /healthz answers on its port.
+    expect(/^healthcheck:\n(?: .*\n?)+/m.exec(gateway)?.[0]).toContain(`http://127.0.0.1:${port}/healthz`)
+    // The shop waits for it, and charges it instead of forking a gateway of its own.
+    expect(/^depends_on:\n(?: .*\n?)+/m.exec(shop)?.[0]).toMatch(/^ {2}gateway:\n {4}condition: service_healthy$/m)
+    expect(valueOf(shop, 'SHOP_GATEWAY_URL')).toBe(`http://gateway:${port}`)
   })
 })

@@ -13,15 +13,24 @@
  *   same resource entered before it was even asked for. Grants are ordered by when they were
  *   asked for and when they entered, not by entry alone: a process whose event loop is blocked
  *   enters late a section granted before the block, and that is no inversion.
- * - oversold units, double-charged orders, lost updates: counted from the database.
+ * - oversold units and lost updates: counted from the shop's database; orders charged twice:
+ *   counted from the payment gateway's ledger (`GatewayCharge`), where the money moves. The shop's
+ *   payment rows cannot tell: a holder frozen inside its charge wakes up with the card charged,
+ *   and the fence refuses only its payment row. Charges and payments are reported next to each
+ *   other, not judged: a charge whose payment row was refused is money moved once.
  */
 import type { EnterEvent, ExitEvent, FaultEvent, HistoryEvent, WriteEvent } from './history.js'
 
-/** The database's counts of the shop (`countShop` of the demo shop). */
-export interface DatabaseCounts {
+/** What the stores counted after a run (`countShop` of the demo shop). */
+export interface StoreCounts {
+  /** From the shop's database. */
   readonly oversoldUnits: number
-  readonly doubleChargedOrders: number
   readonly lostUpdates: number
+  /** Orders charged more than once in the gateway's ledger. */
+  readonly doubleChargedOrders: number
+  /** Charges in the gateway's ledger, and payments recorded in the shop's database. */
+  readonly gatewayCharges: number
+  readonly payments: number
 }
 
 /** One critical section. `exit` is the end of the history when the holder never left. */
@@ -54,16 +63,20 @@ export interface CheckResult {
   readonly staleWritesAccepted: WriteEvent[]
   readonly nonIncreasingTokens: { res: string; previous: Section; next: Section }[]
   readonly oversoldUnits: number
+  /** Orders charged twice (gateway ledger): more than one charge of the order at the gateway. */
   readonly doubleChargedOrders: number
   readonly lostUpdates: number
+  /** Charges in the gateway's ledger, and payments recorded in the shop: shown, not judged. */
+  readonly gatewayCharges: number
+  readonly payments: number
   readonly faults: number
   /** Per fault: ms from its end to the next grant (any resource), or null when none followed. */
   readonly recoveryMs: (number | null)[]
-  /** Stale writes + oversold + double charges + lost updates + non-increasing tokens: must be 0 with fencing. */
+  /** Stale writes + oversold + orders charged twice (gateway ledger) + lost updates + non-increasing tokens: must be 0 with fencing. */
   readonly safetyViolations: number
 }
 
-const NO_COUNTS: DatabaseCounts = { oversoldUnits: 0, doubleChargedOrders: 0, lostUpdates: 0 }
+const NO_COUNTS: StoreCounts = { oversoldUnits: 0, lostUpdates: 0, doubleChargedOrders: 0, gatewayCharges: 0, payments: 0 }
 
 /** Pairs entries with exits into sections, keyed by holder, resource and token. */
 export function sectionsOf(events: readonly HistoryEvent[]): Section[] {
@@ -159,8 +172,8 @@ export function recoveryTimes(events: readonly HistoryEvent[]): (number | null)[
   })
 }
 
-/** Checks a merged history against the database's counts. */
-export function checkHistory(events: readonly HistoryEvent[], counts: DatabaseCounts = NO_COUNTS): CheckResult {
+/** Checks a merged history against what the stores counted (the shop's database, the gateway's ledger). */
+export function checkHistory(events: readonly HistoryEvent[], counts: StoreCounts = NO_COUNTS): CheckResult {
   const sections = sectionsOf(events)
   const staleWritesAccepted = findStaleWrites(events)
   const nonIncreasingTokens = findNonIncreasingTokens(sections)
@@ -176,6 +189,8 @@ export function checkHistory(events: readonly HistoryEvent[], counts: DatabaseCo
     oversoldUnits: counts.oversoldUnits,
     doubleChargedOrders: counts.doubleChargedOrders,
     lostUpdates: counts.lostUpdates,
+    gatewayCharges: counts.gatewayCharges,
+    payments: counts.payments,
     faults: events.filter((e) => e.k === 'fault').length,
     recoveryMs: recoveryTimes(events),
     safetyViolations:

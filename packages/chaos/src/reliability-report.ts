@@ -38,10 +38,12 @@ export function formatTable(outcomes: readonly ScenarioOutcome[]): string {
     'overlapping sections',
     'stale writes accepted',
     'oversold',
-    'double charges',
+    'orders charged twice (gateway ledger)',
     'lost updates',
     'tokens not increasing',
     'stale writes rejected',
+    'charges (gateway ledger)',
+    'payments recorded (shop)',
     'recovery ms, median / max (fenced; lock-only)',
     'result',
   ]
@@ -56,6 +58,8 @@ export function formatTable(outcomes: readonly ScenarioOutcome[]): string {
     pair(f.check.lostUpdates, l.check.lostUpdates),
     pair(f.check.nonIncreasingTokens.length, l.check.nonIncreasingTokens.length),
     pair(f.check.rejectedWrites, l.check.rejectedWrites),
+    pair(f.check.gatewayCharges, l.check.gatewayCharges),
+    pair(f.check.payments, l.check.payments),
     `${recovery(f)}; ${recovery(l)}`,
     problems.length === 0 ? `pass (${scenario.lockOnly === 'bite' ? 'lock-only bites' : scenario.lockOnly === 'quiet' ? 'changes nothing' : 'lock-only shown'})` : `**FAIL**: ${problems.join('; ')}`,
   ])

@@ -39,7 +39,10 @@ async function main(): Promise<number> {
     durationMs,
     ...(only ? { only } : {}),
     verbose: flag('--verbose'),
-    onRun: (r) => console.error(`  ${r.scenario} ${r.mode}: ${r.check.operations} ops, ${r.check.overlaps.length} overlaps, ${r.check.safetyViolations} violations, ${r.check.faults} faults (${r.seconds.toFixed(1)} s)`),
+    onRun: (r) =>
+      console.error(
+        `  ${r.scenario} ${r.mode}: ${r.check.operations} ops, ${r.check.overlaps.length} overlaps, ${r.check.safetyViolations} violations (${r.check.doubleChargedOrders} order${r.check.doubleChargedOrders === 1 ? '' : 's'} charged twice (gateway ledger); ${r.check.gatewayCharges} charges, ${r.check.payments} payments recorded), ${r.check.faults} faults (${r.seconds.toFixed(1)} s)`,
+      ),
   })
   const seconds = (performance.now() - began) / 1000
   const table = formatTable(outcomes)
@@ -60,8 +63,9 @@ Measured by \`${command}\` on ${new Date().toISOString().slice(0, 10)}, ${descri
 
 Each scenario runs twice, **fenced** (lock + \`fencedTransaction\`) and **lock-only** (the same
 lock, plain transactions), each run with 3 worker processes (3 concurrent clients each) running
-the demo shop's purchase and payment code against a \`redis-server\` the suite spawned for that run
-and a PostgreSQL schema of its own, for ${durationMs / 1000} s of faults. TTL 500 ms. Every cell reads
+the demo shop's purchase and payment code against a \`redis-server\` the suite spawned for that run,
+a PostgreSQL schema of its own and a payment gateway process of its own (its ledger in that
+schema; the faults never touch it), for ${durationMs / 1000} s of faults. TTL 500 ms. Every cell reads
 \`fenced / lock-only\`. How the suite works, and what each column means: \`packages/chaos/README.md\`.
 
 ${table}
@@ -69,12 +73,22 @@ ${table}
 - **overlapping sections**: two holders of one lock inside their critical sections at once
   (CLOCK_MONOTONIC). The lock alone cannot prevent it under a pause; fencing makes it harmless.
 - **stale writes accepted**: a committed write whose token is below one already committed on that
-  row. **oversold / double charges / lost updates**: counted from the database after the run.
+  row. **oversold / lost updates**: counted from the shop's database after the run.
+- **orders charged twice (gateway ledger)**: orders with more than one charge in the payment
+  gateway's own ledger (\`GatewayCharge\`), where the money moves — not payment rows in the shop:
+  a holder frozen inside its charge wakes up with the card charged, and a fence on the shop's
+  database refuses only its payment row. Fenced runs charge with an idempotency key derived from
+  the order (\`order:<id>\`) and the lock's token in fencing headers, after recording the intent.
+- **charges (gateway ledger) / payments recorded (shop)**: shown, not judged. With the lock alone
+  a second charge of an order usually comes with a second payment row; fenced, a charge whose
+  payment row was refused is recorded by the next holder, whose call with the same key replays
+  the first charge.
 - **tokens not increasing**: successive grants of one lock whose token did not grow.
 - **stale writes rejected**: writes the database refused because a newer token had written the row.
 - **recovery**: from the end of each fault to the next lock granted (any resource).
-- A scenario **fails** when fenced shows any violation, when a pause or stall scenario shows no
-  overlap with the lock alone (it would not bite), or when the clock jump changes anything.
+- A scenario **fails** when fenced shows any violation (an order charged twice at the gateway
+  included), when a pause or stall scenario shows no overlap with the lock alone (it would not
+  bite), or when the clock jump changes anything.
 `
 }
 

@@ -1,8 +1,9 @@
 /**
  * The scenarios and the run of one: a schema of its own in PostgreSQL, a redis-server of its own
  * (so kill -9, SIGSTOP, DEBUG SLEEP and SCRIPT FLUSH touch only it), worker processes under the
- * demo shop's Supervisor, one fault injector, then the checker on the merged history and the
- * database's counts.
+ * demo shop's Supervisor, a payment gateway process with its ledger in the run's schema, one
+ * fault injector, then the checker on the merged history, the database's counts and the
+ * gateway ledger's.
  */
 import { randomBytes } from 'node:crypto'
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs'
@@ -126,7 +127,7 @@ export async function runScenario(scenario: Scenario, options: RunOptions): Prom
     const redis = await startRedisServer()
     cleanups.push(() => redis.dispose())
     // The payment gateway of the run: a process of its own with its own ledger, which the faults
-    // never touch; double charges are counted in it.
+    // never touch; orders charged twice are counted in its ledger, where the money moves.
     const dbUrl = new URL(connectionString)
     dbUrl.searchParams.set('schema', location.schema)
     const gateway = await startGateway({ databaseUrl: dbUrl.toString(), latencyMs: scenario.gatewayMs, dbPoolSize: 8 })
@@ -220,7 +221,7 @@ export function verdict(scenario: Scenario, fenced: RunResult, lock: RunResult):
   const f = fenced.check
   if (f.staleWritesAccepted.length > 0) problems.push(`fenced: ${f.staleWritesAccepted.length} stale writes accepted`)
   if (f.oversoldUnits > 0) problems.push(`fenced: ${f.oversoldUnits} oversold`)
-  if (f.doubleChargedOrders > 0) problems.push(`fenced: ${f.doubleChargedOrders} double charges`)
+  if (f.doubleChargedOrders > 0) problems.push(`fenced: ${f.doubleChargedOrders} orders charged twice (gateway ledger)`)
   if (f.lostUpdates > 0) problems.push(`fenced: ${f.lostUpdates} lost updates`)
   for (const r of [fenced, lock]) {
     if (r.check.nonIncreasingTokens.length > 0) problems.push(`${r.mode}: ${r.check.nonIncreasingTokens.length} tokens did not increase`)

@@ -27,7 +27,7 @@ const clean: HistoryEvent[] = [
 
 describe('checkHistory', () => {
   it('passes a clean history', () => {
-    const r = checkHistory(clean, { oversoldUnits: 0, doubleChargedOrders: 0, lostUpdates: 0 })
+    const r = checkHistory(clean, { oversoldUnits: 0, lostUpdates: 0, doubleChargedOrders: 0, gatewayCharges: 1, payments: 1 })
     expect(r.overlaps).toEqual([])
     expect(r.staleWritesAccepted).toEqual([])
     expect(r.nonIncreasingTokens).toEqual([])
@@ -118,9 +118,14 @@ describe('checkHistory', () => {
     expect(checkHistory([...grant('9007199254740994', 0), ...grant('9007199254740993', 2)]).nonIncreasingTokens).toHaveLength(1)
   })
 
-  it('counts oversold units, double charges and lost updates from the database', () => {
-    const r = checkHistory(clean, { oversoldUnits: 2, doubleChargedOrders: 1, lostUpdates: 3 })
+  it('counts oversold units and lost updates from the database, orders charged twice from the gateway ledger', () => {
+    const r = checkHistory(clean, { oversoldUnits: 2, lostUpdates: 3, doubleChargedOrders: 1, gatewayCharges: 5, payments: 4 })
     expect(r).toMatchObject({ oversoldUnits: 2, doubleChargedOrders: 1, lostUpdates: 3, safetyViolations: 6 })
+  })
+
+  it('shows charges and payments without judging them: a charge whose payment row was refused is money moved once', () => {
+    const r = checkHistory(clean, { oversoldUnits: 0, lostUpdates: 0, doubleChargedOrders: 0, gatewayCharges: 3, payments: 2 })
+    expect(r).toMatchObject({ gatewayCharges: 3, payments: 2, safetyViolations: 0 })
   })
 
   it('measures recovery from the end of each fault to the next grant', () => {

@@ -17,7 +17,7 @@ function pgrep(text: string): number[] {
 }
 
 describe('chaos suite (short)', () => {
-  it('fenced: no stale write, oversell, double charge or lost update; lock-only bites under pauses and stalls; no process left', async () => {
+  it('fenced: no stale write, oversell, order charged twice (gateway ledger) or lost update; lock-only bites under pauses and stalls; no process left', async () => {
     const began = performance.now()
     const outcomes = await runSuite({ durationMs: Number(process.env.CHAOS_CI_DURATION_MS ?? 5_000) })
     console.log(formatTable(outcomes))

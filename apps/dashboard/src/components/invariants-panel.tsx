@@ -1,9 +1,9 @@
-import { formatCount, MODE_LABELS } from '../format'
+import { FIGURE_LABELS, formatCount, MODE_LABELS } from '../format'
 import type { InvariantsView } from '../wire'
 
-/** Violations of one shop: oversold units + double-charged orders + lost updates. */
+/** Violations of one shop: oversold units + orders charged twice at the gateway + lost updates. */
 export function violationsOf(view: InvariantsView): number {
-  return view.oversold + view.doubleCharges + view.lostUpdates
+  return view.oversold + view.doubleChargedOrders + view.lostUpdates
 }
 
 function Row({ label, value, bad, hint }: { label: string; value: string; bad?: boolean; hint?: string }) {
@@ -34,11 +34,23 @@ function InvariantsCard({ view }: { view: InvariantsView }) {
         <Row label="Stock left" value={formatCount(view.stock)} hint={`of ${formatCount(view.initialStock)}`} />
         <Row label="Sold" value={formatCount(view.sold)} />
         <Row label="Oversold" value={formatCount(view.oversold)} bad={view.oversold > 0} />
-        <Row label="Double charges" value={formatCount(view.doubleCharges)} bad={view.doubleCharges > 0} />
+        <Row
+          label={FIGURE_LABELS.chargedTwice}
+          value={formatCount(view.doubleChargedOrders)}
+          bad={view.doubleChargedOrders > 0}
+          hint={view.extraCharges > view.doubleChargedOrders ? `${formatCount(view.extraCharges)} extra charges` : undefined}
+        />
         <Row label="Lost updates" value={formatCount(view.lostUpdates)} bad={view.lostUpdates > 0} />
       </dl>
+      {/* Not invariants by themselves: where the money moved, next to what the shop recorded of it. */}
+      <dl className="kvs kvs-money" aria-label="Charges and payments">
+        <Row label={FIGURE_LABELS.gatewayCharges} value={formatCount(view.gatewayCharges)} />
+        <Row label={FIGURE_LABELS.payments} value={formatCount(view.payments)} />
+        <Row label={FIGURE_LABELS.paidOrders} value={formatCount(view.paidOrders)} />
+      </dl>
       <p className="note">
-        {MODE_LABELS[view.mode]} · {view.kind === 'final' ? 'final, counted from the database after the run' : 'counted from the database now'}
+        {MODE_LABELS[view.mode]} · {view.kind === 'final' ? 'final, counted after the run' : 'counted now'}: stock and orders from the shop's database, charges
+        from the gateway's ledger
         {!healthy && view.mode !== 'fenced' ? ' · expected without fencing' : ''}
       </p>
     </section>

@@ -1,4 +1,4 @@
-import { CHAOS_SHORT, formatCount, formatMs, MODE_LABELS } from '../format'
+import { CHAOS_SHORT, FIGURE_LABELS, formatCount, formatMs, MODE_LABELS } from '../format'
 import type { RunView } from '../wire'
 
 function Count({ value, bad, col, label }: { value: number | undefined; bad?: boolean; col: string; label: string }) {
@@ -21,7 +21,7 @@ function statusText(run: RunView): string {
   return run.status
 }
 
-/** The last runs side by side: mode, chaos and what the database counted after each. */
+/** The last runs side by side: mode, chaos and what the shop's database and the gateway's ledger counted after each. */
 export function RunsComparison({ runs }: { runs: readonly RunView[] }) {
   return (
     <section className="panel" aria-labelledby="runs-title">
@@ -43,10 +43,16 @@ export function RunsComparison({ runs }: { runs: readonly RunView[] }) {
                   Oversold
                 </th>
                 <th scope="col" className="num">
-                  Double charges
+                  {FIGURE_LABELS.chargedTwice}
                 </th>
                 <th scope="col" className="num">
                   Lost updates
+                </th>
+                <th scope="col" className="num">
+                  {FIGURE_LABELS.gatewayCharges}
+                </th>
+                <th scope="col" className="num">
+                  {FIGURE_LABELS.payments}
                 </th>
                 <th scope="col" className="num">
                   Stale writes rejected
@@ -72,8 +78,10 @@ export function RunsComparison({ runs }: { runs: readonly RunView[] }) {
                       {r ? `${formatCount(r.sold)} / ${formatCount(run.stock)}` : `– / ${formatCount(run.stock)}`}
                     </td>
                     <Count col="oversold" label="Oversold" value={r?.oversold} bad />
-                    <Count col="double-charges" label="Double charges" value={r?.doubleCharges} bad />
+                    <Count col="charged-twice" label={FIGURE_LABELS.chargedTwice} value={r?.doubleChargedOrders} bad />
                     <Count col="lost-updates" label="Lost updates" value={r?.lostUpdates} bad />
+                    <Count col="gateway-charges" label={FIGURE_LABELS.gatewayCharges} value={r?.gatewayCharges} />
+                    <Count col="payments" label={FIGURE_LABELS.payments} value={r?.payments} />
                     <Count col="stale-rejected" label="Stale writes rejected" value={r?.staleWritesRejected} />
                     <td data-col="status" data-label="Time" title={run.error ?? undefined}>
                       {statusText(run)}

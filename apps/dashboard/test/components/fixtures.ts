@@ -11,9 +11,32 @@ export function invariants(overrides: Partial<InvariantsView> = {}): InvariantsV
     stock: 12,
     sold: 48,
     oversold: 0,
-    doubleCharges: 0,
+    doubleChargedOrders: 0,
+    extraCharges: 0,
     lostUpdates: 0,
+    gatewayCharges: 45,
+    payments: 45,
+    paidOrders: 45,
     atMs: 1_700_000_000_000,
+    ...overrides,
+  }
+}
+
+/** A finished run's figures: a fenced sale of 20 units, each charged once and recorded once. */
+export function result(overrides: Partial<NonNullable<RunView['result']>> = {}): NonNullable<RunView['result']> {
+  return {
+    remainingStock: 0,
+    sold: 20,
+    oversold: 0,
+    doubleChargedOrders: 0,
+    extraCharges: 0,
+    lostUpdates: 0,
+    gatewayCharges: 20,
+    payments: 20,
+    paidOrders: 20,
+    staleWritesRejected: 2,
+    expiredLocks: 3,
+    acquireP99Ms: 900,
     ...overrides,
   }
 }
@@ -36,7 +59,7 @@ export function run(overrides: Partial<RunView> = {}): RunView {
     paid: 20,
     chaosEvents: 3,
     durationMs: 21_400,
-    result: { remainingStock: 0, sold: 20, oversold: 0, doubleCharges: 0, lostUpdates: 0, staleWritesRejected: 2, expiredLocks: 3, acquireP99Ms: 900 },
+    result: result(),
     error: null,
     ...overrides,
   }

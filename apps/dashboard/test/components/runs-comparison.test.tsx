@@ -1,40 +1,43 @@
 import { cleanup, render, screen, within } from '@testing-library/react'
 import { afterEach, describe, expect, it } from 'vitest'
 import { RunsComparison } from '../../src/components/runs-comparison'
-import { run } from './fixtures'
+import { result, run } from './fixtures'
 
 afterEach(cleanup)
 
 const cell = (row: HTMLElement, col: string) => row.querySelector(`[data-col="${col}"]`) as HTMLElement
 
 describe('RunsComparison', () => {
-  it('puts the runs side by side: mode, chaos, sold, oversold, double charges, stale writes rejected', () => {
+  it('puts the runs side by side: mode, chaos, sold, oversold, charged twice at the gateway, charges and payments, stale writes rejected', () => {
     render(
       <RunsComparison
         runs={[
-          run({ id: 3, mode: 'unsafe', chaos: 'none', stock: 10, result: { remainingStock: 4, sold: 57, oversold: 47, doubleCharges: 31, lostUpdates: 51, staleWritesRejected: 0, expiredLocks: 0, acquireP99Ms: null } }),
-          run({ id: 2, mode: 'lock', chaos: 'pause', result: { remainingStock: 0, sold: 21, oversold: 1, doubleCharges: 1, lostUpdates: 1, staleWritesRejected: 0, expiredLocks: 2, acquireP99Ms: 2500 } }),
+          run({ id: 3, mode: 'unsafe', chaos: 'none', stock: 10, result: result({ remainingStock: 4, sold: 57, oversold: 47, doubleChargedOrders: 31, extraCharges: 33, lostUpdates: 51, gatewayCharges: 90, payments: 90, paidOrders: 57, staleWritesRejected: 0, expiredLocks: 0, acquireP99Ms: null }) }),
+          run({ id: 2, mode: 'lock', chaos: 'pause', result: result({ sold: 21, oversold: 1, doubleChargedOrders: 1, extraCharges: 1, lostUpdates: 1, gatewayCharges: 22, payments: 22, paidOrders: 21, staleWritesRejected: 0, expiredLocks: 2, acquireP99Ms: 2500 }) }),
           run({ id: 1 }),
         ]}
       />,
     )
     const table = screen.getByRole('table')
     const headers = within(table).getAllByRole('columnheader').map((h) => h.textContent)
-    expect(headers).toEqual(['#', 'Mode', 'Chaos', 'Sold / stock', 'Oversold', 'Double charges', 'Lost updates', 'Stale writes rejected', 'Time'])
+    expect(headers).toEqual(['#', 'Mode', 'Chaos', 'Sold / stock', 'Oversold', 'Charged twice (gateway)', 'Lost updates', 'Charges (gateway ledger)', 'Payments (shop)', 'Stale writes rejected', 'Time'])
     const rows = within(table).getAllByRole('row').slice(1)
     expect(rows.map((r) => r.getAttribute('data-run-id'))).toEqual(['3', '2', '1'])
     const [unsafe, lock, fenced] = rows as [HTMLElement, HTMLElement, HTMLElement]
     expect([cell(unsafe, 'mode').textContent, cell(unsafe, 'chaos').textContent, cell(unsafe, 'sold').textContent]).toEqual(['No lock', 'none', '57 / 10'])
-    expect([cell(unsafe, 'oversold').textContent, cell(unsafe, 'double-charges').textContent, cell(unsafe, 'stale-rejected').textContent]).toEqual(['47', '31', '0'])
+    expect([cell(unsafe, 'oversold').textContent, cell(unsafe, 'charged-twice').textContent, cell(unsafe, 'stale-rejected').textContent]).toEqual(['47', '31', '0'])
     expect(cell(unsafe, 'oversold').className).toContain('cell-bad')
+    expect(cell(unsafe, 'charged-twice').className).toContain('cell-bad')
+    expect(cell(unsafe, 'charged-twice').getAttribute('data-label')).toBe('Charged twice (gateway)')
     expect([cell(lock, 'mode').textContent, cell(lock, 'chaos').textContent, cell(lock, 'oversold').textContent]).toEqual(['Lock only', 'pause', '1'])
-    expect([cell(fenced, 'mode').textContent, cell(fenced, 'oversold').textContent, cell(fenced, 'double-charges').textContent, cell(fenced, 'stale-rejected').textContent]).toEqual([
-      'Lock + fencing',
-      '0',
-      '0',
-      '2',
-    ])
+    expect([cell(lock, 'charged-twice').textContent, cell(lock, 'gateway-charges').textContent, cell(lock, 'payments').textContent]).toEqual(['1', '22', '22'])
+    // Charges and payments are shown, not judged: neither is marked by itself.
+    expect(cell(lock, 'gateway-charges').className).not.toMatch(/cell-(bad|ok)/)
+    expect(
+      [cell(fenced, 'mode'), cell(fenced, 'oversold'), cell(fenced, 'charged-twice'), cell(fenced, 'gateway-charges'), cell(fenced, 'payments'), cell(fenced, 'stale-rejected')].map((c) => c.textContent),
+    ).toEqual(['Lock + fencing', '0', '0', '20', '20', '2'])
     expect(cell(fenced, 'oversold').className).toContain('cell-ok')
+    expect(cell(fenced, 'charged-twice').className).toContain('cell-ok')
     expect(cell(fenced, 'status').textContent).toBe('21.4 s')
   })
 

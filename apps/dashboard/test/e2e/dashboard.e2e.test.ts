@@ -1,7 +1,8 @@
 // End to end, as a person would use it: the real demo process (the live shop's instances, the
 // dashboard server, real Redis and PostgreSQL in a schema of its own) serving a production build
 // of the dashboard, driven in Debian's Chromium. A fenced sale with a holder paused past its TTL
-// sells nothing twice; an unsafe one oversells. Screenshots at 1280×800 and at phone width go to
+// sells nothing twice and charges every order once at the gateway (its ledger); an unsafe one
+// oversells and charges orders twice. Screenshots at 1280×800 and at phone width go to
 // the system's temp directory, never into the repository. Then the demo is stopped and the page
 // must say the connection is lost. Everything started is stopped by PID.
 import { spawn, spawnSync, type ChildProcess } from 'node:child_process'
@@ -99,12 +100,14 @@ async function runSale(page: Page, id: number, sale: { mode: string; chaos: stri
   const row = page.locator(`tr[data-run-id="${id}"]`)
   await row.and(page.locator('[data-status="done"]')).waitFor({ timeout: 120_000 })
   const cells: Record<string, string> = {}
-  for (const col of ['mode', 'chaos', 'sold', 'oversold', 'double-charges', 'lost-updates', 'stale-rejected']) cells[col] = (await row.locator(`[data-col="${col}"]`).textContent()) ?? ''
+  for (const col of ['mode', 'chaos', 'sold', 'oversold', 'charged-twice', 'lost-updates', 'gateway-charges', 'payments', 'stale-rejected']) {
+    cells[col] = (await row.locator(`[data-col="${col}"]`).textContent()) ?? ''
+  }
   return cells
 }
 
 describe('the dashboard in Chromium', () => {
-  it('shows the live shop, runs a fenced sale under pause chaos with 0 oversold, then an unsafe one that oversells', async () => {
+  it('shows the live shop, runs a fenced sale under pause chaos with 0 oversold and 0 charged twice at the gateway, then an unsafe one that oversells and charges twice', async () => {
     const page = await (context as BrowserContext).newPage()
     const errors: string[] = []
     page.on('pageerror', (e) => errors.push(e.message))
@@ -121,14 +124,30 @@ describe('the dashboard in Chromium', () => {
 
     const fenced = await runSale(page, 1, { mode: 'fenced', chaos: 'pause', buyers: 120, stock: 20 })
     mark('fenced + pause done')
-    expect(fenced).toMatchObject({ mode: 'Lock + fencing', chaos: 'pause', sold: '20 / 20', oversold: '0', 'double-charges': '0', 'lost-updates': '0' })
-    await page.locator('section[data-source="run-1"]').getByText('Healthy').waitFor({ timeout: 5_000 })
+    timings.push(`  ${JSON.stringify(fenced)}`)
+    expect(fenced).toMatchObject({ mode: 'Lock + fencing', chaos: 'pause', sold: '20 / 20', oversold: '0', 'charged-twice': '0', 'lost-updates': '0' })
+    // Each order paid was charged once at the gateway and recorded once in the shop.
+    expect(Number(fenced['gateway-charges'])).toBeGreaterThan(0)
+    expect(fenced.payments).toBe(fenced['gateway-charges'])
+    // The double-charge figure says where it is counted, in the table and on the card.
+    const headers = await page.locator('table.runs thead th').allTextContents()
+    expect(headers).toEqual(expect.arrayContaining(['Charged twice (gateway)', 'Charges (gateway ledger)', 'Payments (shop)']))
+    expect(headers).not.toContain('Double charges')
+    const card = page.locator('section[data-source="run-1"]')
+    await card.getByText('Healthy').waitFor({ timeout: 5_000 })
+    const figure = async (label: string) => (await card.locator('.kv', { has: page.getByText(label, { exact: true }) }).locator('dd').textContent())?.trim()
+    const charges = fenced['gateway-charges']
+    expect([await figure('Charged twice (gateway)'), await figure('Charges (gateway ledger)'), await figure('Payments (shop)'), await figure('Paid orders (shop)')]).toEqual(['0', charges, charges, charges])
+    expect(await card.textContent()).toContain("charges from the gateway's ledger")
     await page.screenshot({ path: join(shots, 'desktop-1280x800-after-fenced.png') })
 
     const unsafe = await runSale(page, 2, { mode: 'unsafe', chaos: 'none', buyers: 60, stock: 10 })
     mark('unsafe done')
+    timings.push(`  ${JSON.stringify(unsafe)}`)
     expect(unsafe).toMatchObject({ mode: 'No lock', chaos: 'none' })
     expect(Number(unsafe.oversold)).toBeGreaterThan(0)
+    // Duplicate payment requests with no lock: orders charged twice, counted in the gateway's ledger.
+    expect(Number(unsafe['charged-twice'])).toBeGreaterThan(0)
     await page.locator('section[data-source="run-2"]').getByText('Violated').waitFor({ timeout: 5_000 })
     // Both runs side by side.
     expect(await page.locator('tr[data-run-id]').count()).toBe(2)

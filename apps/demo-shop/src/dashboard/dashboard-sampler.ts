@@ -1,8 +1,8 @@
 /**
  * Once a second: scrapes `/metrics` of every instance watched (the live shop's, and those of the
- * run going on), reads `/api/state` of one instance of each shop (the database's counts and the
- * locks held now), and turns it all into one snapshot for every browser connected. The browser
- * never talks to an instance: it sees the aggregate only.
+ * run going on), reads `/api/state` of one instance of each shop (the database's counts, the
+ * charges of the gateway's ledger, the locks held now), and turns it all into one snapshot for
+ * every browser connected. The browser never talks to an instance: it sees the aggregate only.
  *
  * An instance frozen by the pause chaos does not answer: each request has a deadline shorter
  * than the interval, and a sample never waits for the one before it (an overlapping tick is
@@ -78,13 +78,17 @@ export function invariantsOf(state: ShopState, source: string, title: string, at
     stock,
     sold,
     oversold: state.violations.oversoldUnits,
-    doubleCharges: state.violations.doubleChargedOrders,
+    doubleChargedOrders: state.violations.doubleChargedOrders,
+    extraCharges: state.violations.extraCharges,
     lostUpdates: state.violations.lostUpdates,
+    gatewayCharges: state.gatewayCharges,
+    payments: state.payments,
+    paidOrders: state.paidOrders,
     atMs,
   }
 }
 
-/** The final invariants of a finished run (from its report, counted after its instances exited). */
+/** The final invariants of a finished run (from its report, counted after its instances and its gateway exited). */
 export function finalInvariantsOf(run: RunView): InvariantsView | undefined {
   if (run.result === null) return undefined
   return {
@@ -96,8 +100,12 @@ export function finalInvariantsOf(run: RunView): InvariantsView | undefined {
     stock: run.result.remainingStock,
     sold: run.result.sold,
     oversold: run.result.oversold,
-    doubleCharges: run.result.doubleCharges,
+    doubleChargedOrders: run.result.doubleChargedOrders,
+    extraCharges: run.result.extraCharges,
     lostUpdates: run.result.lostUpdates,
+    gatewayCharges: run.result.gatewayCharges,
+    payments: run.result.payments,
+    paidOrders: run.result.paidOrders,
     atMs: run.startedAtMs + (run.durationMs ?? 0),
   }
 }

@@ -33,7 +33,11 @@ export interface MetricsPoint {
   readonly instancesWatched: number
 }
 
-/** The shop's invariants as counted from its database. */
+/**
+ * The shop's invariants: stock and orders counted from its database, charges from the payment
+ * gateway's own ledger — where the money moves, not the shop's payment rows, which a stale
+ * holder may fail to write after its charge went through.
+ */
 export interface InvariantsView {
   /** `live` (the shop left running) or `run-<n>` (a flash sale from the dashboard). */
   readonly source: string
@@ -47,8 +51,16 @@ export interface InvariantsView {
   readonly stock: number
   readonly sold: number
   readonly oversold: number
-  readonly doubleCharges: number
+  /** Orders charged more than once at the gateway (its ledger). */
+  readonly doubleChargedOrders: number
+  /** Charges beyond the first of each order, at the gateway. */
+  readonly extraCharges: number
   readonly lostUpdates: number
+  /** Charges in the gateway's ledger. */
+  readonly gatewayCharges: number
+  /** Payments recorded in the shop's database, and orders marked paid there. */
+  readonly payments: number
+  readonly paidOrders: number
   /** When the counts were taken, epoch ms. */
   readonly atMs: number
 }
@@ -108,13 +120,20 @@ export interface RunView {
   /** Pauses or Redis restarts so far. */
   readonly chaosEvents: number
   readonly durationMs: number | null
-  /** From the report (database counts), once done. */
+  /** From the report (database counts; charges from the gateway's ledger), once done. */
   readonly result: {
     readonly remainingStock: number
     readonly sold: number
     readonly oversold: number
-    readonly doubleCharges: number
+    /** Orders charged more than once at the gateway (its ledger). */
+    readonly doubleChargedOrders: number
+    /** Charges beyond the first of each order, at the gateway. */
+    readonly extraCharges: number
     readonly lostUpdates: number
+    /** Charges in the gateway's ledger, payments recorded in the shop, orders paid there. */
+    readonly gatewayCharges: number
+    readonly payments: number
+    readonly paidOrders: number
     readonly staleWritesRejected: number
     readonly expiredLocks: number
     readonly acquireP99Ms: number | null

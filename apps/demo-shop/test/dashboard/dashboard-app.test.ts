@@ -27,7 +27,26 @@ function controllableRunner() {
       pending.push({ options, resolve, reject, services })
     })
   const report = (options: Parameters<FlashSaleRunner>[0], over: Partial<FlashSaleReport>) =>
-    ({ options, durationMs: 1234, initialStock: options.stock, remainingStock: 0, sold: options.stock, oversoldUnits: 0, doubleChargedOrders: 0, lostUpdates: 0, staleWritesRejected: 0, expiredLocks: 0, acquireP99Ms: 12, chaosEvents: 2, ...over }) as FlashSaleReport
+    ({
+      options,
+      durationMs: 1234,
+      initialStock: options.stock,
+      remainingStock: 0,
+      sold: options.stock,
+      oversoldUnits: 0,
+      paidOrders: options.stock,
+      payments: options.stock,
+      doublePaidOrders: 0,
+      gatewayCharges: options.stock,
+      doubleChargedOrders: 0,
+      extraCharges: 0,
+      lostUpdates: 0,
+      staleWritesRejected: 0,
+      expiredLocks: 0,
+      acquireP99Ms: 12,
+      chaosEvents: 2,
+      ...over,
+    }) as FlashSaleReport
   return { runner, pending, report }
 }
 
@@ -103,7 +122,8 @@ describe('dashboard API', () => {
     await runs.settled()
     const third = await postRun(JSON.stringify({ mode: 'unsafe', chaos: 'none' }))
     expect(third.status).toBe(202)
-    pending[1]?.resolve(report(pending[1].options, { sold: 40, oversoldUnits: 35 }))
+    // A lock-only run's signature: one order charged twice at the gateway, the shop recording one payment of it.
+    pending[1]?.resolve(report(pending[1].options, { sold: 40, oversoldUnits: 35, doubleChargedOrders: 1, extraCharges: 1, gatewayCharges: 31, payments: 30, paidOrders: 30 }))
     await runs.settled()
 
     const after = (await (await fetch(`${base}api/runs`)).json()) as { active: RunView | null; runs: RunView[] }
@@ -111,6 +131,11 @@ describe('dashboard API', () => {
     expect(after.runs.map((r) => [r.id, r.mode, r.status, r.result?.sold, r.result?.oversold, r.result?.staleWritesRejected])).toEqual([
       [2, 'unsafe', 'done', 40, 35, 0],
       [1, 'fenced', 'done', 5, 0, 3],
+    ])
+    // The double-charge figure is the report's, from the gateway's ledger; charges and payments travel apart.
+    expect(after.runs.map((r) => [r.result?.doubleChargedOrders, r.result?.extraCharges, r.result?.gatewayCharges, r.result?.payments, r.result?.paidOrders])).toEqual([
+      [1, 1, 31, 30, 30],
+      [0, 0, 5, 5, 5],
     ])
   })
 
@@ -135,7 +160,7 @@ describe('dashboard API', () => {
     const snapshot = JSON.parse(/event: snapshot\ndata: (.*)\n\n/.exec(text)?.[1] ?? '') as DashboardSnapshot
     expect(snapshot.runs.map((r) => r.id)).toEqual([3, 2, 1])
     // The last finished run's final counts stand next to the live shop's.
-    expect(snapshot.invariants.map((i) => [i.source, i.kind, i.oversold])).toEqual([['run-2', 'final', 35]])
+    expect(snapshot.invariants.map((i) => [i.source, i.kind, i.oversold, i.doubleChargedOrders, i.gatewayCharges, i.payments])).toEqual([['run-2', 'final', 35, 1, 31, 30]])
   })
 
   it('serves the built dashboard with headers that keep it from being framed, and JSON 404s under /api', async () => {
@@ -183,15 +208,23 @@ describe('sampler on a real shop instance', () => {
     await dropShopSchema(location)
   })
 
-  it('sums the instance’s lock metrics and reads the invariants from its database', async () => {
+  it('sums the instance’s lock metrics, reads the invariants from its database and the double charges from the gateway’s ledger', async () => {
     const runs = new FlashSaleRuns({ runner: controllableRunner().runner, redis, database })
     const live = { mode: 'fenced' as const, instances: () => [{ id: 'shop-1', pid: process.pid, port: 0, url }] }
     const sampler = new DashboardSampler({ runs, live })
     await sampler.sample()
+    const orders: number[] = []
     for (const buyer of ['b1', 'b2']) {
       const res = await fetch(`${url}/api/products/drop-1/purchase`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ buyerId: buyer }) })
       expect(res.status).toBe(201)
+      orders.push(((await res.json()) as { orderId: number }).orderId)
     }
+    const paid = await fetch(`${url}/api/orders/${orders[0]}/pay`, { method: 'POST' })
+    expect(paid.status).toBe(200)
+    // The order charged again at the gateway, as a holder frozen past its TTL would (no key, no
+    // token): the ledger has two charges of it, the shop one payment.
+    const again = await fetch(`${gateway.url}/v1/charges`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ orderId: orders[0], amountCents: 100 }) })
+    expect(again.status).toBe(201)
     await sampler.sample()
     const { point, invariants, locks } = sampler.snapshot
     expect([point.instancesUp, point.instancesWatched]).toEqual([1, 1])
@@ -199,8 +232,10 @@ describe('sampler on a real shop instance', () => {
     expect(point.successRatio).toBe(1)
     expect(point.waitP50Ms).not.toBeNull()
     expect(invariants).toEqual([
-      expect.objectContaining({ source: 'live', kind: 'live', mode: 'fenced', initialStock: 3, stock: 1, sold: 2, oversold: 0, doubleCharges: 0, lostUpdates: 0 }),
+      expect.objectContaining({ source: 'live', kind: 'live', mode: 'fenced', initialStock: 3, stock: 1, sold: 2, oversold: 0, lostUpdates: 0 }),
     ])
+    // Double charges from the gateway's ledger, where the money moved; the shop's payments apart.
+    expect(invariants[0]).toMatchObject({ doubleChargedOrders: 1, extraCharges: 1, gatewayCharges: 2, payments: 1, paidOrders: 1 })
     expect(locks).toEqual([])
     expect(sampler.history().points).toHaveLength(2)
   })
