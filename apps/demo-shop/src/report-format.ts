@@ -23,7 +23,7 @@ export function formatReport(report: FlashSaleReport): string {
     ['charges at the gateway', String(report.gatewayCharges), 'gateway ledger'],
     [
       'orders / paid / payments recorded',
-      `${report.orders} / ${report.paidOrders} / ${report.payments}` + (report.doublePaidOrders > 0 ? ` (${report.doublePaidOrders} orders with two)` : ''),
+      `${report.orders} / ${report.paidOrders} / ${report.payments}` + (report.doublePaidOrders > 0 ? ` (${report.doublePaidOrders} ${report.doublePaidOrders === 1 ? 'order' : 'orders'} with two)` : ''),
       'database',
     ],
     ['stale writes rejected', n(report.staleWritesRejected), 'instances (fencing onRejection)'],
