@@ -52,12 +52,28 @@ export function fencing<C = unknown>(options: FencingOptions<C>) {
          */
         $fenced<T extends object>(this: T, token?: FenceTokenInput): T {
           const value = token === undefined ? ambientToken() : parseFenceToken(token)
-          return fenceClient(Prisma.getExtensionContext(this) as T, { token: value, options: resolved, dataModel, delegates })
+          const context = Prisma.getExtensionContext(this) as T
+          // A view holds nothing but the client and the token: a holder writing several times
+          // with one token gets the same view back instead of a new one per call.
+          let views = fencedViews.get(context)
+          if (views === undefined) fencedViews.set(context, (views = new Map()))
+          let view = views.get(value) as T | undefined
+          if (view === undefined) {
+            view = fenceClient(context, { token: value, options: resolved, dataModel, delegates })
+            if (views.size >= MAX_VIEWS_PER_CLIENT) views.delete(views.keys().next().value as bigint)
+            views.set(value, view)
+          }
+          return view
         },
       },
     })
   })
 }
+
+// The fenced views of each client (or transaction client), by token; held weakly by the client.
+const fencedViews = new WeakMap<object, Map<bigint, object>>()
+// Tokens grow, so an old one is rarely asked again: the oldest view goes first.
+const MAX_VIEWS_PER_CLIENT = 32
 
 function ambientToken(): bigint {
   const token = currentFenceToken()

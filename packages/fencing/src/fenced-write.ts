@@ -393,13 +393,22 @@ function requireFields(call: Call, name: string, value: unknown): Fields {
  * CPU on it than on an `AND` list), else appended to `AND`.
  */
 function withCondition(where: Fields, field: string, condition: Fields): Fields {
-  if (!isSent(where[field])) return { ...where, [field]: condition }
+  const out: Fields = { ...where }
+  if (!isSent(where[field])) {
+    out[field] = condition
+    return out
+  }
   const and = !isSent(where.AND) ? [] : Array.isArray(where.AND) ? where.AND : [where.AND]
-  return { ...where, AND: [...and, { [field]: condition }] }
+  const fence: Fields = {}
+  fence[field] = condition
+  out.AND = [...and, fence]
+  return out
 }
 
 function withToken(data: Fields, field: string, token: bigint): Fields {
-  return { ...data, [field]: token }
+  const out: Fields = { ...data }
+  out[field] = token
+  return out
 }
 
 /** Prisma's "record to update/delete not found". */

@@ -26,38 +26,56 @@ export interface WritePlan<T> {
   joinBatch(transaction: BatchTransaction): PromiseLike<unknown>
 }
 
-/** A lazy promise for `plan`, which Prisma's `$transaction([...])` accepts as an element. */
-export function lazyWrite<T>(plan: WritePlan<T>): PrismaPromiseLike<T> {
-  let started: Promise<T> | undefined
-  const start = (): Promise<T> => {
-    if (started === undefined) {
+/**
+ * The lazy promise of one write (a class, not a closure per method: one object per call on the
+ * hot path of every fenced write). Prisma's `$transaction([...])` accepts it as an element.
+ */
+class LazyWrite<T> {
+  readonly #plan: WritePlan<T>
+  #started: Promise<T> | undefined
+
+  constructor(plan: WritePlan<T>) {
+    this.#plan = plan
+  }
+
+  #start(): Promise<T> {
+    if (this.#started === undefined) {
       try {
-        started = plan.run()
+        this.#started = this.#plan.run()
       } catch (error) {
-        started = Promise.reject(error)
+        this.#started = Promise.reject(error)
       }
     }
-    return started
+    return this.#started
   }
-  const lazy = {
-    then<A = T, B = never>(onFulfilled?: ((value: T) => A | PromiseLike<A>) | null, onRejected?: ((reason: unknown) => B | PromiseLike<B>) | null) {
-      return start().then(onFulfilled, onRejected)
-    },
-    catch<B = never>(onRejected?: ((reason: unknown) => B | PromiseLike<B>) | null) {
-      return start().catch(onRejected)
-    },
-    finally(onFinally?: (() => void) | null) {
-      return start().finally(onFinally)
-    },
-    requestTransaction(transaction: BatchTransaction): PromiseLike<unknown> {
-      try {
-        return plan.joinBatch(transaction)
-      } catch (error) {
-        return Promise.reject(error)
-      }
-    },
-    // `$transaction([...])` accepts only elements that say they are Prisma's promises.
-    [Symbol.toStringTag]: 'PrismaPromise',
+
+  then<A = T, B = never>(onFulfilled?: ((value: T) => A | PromiseLike<A>) | null, onRejected?: ((reason: unknown) => B | PromiseLike<B>) | null): Promise<A | B> {
+    return this.#start().then(onFulfilled, onRejected)
   }
-  return lazy as unknown as PrismaPromiseLike<T>
+
+  catch<B = never>(onRejected?: ((reason: unknown) => B | PromiseLike<B>) | null): Promise<T | B> {
+    return this.#start().catch(onRejected)
+  }
+
+  finally(onFinally?: (() => void) | null): Promise<T> {
+    return this.#start().finally(onFinally)
+  }
+
+  requestTransaction(transaction: BatchTransaction): PromiseLike<unknown> {
+    try {
+      return this.#plan.joinBatch(transaction)
+    } catch (error) {
+      return Promise.reject(error)
+    }
+  }
+
+  // `$transaction([...])` accepts only elements that say they are Prisma's promises.
+  get [Symbol.toStringTag](): string {
+    return 'PrismaPromise'
+  }
+}
+
+/** A lazy promise for `plan`, which Prisma's `$transaction([...])` accepts as an element. */
+export function lazyWrite<T>(plan: WritePlan<T>): PrismaPromiseLike<T> {
+  return new LazyWrite(plan) as unknown as PrismaPromiseLike<T>
 }

@@ -47,7 +47,7 @@ export function readCallArguments(args: unknown): Fields | undefined {
 
 /** Whether Prisma sends a field of this value at all: `undefined` and `Prisma.skip` are left out. */
 export function isSent(value: unknown): boolean {
-  return value !== undefined && !isSkip(value)
+  return value !== undefined && (typeof value !== 'object' || value === null || !isSkip(value))
 }
 
 // Prisma.skip is an instance of a class named Skip; the extension entry point does not export
