@@ -3,7 +3,7 @@
  * Prisma client (extended with fencing), its metrics registry, and the express app. `main.ts`
  * runs it as a process; tests build it in-process on the real services.
  */
-import { fencedTransaction, fencing, StaleFencingTokenError } from '@fencelock/fencing'
+import { StaleFencingTokenError } from '@fencelock/fencing'
 import { Locker, type LockEvent } from '@fencelock/lock'
 import { instrument, metricsHandler } from '@fencelock/metrics'
 import type { Express } from 'express'
@@ -14,7 +14,7 @@ import { createPrisma } from './database.js'
 import { heldLocksRecorder, readHeldLocks } from './held-locks.js'
 import type { InstanceConfig } from './instance-config.js'
 import { GatewayError, httpGateway } from './payment-gateway.js'
-import { createProtection, type FencedTransaction, type PlainTransaction } from './protection.js'
+import { createProtection, fencedShopClient, shopStores } from './protection.js'
 import { countShop } from './shop-counts.js'
 import { lockPrefixOf, shopKeys } from './shop-keys.js'
 import { ShopService, type ShopObserver } from './shop-service.js'
@@ -80,19 +80,12 @@ export async function buildInstance(config: InstanceConfig, observer?: ShopObser
   const metrics = instrument(locker, { registry, groups: ['product', 'order'] })
 
   const prisma = createPrisma(config.database, config.dbPoolSize)
-  const db = prisma.$extends(
-    fencing<typeof prisma>({
-      models: { Product: 'fenceToken', Order: 'fenceToken' },
-      onRejection: (rejection) => {
-        counters.staleWritesRejected++
-        metrics.onFencingRejection(rejection)
-      },
-    }),
-  )
-  const plain: PlainTransaction = (fn) => prisma.$transaction(fn, TX_LIMITS)
-  const fenced: FencedTransaction = (token, row, fn) =>
-    fencedTransaction(db, token, { model: row.model, where: row.where as never, maxWaitMs: TX_LIMITS.maxWait, timeoutMs: TX_LIMITS.timeout }, fn as never)
-  const protection = createProtection(config.mode, { plain, fenced, locker, ttlMs: config.lockTtlMs, waitMs: config.lockWaitMs })
+  const db = fencedShopClient(prisma, (rejection) => {
+    counters.staleWritesRejected++
+    metrics.onFencingRejection(rejection)
+  })
+  const stores = shopStores(prisma, db, TX_LIMITS)
+  const protection = createProtection(config.mode, { stores, locker, ttlMs: config.lockTtlMs, waitMs: config.lockWaitMs })
   const service = new ShopService({
     db: prisma,
     protection,

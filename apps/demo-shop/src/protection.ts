@@ -2,16 +2,22 @@
  * What differs between the demo's modes, and nothing else: the business code in
  * `shop-service.ts` is the same in all three.
  *
- * - `unsafe`: no lock, plain transactions.
- * - `lock`: `locker.using(resource)` around the work, plain transactions — safe until a holder
- *   pauses past its TTL.
- * - `fenced`: the same lock, and every transaction is a `fencedTransaction` that first raises the
- *   row's fence to the lock's token, so a stale holder's transaction fails at its first statement;
- *   and every outside call carries an idempotency key named after the business operation and the
- *   lock's token, so the outside service collapses a repeat and refuses an older holder.
+ * - `unsafe`: no lock, plain reads and transactions.
+ * - `lock`: `locker.using(resource)` around the work, plain reads and transactions — safe until a
+ *   holder pauses past its TTL.
+ * - `fenced`: the same lock, and every database step carries the lock's token: a read raises the
+ *   row's fence, a write is conditional on it, a read-modify-write raises it first; so a stale
+ *   holder's step fails at its first statement. And every outside call carries an idempotency key
+ *   named after the business operation and the lock's token, so the outside service collapses a
+ *   repeat and refuses an older holder.
+ *
+ * Each step of `fenced` costs the statements of its `lock` twin: the fence rides on a statement
+ * the step runs anyway (`UPDATE ... RETURNING` for the read, the write's own condition), except
+ * the read-modify-write, whose fence raise comes first.
  */
+import { fencedTransaction, fencing, type FencingRejection } from '@fencelock/fencing'
 import type { Locker } from '@fencelock/lock'
-import type { Prisma } from '../../../generated/prisma/client.js'
+import type { Order, Prisma, PrismaClient, Product } from '../../../generated/prisma/client.js'
 import type { ChargeProtection } from './payment-gateway.js'
 
 /** The three modes of a run. */
@@ -21,8 +27,11 @@ export type ProtectionMode = (typeof PROTECTION_MODES)[number]
 /** A transaction's client. */
 export type Tx = Prisma.TransactionClient
 
-/** The row a transaction works on, by a unique filter; in `fenced` mode its fence is raised first. */
+/** The row a step works on, by a unique filter; in `fenced` mode its fence carries the token. */
 export type GuardedRow = { model: 'Product'; where: { sku: string } } | { model: 'Order'; where: { id: number } }
+
+/** The row `R` names. */
+export type RowOf<R extends GuardedRow> = R extends { model: 'Product' } ? Product : Order
 
 /** What the business code gets while it runs under the protection of one resource. */
 export interface Guard {
@@ -30,7 +39,14 @@ export interface Guard {
   readonly resource: string
   /** The fencing token of the lock held; undefined in `unsafe` mode (no lock). */
   readonly token: bigint | undefined
-  /** Runs one interactive transaction on `row` (fenced in `fenced` mode). */
+  /** Reads `row` (null when missing); in `fenced` mode the read raises its fence. */
+  read<R extends GuardedRow>(row: R): Promise<RowOf<R> | null>
+  /**
+   * Runs a transaction that writes `row` without reading it first; in `fenced` mode every write
+   * to a fenced model is conditional on the token (the first one to `row` is its fence check).
+   */
+  write<T>(row: GuardedRow, fn: (tx: Tx) => Promise<T>): Promise<T>
+  /** Runs a read-modify-write transaction on `row`; in `fenced` mode its fence is raised first. */
   transaction<T>(row: GuardedRow, fn: (tx: Tx) => Promise<T>): Promise<T>
   /**
    * What protects a call to an outside service made for the business operation `key` (e.g.
@@ -46,15 +62,67 @@ export interface Protection {
   run<T>(resource: string, fn: (guard: Guard) => Promise<T>): Promise<T>
 }
 
-/** A plain interactive transaction (`db.$transaction(fn, limits)`). */
-export type PlainTransaction = <T>(fn: (tx: Tx) => Promise<T>) => Promise<T>
-/** A transaction that raises `row`'s fence to `token` first (`fencedTransaction` of `@fencelock/fencing`). */
-export type FencedTransaction = <T>(token: bigint, row: GuardedRow, fn: (tx: Tx) => Promise<T>) => Promise<T>
+/** The shop's database as the protections use it: plain steps, and the same steps under a token. */
+export interface ShopStores {
+  read<R extends GuardedRow>(row: R): Promise<RowOf<R> | null>
+  transaction<T>(fn: (tx: Tx) => Promise<T>): Promise<T>
+  /** The row with its fence raised to `token`, in one statement; null when missing. */
+  readFenced<R extends GuardedRow>(token: bigint, row: R): Promise<RowOf<R> | null>
+  /** A transaction on the client fenced with `token`. */
+  writeFenced<T>(token: bigint, fn: (tx: Tx) => Promise<T>): Promise<T>
+  /** `fencedTransaction`: `row`'s fence raised first, then `fn` on the fenced transaction client. */
+  transactionFenced<T>(token: bigint, row: GuardedRow, fn: (tx: Tx) => Promise<T>): Promise<T>
+}
 
-/** What {@link createProtection} needs; `locker` for `lock` and `fenced`, `fenced` for `fenced`. */
+/** The shop's fenced models and their fence columns. */
+export const SHOP_FENCED_MODELS = Object.freeze({ Product: 'fenceToken', Order: 'fenceToken' } as const)
+
+/** The shop's client extended with fencing of its fenced models; `onRejection` sees each refusal. */
+export function fencedShopClient(prisma: PrismaClient, onRejection?: (rejection: FencingRejection) => void) {
+  return prisma.$extends(fencing<typeof prisma>({ models: SHOP_FENCED_MODELS, ...(onRejection === undefined ? {} : { onRejection }) }))
+}
+export type FencedShopClient = ReturnType<typeof fencedShopClient>
+
+/** Limits of the shop's interactive transactions. */
+export interface TransactionLimits {
+  readonly maxWait: number
+  readonly timeout: number
+}
+
+/**
+ * The database side of the protections, from the plain client and the fenced one: the one
+ * wiring of it, for the shop instances, the chaos workers and the tests.
+ */
+export function shopStores(prisma: PrismaClient, db: FencedShopClient, limits: TransactionLimits): ShopStores {
+  return {
+    read: (row) =>
+      (row.model === 'Product' ? prisma.product.findUnique({ where: row.where as { sku: string } }) : prisma.order.findUnique({ where: row.where as { id: number } })) as Promise<
+        RowOf<typeof row> | null
+      >,
+    transaction: (fn) => prisma.$transaction(fn, limits),
+    async readFenced(token, row) {
+      // `data: {}` becomes `{ fenceToken: token }` under the condition: one UPDATE ... RETURNING.
+      const fenced = db.$fenced(token)
+      try {
+        const found = row.model === 'Product' ? await fenced.product.update({ where: row.where as { sku: string }, data: {} }) : await fenced.order.update({ where: row.where as { id: number }, data: {} })
+        return found as RowOf<typeof row>
+      } catch (error) {
+        // An update's "not found" is a missing row: null, as a read says it.
+        if ((error as { code?: unknown }).code === 'P2025') return null
+        throw error
+      }
+    },
+    writeFenced: (token, fn) => db.$transaction((tx) => fn(tx.$fenced(token) as unknown as Tx), limits),
+    transactionFenced: (token, row, fn) =>
+      fencedTransaction(db, token, { model: row.model, where: row.where as never, maxWaitMs: limits.maxWait, timeoutMs: limits.timeout }, (tx) =>
+        fn(tx as unknown as Tx),
+      ),
+  }
+}
+
+/** What {@link createProtection} needs; `locker` for `lock` and `fenced`. */
 export interface ProtectionDeps {
-  readonly plain: PlainTransaction
-  readonly fenced?: FencedTransaction
+  readonly stores: ShopStores
   readonly locker?: Pick<Locker, 'using'>
   /** Lease of each lock, in ms. */
   readonly ttlMs: number
@@ -66,30 +134,24 @@ export interface ProtectionDeps {
  * Builds the protection of `mode`.
  * @example
  * ```ts
- * const protection = createProtection('fenced', { plain, fenced, locker, ttlMs: 1000, waitMs: 30_000 })
- * await protection.run('product:flash-1', (guard) => guard.transaction({ model: 'Product', where: { sku } }, (tx) => ...))
+ * const protection = createProtection('fenced', { stores, locker, ttlMs: 1000, waitMs: 30_000 })
+ * await protection.run('product:flash-1', (guard) => guard.read({ model: 'Product', where: { sku } }))
  * ```
  */
 export function createProtection(mode: ProtectionMode, deps: ProtectionDeps): Protection {
-  const { plain, locker, fenced } = deps
-  if (mode === 'unsafe') {
-    return {
-      mode,
-      run: (resource, fn) => fn({ resource, token: undefined, transaction: (_row, work) => plain(work), outsideCall: () => ({}) }),
-    }
-  }
+  const { stores, locker } = deps
+  const plainGuard = (resource: string, token: bigint | undefined): Guard => ({
+    resource,
+    token,
+    read: (row) => stores.read(row),
+    write: (_row, work) => stores.transaction(work),
+    transaction: (_row, work) => stores.transaction(work),
+    outsideCall: () => ({}),
+  })
+  if (mode === 'unsafe') return { mode, run: (resource, fn) => fn(plainGuard(resource, undefined)) }
   if (locker === undefined) throw new Error(`mode ${mode} needs a locker`)
-  if (mode === 'lock') {
-    return {
-      mode,
-      run: (resource, fn) =>
-        locker.using(resource, (lock) => fn({ resource, token: lock.token, transaction: (_row, work) => plain(work), outsideCall: () => ({}) }), {
-          ttlMs: deps.ttlMs,
-          waitMs: deps.waitMs,
-        }),
-    }
-  }
-  if (fenced === undefined) throw new Error('mode fenced needs fencedTransaction')
+  const limits = { ttlMs: deps.ttlMs, waitMs: deps.waitMs }
+  if (mode === 'lock') return { mode, run: (resource, fn) => locker.using(resource, (lock) => fn(plainGuard(resource, lock.token)), limits) }
   return {
     mode,
     run: (resource, fn) =>
@@ -99,10 +161,12 @@ export function createProtection(mode: ProtectionMode, deps: ProtectionDeps): Pr
           fn({
             resource,
             token: lock.token,
-            transaction: (row, work) => fenced(lock.token, row, work),
+            read: (row) => stores.readFenced(lock.token, row),
+            write: (_row, work) => stores.writeFenced(lock.token, work),
+            transaction: (row, work) => stores.transactionFenced(lock.token, row, work),
             outsideCall: (key) => ({ idempotencyKey: key, fencing: { token: lock.token, resource } }),
           }),
-        { ttlMs: deps.ttlMs, waitMs: deps.waitMs },
+        limits,
       ),
   }
 }

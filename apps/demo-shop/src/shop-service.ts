@@ -2,13 +2,14 @@
  * The shop's business code: a purchase and a payment, each a read-modify-write as real code
  * writes it. The same code runs in every mode; only the {@link Protection} differs.
  *
- * Each operation is two short transactions around the external gateway call:
- *   tx1 reads → the gateway call (no transaction open) → tx2 writes what was computed from tx1.
+ * Each operation is two short steps around the external gateway call:
+ *   a read (or a read-modify-write) → the gateway call (no transaction open) → a transaction that
+ *   writes what was computed from the read.
  * Under the lock alone, a holder that pauses during the gateway call past its TTL wakes up and
- * runs tx2 anyway (lost update, oversell, a second payment recorded) — and a second holder has
- * meanwhile charged the order again at the gateway. Under `fenced`, tx2 raises the row's fence
- * with the holder's token first; a newer holder has raised it meanwhile, so tx2 fails at its first
- * statement and writes nothing. The charge itself is outside the shop's database, so the fence
+ * writes anyway (lost update, oversell, a second payment recorded) — and a second holder has
+ * meanwhile charged the order again at the gateway. Under `fenced`, every step carries the
+ * holder's token: a newer holder's read has raised the row's fence meanwhile, so the stale
+ * write fails at its first statement and writes nothing. The charge itself is outside the shop's database, so the fence
  * cannot reach it: the payment records its intent (the charge's idempotency key, `order:<id>`)
  * in tx1, and the protection sends that key and the lock's token with the charge, so the gateway
  * answers a second holder's charge with the first charge, and refuses an older holder's.
@@ -75,7 +76,7 @@ export class ShopService {
 
     const row = { model: 'Product', where: { sku } } as const
     return protection.run(lockResource.product(sku), async (guard) => {
-      const product = await guard.transaction(row, (tx) => tx.product.findUnique({ where: { sku } }))
+      const product = await guard.read(row)
       if (product === null) return { kind: 'unknown-product', sku }
       if (product.stock <= 0) return { kind: 'sold-out', sku }
 
@@ -85,7 +86,7 @@ export class ShopService {
       // The write-back computed from the read in tx1, as real code does: the lock is what is
       // supposed to make that read still current.
       const stockLeft = product.stock - 1
-      const order = await guard.transaction(row, async (tx) => {
+      const order = await guard.write(row, async (tx) => {
         await tx.product.update({ where: { sku }, data: { stock: stockLeft } })
         return tx.order.create({ data: { productId: product.id, buyerId, quantity: 1 } })
       })
@@ -117,10 +118,10 @@ export class ShopService {
       observer?.externalCall({ operation: 'charge', resource: guard.resource, token: guard.token })
       const charge = await gateway.charge({ orderId, amountCents }, guard.outsideCall(chargeKey))
 
-      const payment = await guard.transaction(row, async (tx) => {
-        const created = await tx.payment.create({ data: { orderId, amountCents, instance: instanceId, gatewayChargeId: charge.chargeId } })
+      const payment = await guard.write(row, async (tx) => {
+        // The order's (fenced) update first: a stale holder's transaction stops there.
         await tx.order.update({ where: { id: orderId }, data: { status: 'paid' } })
-        return created
+        return tx.payment.create({ data: { orderId, amountCents, instance: instanceId, gatewayChargeId: charge.chargeId } })
       })
       return { kind: 'paid', orderId, paymentId: payment.id, amountCents, chargeId: charge.chargeId, token: guard.token }
     })

@@ -3,13 +3,12 @@
 // records the payment; its lease runs out and holder B (a newer token) finds the order unpaid
 // and pays it. The test orders the two holders (what a lock hand-over does); the database and the
 // gateway decide everything else, and every charge is counted in the gateway's ledger.
-import { fencedTransaction, fencing } from '@fencelock/fencing'
 import { Locker } from '@fencelock/lock'
 import { Redis } from 'ioredis'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { createPrisma, dropShopSchema, prepareShopSchema } from '../src/database.js'
 import { GatewayError, httpGateway, type ChargeProtection, type PaymentGateway } from '../src/payment-gateway.js'
-import { createProtection, type FencedTransaction, type PlainTransaction, type Protection } from '../src/protection.js'
+import { createProtection, fencedShopClient, shopStores, type Protection } from '../src/protection.js'
 import { ShopService } from '../src/shop-service.js'
 import { startTestGateway, type TestGateway } from './gateway-server.js'
 import { REDIS_URL, testDatabase, uniqueRun } from './services.js'
@@ -49,11 +48,9 @@ async function twoTokens(resource: string): Promise<[bigint, bigint]> {
 
 /** A holder of `token`: the shop's protection of a mode, handed the lock grant the test decided. */
 function protectionWith(mode: 'lock' | 'fenced', token: bigint, outside?: (key: string, resource: string) => ChargeProtection): Protection {
-  const db = prisma.$extends(fencing({ models: { Product: 'fenceToken', Order: 'fenceToken' } }))
-  const plain: PlainTransaction = (fn) => prisma.$transaction(fn)
-  const fenced: FencedTransaction = (t, row, fn) => fencedTransaction(db, t, { model: row.model, where: row.where as never }, fn as never)
+  const stores = shopStores(prisma, fencedShopClient(prisma), { maxWait: 5_000, timeout: 5_000 })
   const granted = { using: (resource: string, fn: (lock: { token: bigint; resource: string }) => Promise<unknown>) => fn({ token, resource }) }
-  const inner = createProtection(mode, { plain, fenced, locker: granted as never, ttlMs: 1_000, waitMs: 1_000 })
+  const inner = createProtection(mode, { stores, locker: granted as never, ttlMs: 1_000, waitMs: 1_000 })
   if (outside === undefined) return inner
   return { mode, run: (resource, fn) => inner.run(resource, (guard) => fn({ ...guard, outsideCall: (key) => outside(key, resource) })) }
 }

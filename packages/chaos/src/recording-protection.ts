@@ -38,14 +38,14 @@ export function recordingProtection(inner: Protection, recorder: Recorder, inst:
         const token = String(guard.token ?? 0n)
         recorder.record({ k: 'enter', inst, res: resource, token, asked })
         try {
-          return await fn({
-            resource: guard.resource,
-            token: guard.token,
-            outsideCall: (key) => guard.outsideCall(key),
-            transaction: async (row, work) => {
+          // A step that writes: recorded accepted (with its place in the row's commit order) or
+          // rejected for a stale token.
+          const recorded =
+            (kind: 'write' | 'transaction') =>
+            async <T>(row: GuardedRow, work: (tx: Tx) => Promise<T>): Promise<T> => {
               let seq: number | undefined
               try {
-                const result = await guard.transaction(row, async (tx) => {
+                const result = await guard[kind](row, async (tx) => {
                   const out = await work(tx)
                   seq = await commitOrder(tx, schema)
                   return out
@@ -56,7 +56,23 @@ export function recordingProtection(inner: Protection, recorder: Recorder, inst:
                 if (error instanceof StaleFencingTokenError) recorder.record({ k: 'write', inst, res: resource, row: rowName(row), token, outcome: 'rejected' })
                 throw error
               }
+            }
+          return await fn({
+            resource: guard.resource,
+            token: guard.token,
+            outsideCall: (key) => guard.outsideCall(key),
+            // A read writes no business data (in fenced mode only the row's fence): its refusal
+            // is recorded, an accepted one is not a write of the history.
+            read: async (row) => {
+              try {
+                return await guard.read(row)
+              } catch (error) {
+                if (error instanceof StaleFencingTokenError) recorder.record({ k: 'write', inst, res: resource, row: rowName(row), token, outcome: 'rejected' })
+                throw error
+              }
             },
+            write: recorded('write'),
+            transaction: recorded('transaction'),
           })
         } finally {
           recorder.record({ k: 'exit', inst, res: resource, token })

@@ -9,13 +9,12 @@
  * With `CHAOS_BLOCK=1` it blocks its own event loop (a busy loop, as a long synchronous job or a
  * stop-the-world GC) for 0-3 × TTL at some gateway calls made under a lock, and records each.
  */
-import { fencedTransaction, fencing } from '@fencelock/fencing'
 import { Locker } from '@fencelock/lock'
 import { Redis } from 'ioredis'
 import { createPrisma } from '../../../apps/demo-shop/src/database.js'
 import type { InstanceMessage, SupervisorMessage } from '../../../apps/demo-shop/src/ipc-messages.js'
 import { httpGateway } from '../../../apps/demo-shop/src/payment-gateway.js'
-import { createProtection, type FencedTransaction, type PlainTransaction } from '../../../apps/demo-shop/src/protection.js'
+import { createProtection, fencedShopClient, shopStores } from '../../../apps/demo-shop/src/protection.js'
 import { lockPrefixOf } from '../../../apps/demo-shop/src/shop-keys.js'
 import { ShopService, type ShopObserver } from '../../../apps/demo-shop/src/shop-service.js'
 import { monoNow, Recorder } from './history.js'
@@ -50,12 +49,8 @@ async function main(): Promise<void> {
   })
   const locker = new Locker(redis, { ttlMs, waitMs, prefix: lockPrefixOf(env('CHAOS_RUN_ID')) })
   const prisma = createPrisma({ connectionString: env('CHAOS_DB_URL'), schema }, clients + 1)
-  const db = prisma.$extends(fencing({ models: { Product: 'fenceToken', Order: 'fenceToken' } }))
-  const limits = { maxWait: 15_000, timeout: 15_000 }
-  const plain: PlainTransaction = (fn) => prisma.$transaction(fn, limits)
-  const fenced: FencedTransaction = (token, row, fn) =>
-    fencedTransaction(db, token, { model: row.model, where: row.where as never, maxWaitMs: limits.maxWait, timeoutMs: limits.timeout }, fn as never)
-  const protection = recordingProtection(createProtection(mode, { plain, fenced, locker, ttlMs, waitMs }), recorder, inst, schema)
+  const stores = shopStores(prisma, fencedShopClient(prisma), { maxWait: 15_000, timeout: 15_000 })
+  const protection = recordingProtection(createProtection(mode, { stores, locker, ttlMs, waitMs }), recorder, inst, schema)
 
   let nextBlockAt = performance.now() + ttlMs
   const observer: ShopObserver = {

@@ -3,6 +3,7 @@
  * to the same acceptance (see `verdict` in src/scenarios.ts), and no process left behind.
  */
 import { execFileSync } from 'node:child_process'
+import { fileURLToPath } from 'node:url'
 import { describe, expect, it } from 'vitest'
 import { formatTable } from '../src/reliability-report.js'
 import { runSuite } from '../src/suite.js'
@@ -25,7 +26,8 @@ describe('chaos suite (short)', () => {
     expect(outcomes.map((o) => ({ scenario: o.scenario.name, problems: o.problems }))).toEqual(
       outcomes.map((o) => ({ scenario: o.scenario.name, problems: [] })),
     )
-    // Every worker this suite forked, and every redis-server it spawned (fencelock-redis-* dirs), is gone.
-    expect(pgrep('packages/chaos/src/worker.ts')).toEqual([])
+    // Every worker this suite forked is gone. By its absolute path: another checkout's suite
+    // running at the same time on this machine has workers of its own.
+    expect(pgrep(fileURLToPath(new URL('../src/worker.ts', import.meta.url)))).toEqual([])
   })
 })

@@ -24,6 +24,9 @@ export type ModelNameOf<C> = {
   [K in keyof C & string]: K extends `$${string}` | `_${string}` ? never : C[K] extends { findUnique: (...args: never[]) => unknown } ? Capitalize<K> : never
 }[keyof C & string]
 
+/** The row of model `M` in client type `C` (its scalar fields), as `update` returns it. */
+export type RowOf<C, M extends string> = C[Uncapitalize<M> & keyof C] extends { update(args: never): PromiseLike<infer Row> } ? Row : Record<string, unknown>
+
 /** The unique filter of model `M` in client type `C`, as `update` takes it. */
 export type WhereUniqueOf<C, M extends string> = C[Uncapitalize<M> & keyof C] extends { findUniqueOrThrow(args: { where: infer W }): unknown }
   ? W
@@ -36,7 +39,8 @@ const ISOLATION_LEVELS = new Set(['ReadUncommitted', 'ReadCommitted', 'Repeatabl
  * a conditional `UPDATE ... SET fence = token WHERE <where> AND fence <= token`, which also
  * takes the row lock. So everything `fn` reads afterwards is the row as a current holder sees
  * it, and a stale token fails at that first statement with `StaleFencingTokenError`: `fn` does
- * not run and nothing commits. `fn` gets the transaction client fenced with `token`, and runs
+ * not run and nothing commits. `fn` gets the transaction client fenced with `token` and the row as
+ * that first statement returned it (locked, its fence raised: no need to read it again), and runs
  * with `token` as the ambient token (`tx.$fenced()` needs no argument).
  *
  * The token and options are checked before any query. A missing row fails as Prisma's `update`
@@ -44,8 +48,7 @@ const ISOLATION_LEVELS = new Set(['ReadUncommitted', 'ReadCommitted', 'Repeatabl
  *
  * @example
  * ```ts
- * await fencedTransaction(db, lock.token, { model: 'Product', where: { sku } }, async (tx) => {
- *   const product = await tx.product.findUniqueOrThrow({ where: { sku } })
+ * await fencedTransaction(db, lock.token, { model: 'Product', where: { sku } }, async (tx, product) => {
  *   if (product.stock < 1) throw new SoldOutError(sku)
  *   await tx.product.update({ where: { sku }, data: { stock: product.stock - 1 } })
  *   return tx.order.create({ data: { productId: product.id, buyerId, quantity: 1 } })
@@ -56,7 +59,7 @@ export async function fencedTransaction<C extends FencedClient, M extends ModelN
   db: C,
   token: FenceTokenInput,
   options: FencedTransactionOptions<M, WhereUniqueOf<TransactionClientOf<C>, M>>,
-  fn: (tx: TransactionClientOf<C>) => Promise<R>,
+  fn: (tx: TransactionClientOf<C>, row: RowOf<TransactionClientOf<C>, M>) => Promise<R>,
 ): Promise<R> {
   const value = parseFenceToken(token)
   if (db === null || typeof db !== 'object' || typeof db.$fenced !== 'function' || typeof db.$transaction !== 'function') {
@@ -79,9 +82,11 @@ export async function fencedTransaction<C extends FencedClient, M extends ModelN
     const fenced = tx.$fenced(value) as Record<string, object>
     const delegate = fenced[delegateKey(model as string)]
     if (delegate === undefined) throw new InvalidFencingOptionError('model', 'must be a model of this Prisma client', model)
-    // The fence first: `data: {}` becomes `{ [field]: token }`, under the condition.
-    await invoke(delegate, 'update', { where, data: {}, select: { [field]: true } })
-    return withFenceToken(value, () => fn(fenced as TransactionClientOf<C>))
+    // The fence first: `data: {}` becomes `{ [field]: token }`, under the condition. Its
+    // RETURNING is the row as this transaction holds it (locked, fence raised): handed to `fn`,
+    // which then need not read it again.
+    const row = await invoke(delegate, 'update', { where, data: {} })
+    return withFenceToken(value, () => fn(fenced as TransactionClientOf<C>, row as RowOf<TransactionClientOf<C>, M>))
   }
   return (db.$transaction as (fn: (tx: never) => Promise<R>, options: object) => Promise<R>)(run, txOptions)
 }

@@ -5,6 +5,7 @@ export {
   type TransactionClientOf,
   type ModelNameOf,
   type WhereUniqueOf,
+  type RowOf,
 } from './fenced-transaction.js'
 export { withFenceToken, currentFenceToken } from './ambient-token.js'
 export { fenceGuardSql, fenceGuardObjects, FENCE_GUARD_SQLSTATE, type FenceGuardOptions, type FenceGuardObjects } from './fence-guard.js'

@@ -40,6 +40,17 @@ describe('fencedTransaction', () => {
     expect(await product(p.id)).toEqual({ ...p, fenceToken: 5n })
   })
 
+  it('hands the callback the row its first statement locked, its fence raised (no second read needed)', async () => {
+    const p = await seedProduct(t.base, 3n)
+    const seen = await fencedTransaction(t.db, 5n, { model: 'Product', where: { sku: p.sku } }, async (_tx, product) => {
+      // Typed from the client: product.stock is a number, product.fenceToken a bigint.
+      const stock: number = product.stock
+      const fence: bigint = product.fenceToken
+      return { stock, fence, sku: product.sku }
+    })
+    expect(seen).toEqual({ stock: p.stock, fence: 5n, sku: p.sku })
+  })
+
   it('a read-modify-write under a stale token changes nothing: it fails at the first statement, the callback never runs', async () => {
     const p = await seedProduct(t.base, 7n)
     let ran = false
