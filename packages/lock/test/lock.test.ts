@@ -92,6 +92,29 @@ describe('expiry', () => {
     expect(log.of('released', lock.resource)).toMatchObject([{ outcome: 'expired', wasLost: true }])
   })
 
+  it('without autoExtend, a lease that runs out on our clock is lost: signal aborted ("expired"), lost event, off heldCount', async () => {
+    // Issue 13, defect 4: the signal never aborted and heldCount kept counting the lock, though
+    // isHeld() was already false and another holder could take the lock.
+    const l = eventLog()
+    const locker = makeLocker(redis, { prefix: PREFIX, onEvent: l.onEvent })
+    const lock = await locker.acquire(unique('runs-out'), { ttlMs: 150 })
+    const signal = lock.signal
+    expect(locker.heldCount).toBe(1)
+    const lost = l.next('lost', { resource: lock.resource, timeoutMs: 1_000 })
+    await sleep(200)
+    const next = await theirs.tryAcquire(lock.resource, { ttlMs: 5_000 })
+    expect(next).not.toBeNull()
+    expect(lock.isHeld()).toBe(false)
+    expect(signal.aborted).toBe(true)
+    expect(signal.reason).toBeInstanceOf(LockLostError)
+    expect(signal.reason).toMatchObject({ reason: 'expired', token: lock.token })
+    expect(await lost).toMatchObject({ reason: 'expired', token: lock.token })
+    expect(locker.heldCount).toBe(0)
+    expect(await lock.release()).toBe(false)
+    expect(l.of('released', lock.resource)).toMatchObject([{ outcome: 'expired', wasLost: true }])
+    expect(await next!.release()).toBe(true)
+  })
+
   it('extend(ttlMs) resets the lease from now while we own it', async () => {
     const lock = await mine.acquire(unique('extend'), { ttlMs: 200 })
     await sleep(120)
