@@ -189,7 +189,7 @@ describe('a stopped (SIGSTOP) Redis', () => {
       t = performance.now()
       await expectUnavailableWithin(locker.acquire(b, { waitMs: 500 }), t, 500) // several attempts
       // Control: the same acquire without its clean-up, given up on locally after 100 ms.
-      const bare = acquireOnce(client, resourceKeys('fencelock:', control), newOwnerId(), 60_000, 86_400_000)
+      const bare = acquireOnce(client, resourceKeys('fencelock:', control), { ownerId: newOwnerId(), ttlMs: 60_000, fenceTtlMs: 86_400_000, lockerId: 'bare' })
       expect(await Promise.race([bare.then(() => 'answered'), sleep(100).then(() => 'gave up')])).toBe('gave up')
     } finally {
       server.resume()
