@@ -73,15 +73,16 @@ export type JoinMode = 'join' | 'stay'
  * process) is skipped by the next hand-off.
  *
  * `mode`: `join`, or `stay` when more of our waiters wait, so that our locker keeps its place
- * after a grant (otherwise a grant takes it out of the queue). A lock we take while others are
- * queued is marked, so that our release hands it on.
+ * after a grant (otherwise a grant takes it out of the queue). A lock we take while other lockers
+ * are queued is marked, so that our release hands it on (our own waiters are woken locally).
  */
 export const queuedAcquireScript = defineScript({
   keys: ['lock', 'fence', 'queue', 'leases'],
   args: ['ownerId', 'ttlMs', 'fenceTtlMs', 'lockerId', 'leaseMs', 'mode'],
   lua: (k, a) => `
 local handed = false
-if not redis.call('SET', ${k.lock}, ${a.ownerId}, 'NX', 'PX', ${a.ttlMs}) then
+local free = redis.call('SET', ${k.lock}, ${a.ownerId}, 'NX', 'PX', ${a.ttlMs})
+if not free then
   local v = redis.call('GET', ${k.lock})
   handed = v == ${LUA.handedTo(a.lockerId)}
   if (not handed) or ${a.mode} == 'stay' then
@@ -99,18 +100,19 @@ if not redis.call('SET', ${k.lock}, ${a.ownerId}, 'NX', 'PX', ${a.ttlMs}) then
     end
     return {0, redis.call('PTTL', ${k.lock})}
   end
-  local value = ${a.ownerId}
-  if redis.call('LLEN', ${k.queue}) > 0 then
-    value = ${LUA.marked(a.ownerId)}
-  end
-  redis.call('SET', ${k.lock}, value, 'PX', ${a.ttlMs})
-else
-  if ${a.mode} ~= 'stay' and redis.call('HDEL', ${k.leases}, ${a.lockerId}) == 1 then
-    redis.call('LREM', ${k.queue}, 0, ${a.lockerId})
-  end
-  if redis.call('LLEN', ${k.queue}) > 0 then
-    redis.call('SET', ${k.lock}, ${LUA.marked(a.ownerId)}, 'PX', ${a.ttlMs})
-  end
+elseif ${a.mode} ~= 'stay' and redis.call('HDEL', ${k.leases}, ${a.lockerId}) == 1 then
+  redis.call('LREM', ${k.queue}, 0, ${a.lockerId})
+end
+-- Other lockers queued (our own waiters are woken locally): mark the lock, so that our release
+-- hands it on. A locker that stays is in the queue itself.
+local others = redis.call('LLEN', ${k.queue})
+if others > 0 and ${a.mode} == 'stay' and redis.call('HEXISTS', ${k.leases}, ${a.lockerId}) == 1 then
+  others = others - 1
+end
+if handed then
+  redis.call('SET', ${k.lock}, others > 0 and ${LUA.marked(a.ownerId)} or ${a.ownerId}, 'PX', ${a.ttlMs})
+elseif others > 0 then
+  redis.call('APPEND', ${k.lock}, ${LUA.waitingMark})
 end
 ${mintToken(k.fence, a.fenceTtlMs)}
 if handed then

@@ -79,9 +79,10 @@ export interface BackendListener {
   /**
    * A release was announced (by another locker). `handedTo`: the locker it was handed to, and
    * only that one should try; undefined when it was freed for anyone. `handoffMs`: how long the
-   * hand-off holds.
+   * hand-off holds. `next`: the locker queued behind `handedTo`, which should try when the
+   * hand-off runs out, in case `handedTo` never comes.
    */
-  released(resource: string, handedTo: string | undefined, handoffMs: number): void
+  released(resource: string, handedTo: string | undefined, handoffMs: number, next: string | undefined): void
   /** The subscription was (re)established: messages may have been missed meanwhile. */
   reconnected(): void
 }

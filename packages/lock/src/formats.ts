@@ -13,8 +13,10 @@
  *
  * A release message, on the resource's channel (keys.ts), is one of:
  * - `<sender>`: the lock was freed; the oldest waiter of any locker may try;
- * - `<sender> <locker> <ms>`: the lock was handed to `<locker>` for `<ms>`: only that locker
- *   tries now, the others try again when the hand-off would run out.
+ * - `<sender> <locker> <ms>` or `<sender> <locker> <ms> <next>`: the lock was handed to
+ *   `<locker>` for `<ms>`: only that locker tries now. `<next>`, the locker queued behind it,
+ *   tries when the hand-off would run out, in case `<locker>` never comes; the others keep to
+ *   their own schedule (they would only race each other for a lock that is `<next>`'s turn).
  * `<sender>` is the releasing locker's id, so a locker can skip its own messages. Only a release
  * that someone waits for (a marked key) publishes: an unmarked release has nobody to tell.
  */
@@ -35,24 +37,27 @@ export interface ReleaseMessage {
   readonly sender: string
   /** The locker the lock was handed to; undefined when it was freed for anyone. */
   readonly handedTo: string | undefined
-  /** How long the hand-off holds, in ms (NaN when freed, or unreadable). */
+  /** How long the hand-off holds, in ms (NaN when freed). */
   readonly handoffMs: number
+  /** The locker queued behind the one the lock was handed to, if any. */
+  readonly next: string | undefined
 }
 
 /** Reads a release message; undefined when it is not one (a foreign publisher on our channel). */
 export function parseReleaseMessage(message: string): ReleaseMessage | undefined {
-  const first = message.indexOf(' ')
-  if (first < 0) return message === '' ? undefined : { sender: message, handedTo: undefined, handoffMs: Number.NaN }
-  const second = message.indexOf(' ', first + 1)
-  if (second < 0) return undefined
-  const handoffMs = Number(message.slice(second + 1))
-  if (!Number.isFinite(handoffMs) || handoffMs < 0) return undefined
-  return { sender: message.slice(0, first), handedTo: message.slice(first + 1, second), handoffMs }
+  const parts = message.split(' ')
+  const [sender, handedTo, ms, next] = parts
+  if (!sender || parts.length > 4) return undefined
+  if (handedTo === undefined) return { sender, handedTo: undefined, handoffMs: Number.NaN, next: undefined }
+  const handoffMs = Number(ms)
+  if (!handedTo || ms === undefined || !Number.isFinite(handoffMs) || handoffMs < 0 || next === '') return undefined
+  return { sender, handedTo, handoffMs, next }
 }
 
 /** Builds a release message (the scripts build the same with {@link LUA}). */
-export function releaseMessage(sender: string, to?: { lockerId: string; handoffMs: number }): string {
-  return to ? `${sender} ${to.lockerId} ${to.handoffMs}` : sender
+export function releaseMessage(sender: string, to?: { lockerId: string; handoffMs: number; next?: string }): string {
+  if (!to) return sender
+  return to.next === undefined ? `${sender} ${to.lockerId} ${to.handoffMs}` : `${sender} ${to.lockerId} ${to.handoffMs} ${to.next}`
 }
 
 /**
@@ -70,6 +75,10 @@ export const LUA = Object.freeze({
   isUnmarkedHolder: (value: string) => `(string.sub(${value}, 1, 1) ~= '${HANDED_TO}' and string.sub(${value}, -1) ~= '${WAITING_MARK}')`,
   /** The message of a release that freed the lock. */
   freedMessage: (sender: string) => sender,
-  /** The message of a release that handed the lock to `lockerId` for `handoffMs`. */
-  handedMessage: (sender: string, lockerId: string, handoffMs: string) => `${sender} .. ' ' .. ${lockerId} .. ' ' .. ${handoffMs}`,
+  /**
+   * The message of a release that handed the lock to `lockerId` for `handoffMs`; `next` is a Lua
+   * expression that is the next locker's id or false (then left out).
+   */
+  handedMessage: (sender: string, lockerId: string, handoffMs: string, next: string) =>
+    `${sender} .. ' ' .. ${lockerId} .. ' ' .. ${handoffMs} .. (${next} and (' ' .. ${next}) or '')`,
 })

@@ -64,9 +64,11 @@ export class Locker {
     // try at least every 1.2 × pollMs (the safety poll), so a live one always renews it in time.
     const queueLeaseMs = 3 * o.pollMs + o.commandTimeoutMs
     this.#backend = new RedisBackend(redis, { prefix: o.prefix, commandTimeoutMs: o.commandTimeoutMs, fenceTtlMs: o.fenceTtlMs, handoffMs: o.handoffMs, queueLeaseMs }, this.#deadlines, {
-      released: (resource, handedTo, handoffMs) => {
-        if (handedTo === undefined || handedTo === this.#backend.lockerId) this.#queues.wake(resource)
-        else this.#queues.handedElsewhere(resource, handoffMs)
+      released: (resource, handedTo, handoffMs, next) => {
+        const me = this.#backend.lockerId
+        if (handedTo === undefined || handedTo === me) this.#queues.wake(resource)
+        // Next in line: take over if the locker it was handed to never comes.
+        else if (next === me) this.#queues.handedElsewhere(resource, handoffMs)
       },
       reconnected: () => this.#queues.wakeAll(),
     })

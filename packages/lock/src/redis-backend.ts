@@ -273,7 +273,7 @@ export class RedisBackend implements LockBackend {
       // Our own release woke our waiters already, one round trip sooner.
       if (message === undefined || message.sender === this.lockerId) return
       const name = resourceOfChannel(this.#options.prefix, channel)
-      if (name !== undefined) this.#listener.released(name, message.handedTo, message.handoffMs)
+      if (name !== undefined) this.#listener.released(name, message.handedTo, message.handoffMs, message.next)
     })
     // Messages sent while we were disconnected are gone: after a reconnect, every queue tries.
     sub.on('ready', () => this.#listener.reconnected())

@@ -27,8 +27,9 @@ return 0
 
 /**
  * Hands a freed lock to the oldest queued locker that is still there, or frees it, and says so on
- * the channel (formats.ts). Queued lockers whose lease ran out (they stopped trying: a crashed
- * process) are dropped on the way. Leaves the head's id in `head` (nil when the lock was freed).
+ * the channel (formats.ts), naming the locker queued next as well. Queued lockers whose lease ran
+ * out (they stopped trying: a crashed process) are dropped on the way. Leaves the head's id in
+ * `head` (nil when the lock was freed).
  */
 const handOn = (k: { lock: string; queue: string; leases: string }, a: { channel: string; lockerId: string; handoffMs: string }) => `
 local head = redis.call('LPOP', ${k.queue})
@@ -44,7 +45,8 @@ if head then
 end
 if head then
   redis.call('SET', ${k.lock}, ${LUA.handedTo('head')}, 'PX', ${a.handoffMs})
-  redis.call('PUBLISH', ${a.channel}, ${LUA.handedMessage(a.lockerId, 'head', a.handoffMs)})
+  local nxt = redis.call('LINDEX', ${k.queue}, 0)
+  redis.call('PUBLISH', ${a.channel}, ${LUA.handedMessage(a.lockerId, 'head', a.handoffMs, 'nxt')})
 else
   redis.call('DEL', ${k.lock})
   redis.call('PUBLISH', ${a.channel}, ${LUA.freedMessage(a.lockerId)})

@@ -56,7 +56,7 @@ describe('releaseOnce: nobody queued (an unmarked key)', () => {
 })
 
 describe('releaseOnce: a key a waiting locker marked (owner id + "+")', () => {
-  it('hands the lock to the oldest queued locker with a live lease, skipping lapsed ones, and names it in the message', async () => {
+  it('hands the lock to the oldest queued locker with a live lease, skipping lapsed ones, and names it (and the next in line) in the message', async () => {
     const keys = resourceKeys(PREFIX, unique('handoff'))
     await subscriber.subscribe(keys.channel)
     await redis.set(keys.lock, 'owner+', 'PX', 5_000)
@@ -69,7 +69,7 @@ describe('releaseOnce: a key a waiting locker marked (owner id + "+")', () => {
     expect(await redis.lrange(keys.queue, 0, -1)).toEqual(['behind'])
     expect(Object.keys(await redis.hgetall(keys.leases))).toEqual(['behind'])
     await waitUntil(() => heard(keys.channel).length === 1, { what: 'the hand-off message' })
-    expect(heard(keys.channel)).toEqual([releaseMessage('releaser', { lockerId: 'alive', handoffMs: 700 })])
+    expect(heard(keys.channel)).toEqual([releaseMessage('releaser', { lockerId: 'alive', handoffMs: 700, next: 'behind' })])
   })
 
   it('frees the lock, and says so, when every queued locker lapsed', async () => {
