@@ -140,6 +140,11 @@ function byCommand(r: UncontendedResult | ContendedResult, units: number): Array
     .map(([name, calls]) => ({ name, perOp: calls / n, usPerCall: (r.server.usec[name] ?? 0) / calls }))
 }
 
+const errorList = (errors: Record<string, number>) =>
+  Object.entries(errors)
+    .map(([k, v]) => `${v} ${k}`)
+    .join(', ') || '0'
+
 const commandList = (list: Array<{ name: string; perOp: number; usPerCall: number }>) =>
   list.map((c) => `${c.name} ${c.perOp.toFixed(2)} × ${c.usPerCall.toFixed(1)} µs`).join(', ')
 
@@ -340,7 +345,7 @@ export function renderReport(report: Report): string {
     for (const id of ids) {
       const r = crow.get(id)
       if (!r) continue
-      const errs = Object.entries(r.errors).map(([k, v]) => `${v} ${k}`).join(', ') || '0'
+      const errs = errorList(r.errors)
       const overlap = r.overlaps > 0 ? ` **${r.overlaps} overlaps**` : ''
       out.push(
         `| ${label(id)}${overlap} | ${fmt(r.acqPerSec)} | ${fmt(r.waitP50, 1)} / ${fmt(r.waitP99, 1)} / ${fmt(r.waitMax, 0)} | ${fmt(r.gapP50, 2)} / ${fmt(r.gapP99, 2)} | ${r.perWorkerMin}–${r.perWorkerMax} | ${fmt(r.sentPerAcq, 2)} / ${fmt(r.executedPerAcq, 2)} | ${fmt(r.redisCpuUsPerAcq, 1)} | ${errs} |`,
@@ -373,7 +378,7 @@ export function renderReport(report: Report): string {
     for (const id of ids) {
       const r = frow.get(id)
       if (!r) continue
-      const errs = Object.entries(r.errors).map(([k, v]) => `${v} ${k}`).join(', ') || '0'
+      const errs = errorList(r.errors)
       const grants = fairResults.filter((x) => x.contender === id).reduce((a, x) => a + x.acquisitions, 0)
       out.push(
         `| ${label(id)} | ${grants} | ${r.failedAcquires} | ${fmt(r.waitP50)} / ${fmt(r.waitP99)} / ${fmt(r.waitMax)} | ${fmt(r.waitMax / fairIdealMs, 2)} | ${r.perWorkerMin}–${r.perWorkerMax} | ${fmt(r.sentPerAcq, 2)} / ${fmt(r.executedPerAcq, 2)} | ${errs} |`,

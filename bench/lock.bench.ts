@@ -244,32 +244,22 @@ try {
       }
     }
   }
-  if (scenarios.includes('contended')) {
-    const list = contenders.filter((c) => c.scenarios.includes('contended'))
-    const p = PLAN.contended
+  // One lock, many workers: the contended run and the fair-queue run differ only in their plan.
+  const held = async (scenario: 'contended' | 'fair', p: { workers: number; holdMs: number; warmupMs: number; durationMs: number; rounds: number; waitMs?: number }, into: ContendedResult[]) => {
+    const list = contenders.filter((c) => c.scenarios.includes(scenario))
     for (let r = 0; r < p.rounds; r++) {
       for (const c of rotated(list, r)) {
         if (interrupted) break
-        const result = await measure({ ...jobBase, contender: c.id, scenario: 'contended', workers: p.workers, warmupMs: p.warmupMs, durationMs: p.durationMs, holdMs: p.holdMs, keyPrefix: `bench:${runId}:${n++}`, round: r })
+        const { workers, warmupMs, durationMs, holdMs, waitMs } = p
+        const result = await measure({ ...jobBase, contender: c.id, scenario, workers, warmupMs, durationMs, holdMs, waitMs, keyPrefix: `bench:${runId}:${n++}`, round: r })
         if (!result) continue
         log(result)
-        contended.push(result as ContendedResult)
+        into.push(result as ContendedResult)
       }
     }
   }
-  if (scenarios.includes('fair')) {
-    const list = contenders.filter((c) => c.scenarios.includes('fair'))
-    const p = PLAN.fair
-    for (let r = 0; r < p.rounds; r++) {
-      for (const c of rotated(list, r)) {
-        if (interrupted) break
-        const result = await measure({ ...jobBase, contender: c.id, scenario: 'fair', workers: p.workers, warmupMs: p.warmupMs, durationMs: p.durationMs, holdMs: p.holdMs, waitMs: p.waitMs, keyPrefix: `bench:${runId}:${n++}`, round: r })
-        if (!result) continue
-        log(result)
-        fair.push(result as ContendedResult)
-      }
-    }
-  }
+  if (scenarios.includes('contended')) await held('contended', PLAN.contended, contended)
+  if (scenarios.includes('fair')) await held('fair', PLAN.fair, fair)
   if (!args['no-script-costs'] && !interrupted) {
     await awaitQuiet()
     scriptCosts = await measureScriptCosts(server.host, server.port)

@@ -4,7 +4,7 @@
  * listener, and how late replies are cleaned up. No Locker, no wait queue.
  */
 import type { Redis } from 'ioredis'
-import { beforeAll, describe, expect, it } from 'vitest'
+import { describe, expect, it } from 'vitest'
 import type { AcquireOutcome, AcquireRequest, BackendListener } from '../src/backend.js'
 import { Deadlines } from '../src/deadline.js'
 import { releaseMessage } from '../src/formats.js'
@@ -12,18 +12,12 @@ import { InvalidLockOptionError, LOCK_DEFAULTS } from '../src/index.js'
 import { RedisBackend, type RedisBackendOptions } from '../src/redis-backend.js'
 import { commandCalls, connect, ready, unique } from './support/connections.js'
 import { startLatencyProxy } from './support/latency-proxy.js'
-import { startRedisServer, type RedisServer } from './support/redis-server.js'
+import { useScriptedServer } from './support/scripted-server.js'
 import { settle, sleep, waitUntil } from './support/timing.js'
 
 const OPTIONS: RedisBackendOptions = { prefix: 'fencelock:', commandTimeoutMs: 1_000, fenceTtlMs: LOCK_DEFAULTS.fenceTtlMs, handoffMs: 500, queueLeaseMs: 5_000 }
 
-let server: RedisServer
-let admin: Redis
-beforeAll(async () => {
-  server = await startRedisServer()
-  admin = connect({ port: server.port })
-  await ready(admin, server.url)
-})
+const env = useScriptedServer()
 
 interface Heard {
   released: { resource: string; handedTo: string | undefined; handoffMs: number }[]
@@ -31,7 +25,7 @@ interface Heard {
 }
 
 /** A backend on a new connection to this file's server, and what its listener heard. */
-function backendOn(options: Partial<RedisBackendOptions> = {}, client: Redis = connect({ port: server.port })) {
+function backendOn(options: Partial<RedisBackendOptions> = {}, client: Redis = connect({ port: env.server.port })) {
   const heard: Heard = { released: [], reconnects: 0 }
   const listener: BackendListener = {
     released: (resource, handedTo, handoffMs) => heard.released.push({ resource, handedTo, handoffMs }),
@@ -48,7 +42,7 @@ function granted(outcome: AcquireOutcome): Extract<AcquireOutcome, { granted: tr
 }
 
 async function serverMs(): Promise<number> {
-  const [s, us] = (await admin.time()) as unknown as [string, string]
+  const [s, us] = (await env.admin.time()) as unknown as [string, string]
   return Number(s) * 1000 + Math.floor(Number(us) / 1000)
 }
 
@@ -67,10 +61,10 @@ describe('RedisBackend: the round trips', () => {
     const sentAt = performance.now()
     const g = granted(await backend.acquire(r, request({ sentAt })))
     expect(g).toMatchObject({ granted: true, token: expect.any(BigInt), validUntil: sentAt + 5_000, handedOver: false })
-    expect(await admin.get(r.keys.lock)).toBe(g.ownerId)
+    expect(await env.admin.get(r.keys.lock)).toBe(g.ownerId)
     expect(await backend.acquire(r, request())).toEqual({ granted: false, holderTtlMs: expect.any(Number) })
     expect(await backend.extend(r, g.ownerId, 20_000, 1_000)).toBeGreaterThan(performance.now() + 19_000)
-    expect(await admin.pttl(r.keys.lock)).toBeGreaterThan(19_000)
+    expect(await env.admin.pttl(r.keys.lock)).toBeGreaterThan(19_000)
     expect(await backend.extend(r, 'not-the-owner', 20_000, 1_000)).toBeUndefined()
     expect(await backend.release(r, g.ownerId)).toEqual({ freed: true, handedTo: undefined })
     expect(await backend.release(r, g.ownerId)).toEqual({ freed: false })
@@ -82,15 +76,15 @@ describe('RedisBackend: the round trips', () => {
     const r = backend.resource(unique('join'))
     const h = granted(await holder.acquire(r, request()))
     expect(await backend.acquire(r, request({ queue: 'join' }))).toMatchObject({ granted: false })
-    expect(await admin.lrange(r.keys.queue, 0, -1)).toEqual([backend.lockerId])
-    expect(Number(await admin.hget(r.keys.leases, backend.lockerId))).toBeGreaterThan(await serverMs())
-    expect(await admin.get(r.keys.lock)).toBe(`${h.ownerId}+`)
+    expect(await env.admin.lrange(r.keys.queue, 0, -1)).toEqual([backend.lockerId])
+    expect(Number(await env.admin.hget(r.keys.leases, backend.lockerId))).toBeGreaterThan(await serverMs())
+    expect(await env.admin.get(r.keys.lock)).toBe(`${h.ownerId}+`)
     backend.leave(r)
-    await waitUntil(async () => (await admin.llen(r.keys.queue)) === 0, { what: 'the leave' })
-    const before = (await commandCalls(admin)).evalsha ?? 0
+    await waitUntil(async () => (await env.admin.llen(r.keys.queue)) === 0, { what: 'the leave' })
+    const before = (await commandCalls(env.admin)).evalsha ?? 0
     backend.leave(r)
     await sleep(20)
-    expect((await commandCalls(admin)).evalsha ?? 0).toBe(before)
+    expect((await commandCalls(env.admin)).evalsha ?? 0).toBe(before)
   })
 
   it('release of a marked key hands the lock to the queued locker and tells other listeners, not itself', async () => {
@@ -102,14 +96,14 @@ describe('RedisBackend: the round trips', () => {
     const held = granted(await h.backend.acquire(r, request()))
     await w.backend.acquire(r, request({ queue: 'join' }))
     expect(await h.backend.release(r, held.ownerId)).toEqual({ freed: true, handedTo: w.backend.lockerId })
-    expect(await admin.get(r.keys.lock)).toBe(`~${w.backend.lockerId}`)
+    expect(await env.admin.get(r.keys.lock)).toBe(`~${w.backend.lockerId}`)
     await waitUntil(() => w.heard.released.length === 1, { what: 'the message' })
     expect(w.heard.released).toEqual([{ resource: r.name, handedTo: w.backend.lockerId, handoffMs: 500 }])
     expect(h.heard.released).toEqual([]) // its own message
     // The handed lock is the queued locker's, even to a single try; it is out of the queue then.
     const taken = granted(await w.backend.acquire(r, request({ queue: 'none' })))
     expect(taken.handedOver).toBe(true)
-    expect(await admin.exists(r.keys.queue)).toBe(0)
+    expect(await env.admin.exists(r.keys.queue)).toBe(0)
     expect(await w.backend.release(r, taken.ownerId)).toEqual({ freed: true, handedTo: undefined })
   })
 
@@ -119,28 +113,28 @@ describe('RedisBackend: the round trips', () => {
     const r = h.backend.resource(unique('late-release'))
     const held = granted(await h.backend.acquire(r, request()))
     await w.backend.acquire(r, request({ queue: 'join' }))
-    admin.debug('SLEEP', '0.5').catch(() => {})
+    env.admin.debug('SLEEP', '0.5').catch(() => {})
     await sleep(20)
     expect((await settle(h.backend.release(r, held.ownerId))).error).toBeDefined()
-    await waitUntil(async () => (await admin.get(r.keys.lock)) === `~${w.backend.lockerId}`, { timeoutMs: 2_000, what: 'the late hand-off' })
+    await waitUntil(async () => (await env.admin.get(r.keys.lock)) === `~${w.backend.lockerId}`, { timeoutMs: 2_000, what: 'the late hand-off' })
   })
 
   it('a grant that answers after its deadline is released again, and reported as a failure cut by the wait', async () => {
     const { backend } = backendOn()
     const r = backend.resource(unique('late-grant'))
     await backend.acquire(backend.resource(unique('warm')), request()) // measured: later tries are not "first"
-    admin.debug('SLEEP', '0.3').catch(() => {})
+    env.admin.debug('SLEEP', '0.3').catch(() => {})
     await sleep(20)
     const sentAt = performance.now()
     const outcome = await backend.acquire(r, request({ sentAt, waitUntil: sentAt + 50, first: false }))
     expect(outcome).toMatchObject({ granted: false, cut: true })
     await sleep(400)
-    expect(await admin.exists(r.keys.lock)).toBe(0)
-    expect(await admin.exists(r.keys.fence)).toBe(1) // it did land, and was deleted behind it
+    expect(await env.admin.exists(r.keys.lock)).toBe(0)
+    expect(await env.admin.exists(r.keys.fence)).toBe(1) // it did land, and was deleted behind it
   })
 
   it('the first try of an acquire gets its round trip, however short the wait; later tries end with the wait', async () => {
-    const proxy = await startLatencyProxy({ port: server.port }, 20)
+    const proxy = await startLatencyProxy({ port: env.server.port }, 20)
     const far = connect({ port: proxy.port })
     await ready(far, 'proxy')
     const { backend } = backendOn({}, far)
@@ -160,18 +154,18 @@ describe('RedisBackend: the round trips', () => {
       await backend.subscribe(r)
       await backend.acquire(r, request({ queue: 'join' }))
     }
-    expect(await admin.llen(a.keys.queue)).toBe(1)
+    expect(await env.admin.llen(a.keys.queue)).toBe(1)
     await backend.close()
-    expect([await admin.llen(a.keys.queue), await admin.llen(b.keys.queue)]).toEqual([0, 0])
-    expect(((await admin.pubsub('NUMSUB', a.keys.channel)) as [string, number])[1]).toBe(0)
+    expect([await env.admin.llen(a.keys.queue), await env.admin.llen(b.keys.queue)]).toEqual([0, 0])
+    expect(((await env.admin.pubsub('NUMSUB', a.keys.channel)) as [string, number])[1]).toBe(0)
   })
 
   it('a subscriber follows its client out: when the client ends, the subscriber connection closes', async () => {
     const name = unique('follow').replace(':', '-')
-    const client = connect({ port: server.port }, { connectionName: name })
+    const client = connect({ port: env.server.port }, { connectionName: name })
     const { backend } = backendOn({}, client)
     await backend.subscribe(backend.resource(unique('follow')))
-    const connections = async () => ((await admin.client('LIST')) as string).split('\n').filter((l) => l.includes(` name=${name} `)).length
+    const connections = async () => ((await env.admin.client('LIST')) as string).split('\n').filter((l) => l.includes(` name=${name} `)).length
     expect(await connections()).toBe(2)
     await client.quit()
     await waitUntil(async () => (await connections()) === 0, { what: 'both connections to close' })
@@ -181,10 +175,10 @@ describe('RedisBackend: the round trips', () => {
     const { backend, heard } = backendOn()
     const r = backend.resource(unique('messages'))
     await backend.subscribe(r)
-    await admin.publish(r.keys.channel, releaseMessage('someone'))
-    await admin.publish(r.keys.channel, releaseMessage('someone', { lockerId: 'x', handoffMs: 700 }))
-    await admin.publish(r.keys.channel, 'not a release message at all')
-    await admin.publish(r.keys.channel, releaseMessage(backend.lockerId))
+    await env.admin.publish(r.keys.channel, releaseMessage('someone'))
+    await env.admin.publish(r.keys.channel, releaseMessage('someone', { lockerId: 'x', handoffMs: 700 }))
+    await env.admin.publish(r.keys.channel, 'not a release message at all')
+    await env.admin.publish(r.keys.channel, releaseMessage(backend.lockerId))
     await waitUntil(() => heard.released.length >= 2, { what: 'the messages' })
     await sleep(20)
     expect(heard.released).toEqual([
@@ -193,6 +187,6 @@ describe('RedisBackend: the round trips', () => {
     ])
     expect(heard.reconnects).toBe(1) // the subscriber's first 'ready'
     backend.unsubscribe(r)
-    await waitUntil(async () => ((await admin.pubsub('NUMSUB', r.keys.channel)) as [string, number])[1] === 0, { what: 'the unsubscribe' })
+    await waitUntil(async () => ((await env.admin.pubsub('NUMSUB', r.keys.channel)) as [string, number])[1] === 0, { what: 'the unsubscribe' })
   })
 })
