@@ -1,7 +1,7 @@
 import type { Redis } from 'ioredis'
 import type { AcquireOutcome, LockBackend, LockResource, QueueMode } from './backend.js'
 import { DeadlineExceededError, Deadlines } from './deadline.js'
-import { InvalidLockOptionError, LockAbortedError, LockTimeoutError, LockUnavailableError } from './errors.js'
+import { asError, InvalidLockOptionError, LockAbortedError, LockTimeoutError, LockUnavailableError } from './errors.js'
 import type { LockEvent } from './events.js'
 import { Lock, type LockHost } from './lock.js'
 import {
@@ -184,9 +184,13 @@ export class Locker {
     await this.#backend.close()
   }
 
-  /** One try through the backend; a grant becomes a {@link Lock}. */
+  /** One try through the backend; a grant becomes a {@link Lock}. Never rejects. */
   #attempt(resource: LockResource, o: ResolvedAcquire, sentAt: number, waitUntil: number | undefined, first: boolean, queue: QueueMode): Promise<Attempt> {
-    return this.#backend.acquire(resource, { ttlMs: o.ttlMs, sentAt, waitUntil, first, queue }).then((outcome) => this.#toAttempt(resource, o, sentAt, outcome))
+    return this.#backend.acquire(resource, { ttlMs: o.ttlMs, sentAt, waitUntil, first, queue }).then(
+      (outcome) => this.#toAttempt(resource, o, sentAt, outcome),
+      // Backends answer with outcomes; should one throw, the try failed like a Redis call.
+      (error: unknown) => this.#toAttempt(resource, o, sentAt, { granted: false, error: asError(error), cut: false }),
+    )
   }
 
   #toAttempt(resource: LockResource, o: ResolvedAcquire, sentAt: number, outcome: AcquireOutcome): Attempt {
