@@ -406,7 +406,14 @@ export function renderReport(report: Report): string {
     out.push('')
   }
 
-  const notes = report.contenders.flatMap((x) => Object.entries(x.notes ?? {}).map(([s, note]) => `- ${x.label}, ${s}: ${note}`))
+  // Only the notes of scenarios the contender ran in this report.
+  const ran = (id: string, scenario: string) =>
+    (scenario === 'uncontended' ? report.uncontended : scenario === 'contended' ? report.contended : fairResults).some((r) => r.contender === id)
+  const notes = report.contenders.flatMap((x) =>
+    Object.entries(x.notes ?? {})
+      .filter(([scenario]) => ran(x.id, scenario))
+      .map(([scenario, note]) => `- ${x.label}, ${scenario}: ${note}`),
+  )
   if (notes.length > 0) {
     out.push('Settings that differ from the defaults:')
     out.push('')

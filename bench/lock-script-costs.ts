@@ -61,7 +61,8 @@ export async function measureScriptCosts(host: string, port: number): Promise<Sc
     const line = stats.get(command) ?? { calls: 0, usec: 0 }
     const inner: Record<string, number> = {}
     if (command === 'evalsha') {
-      for (const [name, stat] of stats) if (name !== 'evalsha' && name !== 'config' && name !== 'info') inner[name] = stat.calls / line.calls
+      // The probe's own CONFIG RESETSTAT and INFO are not the script's (Redis 7 names them config|resetstat).
+      for (const [name, stat] of stats) if (name !== 'evalsha' && !/^(config|info)\b/.test(name)) inner[name] = stat.calls / line.calls
     }
     costs.push({ label, command, calls: line.calls, usPerCall: line.usec / Math.max(1, line.calls), inner })
   }
