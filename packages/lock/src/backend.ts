@@ -96,8 +96,6 @@ export interface BackendListener {
 export interface LockBackend {
   /** The id of this locker in the resource queues and release messages. Not a secret. */
   readonly lockerId: string
-  /** Milliseconds a queued locker stays in a resource's queue without trying again. */
-  readonly queueLeaseMs: number
   /**
    * The resource's checked name and keys (cached).
    * @throws InvalidLockOptionError for a bad name, before any I/O.

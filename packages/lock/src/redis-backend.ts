@@ -101,7 +101,6 @@ class ReleaseCall implements Handling<ReleaseOutcome> {
  */
 export class RedisBackend implements LockBackend {
   readonly lockerId: string
-  readonly queueLeaseMs: number
   readonly #client: RedisClient
   readonly #deadlines: Deadlines
   readonly #options: RedisBackendOptions
@@ -130,7 +129,6 @@ export class RedisBackend implements LockBackend {
     this.#listener = listener
     // Names this locker in release messages and queues. Not a secret: it grants nothing.
     this.lockerId = newOwnerId().slice(0, 16)
-    this.queueLeaseMs = options.queueLeaseMs
   }
 
   /**

@@ -115,6 +115,7 @@ export class WaitQueues {
     const current = this.#queues.get(name)
     // A release announced while our attempt was in flight may have come before its reply.
     const retryAtOnce = current !== undefined && current === q && current.wakes !== wakesBefore
+    if (current) this.#record(current, attempt, start)
     q = current ?? this.#open(resource, attempt, start)
     return this.#wait(q, resource, o, start, deadline, 1, retryAtOnce)
   }
@@ -215,13 +216,14 @@ export class WaitQueues {
       wakeAgain: false,
       timer: undefined,
       timerAt: Number.POSITIVE_INFINITY,
-      pollAt: triedAt + this.#pollDelay(),
-      lastError: first.granted ? undefined : first.error,
-      lastHolderTtlMs: !first.granted && first.error === undefined ? first.holderTtlMs : -1,
-      errorStreak: !first.granted && first.error !== undefined ? 1 : 0,
+      pollAt: Number.POSITIVE_INFINITY,
+      lastError: undefined,
+      lastHolderTtlMs: -1,
+      errorStreak: 0,
       wakes: 0,
       linger: undefined,
     }
+    this.#record(q, first, triedAt)
     this.#queues.set(resource.name, q)
     // Subscribe before the next attempt: a release between our miss and the subscription is
     // then caught by that attempt, and every later one by the message.
@@ -260,15 +262,12 @@ export class WaitQueues {
     head.running = true
     head.attempts++
     const sentAt = performance.now()
-    q.pollAt = sentAt + this.#pollDelay()
     const queue: QueueMode = q.waiters.length > 1 ? 'stay' : 'join'
     void this.#host.attempt(head.resource, head.o, sentAt, head.deadline, false, queue).then((attempt) => {
       q.running = false
       head.running = false
+      this.#record(q, attempt, sentAt)
       if (attempt.granted) {
-        q.lastError = undefined
-        q.errorStreak = 0
-        q.lastHolderTtlMs = attempt.lock.ttlMs
         if (head.done || head.o.signal?.aborted) {
           // The waiter left while its attempt was in flight: give the lock straight back.
           void attempt.lock.release().catch(() => {})
@@ -276,13 +275,6 @@ export class WaitQueues {
         } else {
           this.#finish(q, head, undefined, attempt.lock)
         }
-      } else if (attempt.error) {
-        if (!attempt.cut) q.lastError = attempt.error
-        q.errorStreak++
-      } else {
-        q.lastError = undefined
-        q.errorStreak = 0
-        q.lastHolderTtlMs = attempt.holderTtlMs
       }
       if (!head.done) {
         if (head.o.signal?.aborted) this.#finish(q, head, this.#host.aborted(head.resource.name, head.start, head.o.signal))
@@ -300,6 +292,27 @@ export class WaitQueues {
       if (q.wakeAgain) return this.#pump(q)
       this.#arm(q, this.#hintAfter(q))
     })
+  }
+
+  /**
+   * What a try sent at `sentAt` came to: the next poll is due a jittered `pollMs` after it, and
+   * its outcome decides the next hint and how a wait that runs out ends (timeout or unavailable).
+   * A try cut short by the caller's own wait says nothing about Redis.
+   */
+  #record(q: ResourceQueue, attempt: Attempt, sentAt: number): void {
+    q.pollAt = sentAt + this.#pollDelay()
+    if (attempt.granted) {
+      q.lastError = undefined
+      q.errorStreak = 0
+      q.lastHolderTtlMs = attempt.lock.ttlMs
+    } else if (attempt.error) {
+      if (!attempt.cut) q.lastError = attempt.error
+      q.errorStreak++
+    } else {
+      q.lastError = undefined
+      q.errorStreak = 0
+      q.lastHolderTtlMs = attempt.holderTtlMs
+    }
   }
 
   /** When the last try's outcome says to try again: an error back-off, or the holder's lease end. */
