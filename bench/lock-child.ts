@@ -17,17 +17,23 @@ export interface ChildJob {
   workers: number
   warmupMs: number
   durationMs: number
-  /** Contended: how long each holder keeps the lock, in ms. */
+  /** Contended and fair: how long each holder keeps the lock, in ms. */
   holdMs: number
   ttlMs: number
+  /** How long an acquire may wait, in ms; undefined: each library's default. */
+  waitMs?: number
   /** Unique per child run, so no run sees another's keys. */
   keyPrefix: string
+  /** The round this run belongs to (runs of one round are compared with each other). */
+  round: number
 }
 
 interface Common {
   contender: string
   scenario: Scenario
   workers: number
+  /** The round of the run (absent in results saved before it was recorded). */
+  round?: number
   /** Length of the measured window (after warm-up), in ms. */
   elapsedMs: number
   /** Commands this process sent (all its connections but the INFO one), per name. */
@@ -48,7 +54,7 @@ export interface UncontendedResult extends Common {
 }
 
 export interface ContendedResult extends Common {
-  scenario: 'contended'
+  scenario: 'contended' | 'fair'
   acquisitions: number
   /** Time from calling acquire to holding the lock, per acquisition in the window, in ms. */
   waitsMs: number[]
@@ -117,6 +123,7 @@ function common(a: Snapshot, b: Snapshot, elapsedMs: number, errors: Map<string,
     contender: job.contender,
     scenario: job.scenario,
     workers: job.workers,
+    round: job.round,
     elapsedMs,
     sent: sentDelta,
     sentTotal: b.sentTotal - a.sentTotal,
@@ -130,7 +137,7 @@ async function main(): Promise<ChildResult> {
   const contender = (await loadContenders(job.modules)).find((c) => c.id === job.contender)
   if (!contender) throw new Error(`unknown contender "${job.contender}"`)
   admin = await connect()
-  const ctx = { scenario: job.scenario, ttlMs: job.ttlMs }
+  const ctx = { scenario: job.scenario, ttlMs: job.ttlMs, waitMs: job.waitMs }
   const instances: ContenderInstance[] = []
   const connections: Redis[] = []
   if (contender.layout === 'shared') {
@@ -257,7 +264,7 @@ async function main(): Promise<ChildResult> {
   }
   return {
     ...common(a, b, windowEnd - windowStart, errors),
-    scenario: 'contended',
+    scenario: job.scenario === 'fair' ? 'fair' : 'contended',
     acquisitions: waitsMs.length,
     waitsMs,
     failedWaitsMs,

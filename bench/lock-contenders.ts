@@ -15,7 +15,11 @@ import type { Redis } from 'ioredis'
 import { Mutex } from 'redis-semaphore'
 import Redlock from 'redlock'
 
-export type Scenario = 'uncontended' | 'contended'
+/**
+ * `uncontended`: each worker its own key. `contended`: 20 workers, one key, 1 ms holds.
+ * `fair`: 18 workers, one key, 400 ms holds, 15 s waits: is everyone served in turn?
+ */
+export type Scenario = 'uncontended' | 'contended' | 'fair'
 
 /** Releases a held lock; called exactly once. */
 export type Release = () => Promise<unknown>
@@ -33,6 +37,8 @@ export interface ContenderContext {
   readonly scenario: Scenario
   /** Lease time given to every library, in ms (redis-semaphore's default, 10 s). */
   readonly ttlMs: number
+  /** How long an acquire may wait, in ms; undefined: the library's default. */
+  readonly waitMs: number | undefined
 }
 
 export interface LockContender {
@@ -85,9 +91,9 @@ const raw: LockContender = {
 
 /**
  * Our protocol without our client code: the Locker's own two scripts (acquire minting a token,
- * owner-checked release with its PUBLISH) driven by a bare loop, like the raw one. What it loses
- * to raw is what the protocol costs on the server and the wire; what ours loses to it is the
- * Locker's work in the client (deadlines, the Lock object, events, waiting logic).
+ * owner-checked release) driven by a bare loop, like the raw one. What it loses to raw is what
+ * the protocol costs on the server and the wire; what ours loses to it is the Locker's work in
+ * the client (deadlines, the Lock object, events, waiting logic).
  */
 const protocol: LockContender = {
   id: 'protocol',
@@ -96,9 +102,13 @@ const protocol: LockContender = {
   scenarios: ['uncontended'],
   layout: 'shared',
   async create({ redis, ttlMs }) {
-    const acquireSha = (await redis.script('LOAD', LOCK_SCRIPTS.acquire)) as string
-    const releaseSha = (await redis.script('LOAD', LOCK_SCRIPTS.release)) as string
-    const message = randomBytes(8).toString('hex')
+    const { acquire, release } = LOCK_SCRIPTS
+    // The loop sends arguments by position: fail loudly if the scripts' contracts change.
+    expectContract('acquire', acquire.keys, ['lock', 'fence'], acquire.args, ['ownerId', 'ttlMs', 'fenceTtlMs', 'lockerId'])
+    expectContract('release', release.keys, ['lock'], release.args, ['ownerId'])
+    const acquireSha = (await redis.script('LOAD', acquire.lua)) as string
+    const releaseSha = (await redis.script('LOAD', release.lua)) as string
+    const lockerId = randomBytes(8).toString('hex')
     // 32 characters like the Locker's owner ids, unique per grant, without a CSPRNG draw each.
     const prefix = randomBytes(8).toString('hex')
     let n = 0
@@ -106,38 +116,49 @@ const protocol: LockContender = {
       async acquire(key) {
         const keys = resourceKeys('fencelock:', key)
         const owner = prefix + (++n).toString(16).padStart(16, '0')
-        const reply = await redis.evalsha(acquireSha, 2, keys.lock, keys.fence, owner, ttlMs, 86_400_000)
-        if (typeof reply !== 'string') throw new Error(`uncontended key was held: ${String(reply)}`)
+        const reply = await redis.evalsha(acquireSha, 2, keys.lock, keys.fence, owner, ttlMs, 86_400_000, lockerId)
+        if (typeof reply !== 'number' && typeof reply !== 'string') throw new Error(`uncontended key was held: ${String(reply)}`)
         BigInt(reply) // the token, as the Locker parses it
-        return () => redis.evalsha(releaseSha, 1, keys.lock, owner, keys.channel, message)
+        return () => redis.evalsha(releaseSha, 1, keys.lock, owner)
       },
       async close() {},
     }
   },
 }
 
+function expectContract(name: string, keys: readonly string[], wantKeys: readonly string[], args: readonly string[], wantArgs: readonly string[]): void {
+  if (keys.join() !== wantKeys.join() || args.join() !== wantArgs.join()) {
+    throw new Error(`LOCK_SCRIPTS.${name} takes KEYS ${keys.join(', ')} and ARGV ${args.join(', ')}: update the bare loop`)
+  }
+}
+
 /** redis-semaphore's default acquireTimeout (10 s) lets a starved worker fail inside a 10 s run. */
 const SEMAPHORE_CONTENDED_ACQUIRE_TIMEOUT_MS = 600_000
 
-const semaphore: LockContender = {
-  id: 'semaphore',
-  label: 'redis-semaphore 5.8 Mutex',
-  notes: { contended: `acquireTimeout ${SEMAPHORE_CONTENDED_ACQUIRE_TIMEOUT_MS / 1000} s instead of 10 s, so no worker gives up; retryInterval stays 10 ms` },
-  targets: false,
-  scenarios: ['uncontended', 'contended'],
-  layout: 'shared',
-  async create({ redis, scenario }) {
-    // One Mutex per acquisition, as its README does; lockTimeout (10 s) and the rest at defaults.
-    const options = scenario === 'contended' ? { acquireTimeout: SEMAPHORE_CONTENDED_ACQUIRE_TIMEOUT_MS } : {}
-    return {
-      async acquire(key) {
-        const mutex = new Mutex(redis, key, options)
-        await mutex.acquire()
-        return () => mutex.release()
-      },
-      async close() {},
-    }
-  },
+function semaphoreContender(id: string, label: string, layout: LockContender['layout'], scenarios: readonly Scenario[]): LockContender {
+  return {
+    id,
+    label,
+    notes: {
+      contended: `acquireTimeout ${SEMAPHORE_CONTENDED_ACQUIRE_TIMEOUT_MS / 1000} s instead of 10 s, so no worker gives up; retryInterval stays 10 ms`,
+      fair: 'acquireTimeout 15 s (the wait every contender gets here); retryInterval stays 10 ms',
+    },
+    targets: false,
+    scenarios,
+    layout,
+    async create({ redis, scenario, waitMs }) {
+      // One Mutex per acquisition, as its README does; lockTimeout (10 s) and the rest at defaults.
+      const options = scenario === 'contended' ? { acquireTimeout: SEMAPHORE_CONTENDED_ACQUIRE_TIMEOUT_MS } : waitMs !== undefined ? { acquireTimeout: waitMs } : {}
+      return {
+        async acquire(key) {
+          const mutex = new Mutex(redis, key, options)
+          await mutex.acquire()
+          return () => mutex.release()
+        },
+        async close() {},
+      }
+    },
+  }
 }
 
 const redlock: LockContender = {
@@ -166,9 +187,10 @@ function oursContender(id: string, label: string, layout: LockContender['layout'
     targets: true,
     scenarios,
     layout,
-    async create({ redis, ttlMs }) {
-      // Defaults (waitMs 10 s, pollMs 1 s, commandTimeoutMs 2 s) except the common lease time.
-      const locker = new Locker(redis, { ttlMs })
+    async create({ redis, ttlMs, waitMs }) {
+      // Defaults (waitMs 10 s, pollMs 1 s, commandTimeoutMs 2 s, handoffMs 500) except the
+      // common lease time, and the wait where the scenario sets one.
+      const locker = new Locker(redis, waitMs === undefined ? { ttlMs } : { ttlMs, waitMs })
       return {
         async acquire(key) {
           const lock = await locker.acquire(key)
@@ -184,11 +206,14 @@ function oursContender(id: string, label: string, layout: LockContender['layout'
 export const CONTENDERS: readonly LockContender[] = [
   raw,
   protocol,
-  semaphore,
+  semaphoreContender('semaphore', 'redis-semaphore 5.8 Mutex', 'shared', ['uncontended', 'contended']),
   redlock,
   oursContender('ours', 'ours (1 Locker)', 'shared', ['uncontended', 'contended']),
   // Cross-process behaviour: every worker its own Locker and connections, like 20 processes.
   oursContender('ours-20', 'ours (20 Lockers)', 'per-worker', ['contended']),
+  // The fair queue across processes under long holds (issue 13's starvation case).
+  oursContender('ours-18', 'ours (18 Lockers)', 'per-worker', ['fair']),
+  semaphoreContender('semaphore-18', 'redis-semaphore 5.8 Mutex (18 connections)', 'per-worker', ['fair']),
 ]
 
 /** Built-in contenders plus those exported (`contenders`) by each extra module, ids unique. */

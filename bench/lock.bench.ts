@@ -2,9 +2,11 @@
 // in one run, on a redis-server of its own. Prints a markdown report and writes it into
 // docs/BENCHMARKS.md between the bench:lock markers.
 //
-//   npm run bench:lock                       full run (~10 min): 12 uncontended rounds, 3 contended
+//   npm run bench:lock                       full run (~15 min): 12 uncontended rounds, 3 contended
+//                                            and 3 fair-queue rounds, then the scripts' costs
 //   npm run bench:lock -- --quick --no-write smoke run (~1 min), file untouched
-//   options: --rounds N  --contended-rounds N  --contenders raw,ours  --scenarios contended
+//   options: --rounds N  --contended-rounds N  --contenders raw,ours  --scenarios contended,fair
+//            --no-script-costs (skip the per-script INFO commandstats probe)
 //            --contenders-module <file.ts> (extra contenders, see lock-contenders.ts)
 //            --workers 1,50 (uncontended worker counts)  --cpu-prof <dir> (V8 CPU profile of
 //            every child)  --no-write  --save <file.json> (raw results; default: a temp file)
@@ -26,6 +28,7 @@ import { parseArgs } from 'node:util'
 import type { ChildJob, ChildResult, ContendedResult, UncontendedResult } from './lock-child.js'
 import { loadContenders, type Scenario } from './lock-contenders.js'
 import { renderReport, type Report } from './lock-report.js'
+import { measureScriptCosts, type ScriptCost } from './lock-script-costs.js'
 import { writeMarkedSection } from './support/docs-section.js'
 import { cpuBusyShare, loadAverage, machineInfo } from './support/machine.js'
 import { startRedisServer, type BenchRedisServer } from './support/redis-server.js'
@@ -41,7 +44,8 @@ const { values: args } = parseArgs({
     'contended-rounds': { type: 'string' },
     contenders: { type: 'string' },
     'contenders-module': { type: 'string', multiple: true, default: [] },
-    scenarios: { type: 'string', default: 'uncontended,contended' },
+    scenarios: { type: 'string', default: 'uncontended,contended,fair' },
+    'no-script-costs': { type: 'boolean', default: false },
     'cpu-prof': { type: 'string' },
     workers: { type: 'string' },
     save: { type: 'string' },
@@ -85,6 +89,17 @@ const PLAN = {
     holdMs: 1,
     warmupMs: quick ? 300 : 1_000,
     durationMs: quick ? 2_000 : 10_000,
+    rounds: Number(args['contended-rounds'] ?? args.rounds ?? (quick ? 1 : 3)),
+  },
+  // Issue 13's starvation case: 18 processes on one key, each holding it 400 ms, waiting up to
+  // 15 s. A fair queue serves each in turn: the longest wait is about 17 holds (6.8 s). No
+  // warm-up: the first round, all 18 arriving at once, is part of it.
+  fair: {
+    workers: 18,
+    holdMs: 400,
+    waitMs: 15_000,
+    warmupMs: 0,
+    durationMs: quick ? 8_000 : 25_000,
     rounds: Number(args['contended-rounds'] ?? args.rounds ?? (quick ? 1 : 3)),
   },
 }
@@ -189,6 +204,8 @@ console.error(`[bench:lock] redis-server ${machine.redisServer} pid ${server.pid
 
 const uncontended: UncontendedResult[] = []
 const contended: ContendedResult[] = []
+const fair: ContendedResult[] = []
+let scriptCosts: ScriptCost[] = []
 const jobBase = { modules, host: server.host, port: server.port, ttlMs: TTL_MS }
 let n = 0
 /** Runs that produced no result (crashed or killed on the deadline): reported, not hidden. */
@@ -219,7 +236,7 @@ try {
       for (const workers of p.workers) {
         for (const c of rotated(list, r)) {
           if (interrupted) break
-          const result = await measure({ ...jobBase, contender: c.id, scenario: 'uncontended', workers, warmupMs: p.warmupMs, durationMs: p.durationMs, holdMs: 0, keyPrefix: `bench:${runId}:${n++}` })
+          const result = await measure({ ...jobBase, contender: c.id, scenario: 'uncontended', workers, warmupMs: p.warmupMs, durationMs: p.durationMs, holdMs: 0, keyPrefix: `bench:${runId}:${n++}`, round: r })
           if (!result) continue
           log(result)
           uncontended.push(result as UncontendedResult)
@@ -227,18 +244,25 @@ try {
       }
     }
   }
-  if (scenarios.includes('contended')) {
-    const list = contenders.filter((c) => c.scenarios.includes('contended'))
-    const p = PLAN.contended
+  // One lock, many workers: the contended run and the fair-queue run differ only in their plan.
+  const held = async (scenario: 'contended' | 'fair', p: { workers: number; holdMs: number; warmupMs: number; durationMs: number; rounds: number; waitMs?: number }, into: ContendedResult[]) => {
+    const list = contenders.filter((c) => c.scenarios.includes(scenario))
     for (let r = 0; r < p.rounds; r++) {
       for (const c of rotated(list, r)) {
         if (interrupted) break
-        const result = await measure({ ...jobBase, contender: c.id, scenario: 'contended', workers: p.workers, warmupMs: p.warmupMs, durationMs: p.durationMs, holdMs: p.holdMs, keyPrefix: `bench:${runId}:${n++}` })
+        const { workers, warmupMs, durationMs, holdMs, waitMs } = p
+        const result = await measure({ ...jobBase, contender: c.id, scenario, workers, warmupMs, durationMs, holdMs, waitMs, keyPrefix: `bench:${runId}:${n++}`, round: r })
         if (!result) continue
         log(result)
-        contended.push(result as ContendedResult)
+        into.push(result as ContendedResult)
       }
     }
+  }
+  if (scenarios.includes('contended')) await held('contended', PLAN.contended, contended)
+  if (scenarios.includes('fair')) await held('fair', PLAN.fair, fair)
+  if (!args['no-script-costs'] && !interrupted) {
+    await awaitQuiet()
+    scriptCosts = await measureScriptCosts(server.host, server.port)
   }
 } finally {
   await server.stop()
@@ -263,6 +287,8 @@ const report: Report = {
   contenders: contenders.map(({ id, label, notes, targets }) => ({ id, label, notes, targets })),
   uncontended,
   contended,
+  fair,
+  scriptCosts,
   quick,
 }
 const saved = args.save ?? join(tmpdir(), `bench-lock-${runId}.json`)

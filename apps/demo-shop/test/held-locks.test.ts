@@ -45,7 +45,14 @@ describe('readHeldLocks', () => {
   })
 
   it('marks the older of two holders of one resource as not live once a newer token holds it', async () => {
-    const old = await locker.acquire('order:held-2', { ttlMs: 200 })
+    // The older holder is frozen past its TTL (as under SIGSTOP): it recorded its grant and can
+    // record nothing more. (A live one would see its lease run out and drop its entry itself.)
+    const frozen = new Locker(redis, { prefix })
+    const record = heldLocksRecorder(redis, key, 'shop-frozen')
+    frozen.listen((event) => {
+      if (event.type === 'acquired') record(event)
+    })
+    const old = await frozen.acquire('order:held-2', { ttlMs: 200 })
     await new Promise((r) => setTimeout(r, 300))
     const fresh = await locker.acquire('order:held-2', { ttlMs: 5_000 })
     await until(async () => (await readHeldLocks(redis, key, prefix)).filter((l) => l.resource === 'order:held-2').length === 2)
@@ -56,5 +63,6 @@ describe('readHeldLocks', () => {
     ])
     await old.release()
     await fresh.release()
+    await frozen.close()
   })
 })

@@ -1,151 +1,153 @@
-import type { ResourceKeys } from './keys.js'
+import { LUA } from './formats.js'
 import { defineScript, type Handling, type ScriptClient } from './script.js'
 
-// KEYS[1] lock key, KEYS[2] token counter; ARGV[1] owner id, ARGV[2] ttl ms, ARGV[3] counter ttl
-// ms. On a grant: returns the new fencing token as a decimal string. On a miss: returns the
-// holder's PTTL as an integer (-1 when the key has no expiry). A key handed to a queued locker
-// ('~' .. its id, see handoff-lua.ts) is a miss like any held key.
-//
-// The queued variant below adds KEYS[3] queue, KEYS[4] leases; ARGV[4] our locker id, ARGV[5]
-// queue lease ms, ARGV[6] '1' when more of our waiters wait. A free key is still taken with SET
-// NX; a key handed to us is taken over (and the token returned as {token}, an array of one); any
-// other miss puts our locker at the back of the resource's queue (once), renews its lease and
-// marks the holder's key with a trailing '+' (APPEND keeps its TTL), so the holder's release
-// hands the lock to the lockers in the order they came, not to whoever asks fastest. A lock taken
-// over is marked too while others are still queued.
-//
-// The token is max(last + 1, server time in µs). Server time keeps tokens above every earlier
-// grant after the counter is lost (restart without persistence, FLUSHALL, a lagging replica,
-// expiry of the counter), as long as the server clock does not step back. Lua numbers are
-// doubles, so nothing above 2^53 is ever computed in Lua: time in µs is ~1.8e15 < 2^53 and
-// built from TIME's two strings; a counter at or above 2^53 is advanced by INCR, which Redis
-// does on exact 64-bit integers, and read back as a string. The counter is written with SET ... GET
-// (one call, not GET then SET) since time moves on between grants nearly always; in the rare case
-// it did not (a burst within one µs, a clock behind the counter) the old value is put back first.
-export const ACQUIRE_LUA = `
-if not redis.call('SET', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2]) then
-  return redis.call('PTTL', KEYS[1])
-end
-local t = redis.call('TIME')
-local now = t[1] .. string.format('%06d', tonumber(t[2]))
-local last = redis.call('SET', KEYS[2], now, 'PX', ARGV[3], 'GET')
-if (not last) or (tonumber(last) < tonumber(now)) then
-  return now
-end
-redis.call('SET', KEYS[2], last, 'PX', ARGV[3])
-local n = redis.call('INCR', KEYS[2])
-if n < 9007199254740992 then
-  return string.format('%.0f', n)
-end
-return redis.call('GET', KEYS[2])
-`
+/**
+ * The token of a grant, minted in the script that grants it (Lua; `token` is left in a local).
+ *
+ * The counter is `INCR`ed: one call, no clock read, no formatting. Only when the counter is
+ * missing (the resource's first grant, the counter expired after `fenceTtlMs`, or it was lost
+ * with the data: a restart without persistence, a FLUSHALL) is it seeded from the server clock in
+ * microseconds. A seed lies above every token minted since the previous seed as long as fewer
+ * than one grant per microsecond (on average) were made since then, which no single Redis comes
+ * near (~10^5 grants per second at most), and the clock did not step back. So tokens stay
+ * strictly increasing across the loss of the counter. docs/LOCK.md has the whole argument,
+ * and the one case the clock-on-every-grant scheme before it covered and this one does not (a
+ * failover to a replica that had not yet seen the latest grants).
+ *
+ * Lua numbers are doubles, and so are the client's: a token is returned as an integer only below
+ * 2^52, and read back as a string (INCR works on exact 64-bit integers) from there on. Not 2^53:
+ * ioredis's parser adds each digit to ten times the digits before, so its intermediate exceeds
+ * the value, and integers just under 2^53 came back off by one in a test (2^53 - 1 as 2^53).
+ * Tokens seeded from the clock are ~1.8e15; 2^52 is ~4.5e15 (the year 2112 in µs). The seed
+ * itself is built from TIME's two strings.
+ */
+const mintToken = (fence: string, fenceTtlMs: string) => `
+local token = redis.call('INCR', ${fence})
+if token == 1 then
+  local t = redis.call('TIME')
+  token = t[1] .. string.format('%06d', tonumber(t[2]))
+  redis.call('SET', ${fence}, token, 'PX', ${fenceTtlMs})
+elseif token >= 4503599627370496 then
+  token = redis.call('GET', ${fence})
+end`
 
-// The acquire of a locker that waits: as above, but on a miss it joins the resource's queue (once)
-// and renews its lease, and it takes a lock handed to it; see the comment above.
-export const QUEUED_ACQUIRE_LUA = `
-local mine = false
-if not redis.call('SET', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2]) then
-  if ARGV[4] == '' then
-    return redis.call('PTTL', KEYS[1])
+// Replies of both acquire scripts:
+// - the token (an integer below 2^52, or a string of digits): granted;
+// - {1, token}: granted, taking over a lock handed to our locker (it left the queue in Redis);
+// - {0, pttl}: missed; pttl is the holder's remaining lease in ms (-1 when the key has no expiry).
+
+/**
+ * The acquire of a single try, and the first try of an acquire (most acquires find the lock
+ * free): `SET NX PX` of our owner id, then the token. A key handed to our locker (see
+ * formats.ts) is ours to take as well; any other held key is a miss.
+ */
+export const acquireScript = defineScript({
+  keys: ['lock', 'fence'],
+  args: ['ownerId', 'ttlMs', 'fenceTtlMs', 'lockerId'],
+  lua: (k, a) => `
+local handed = false
+if not redis.call('SET', ${k.lock}, ${a.ownerId}, 'NX', 'PX', ${a.ttlMs}) then
+  if redis.call('GET', ${k.lock}) ~= ${LUA.handedTo(a.lockerId)} then
+    return {0, redis.call('PTTL', ${k.lock})}
   end
-  local v = redis.call('GET', KEYS[1])
-  mine = v == '~' .. ARGV[4]
-  if (not mine) or ARGV[6] == '1' then
-    local t = redis.call('TIME')
-    local nowMs = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
-    if redis.call('HSET', KEYS[4], ARGV[4], nowMs + tonumber(ARGV[5])) == 1 then
-      redis.call('RPUSH', KEYS[3], ARGV[4])
-    end
-    redis.call('PEXPIRE', KEYS[3], 2 * tonumber(ARGV[5]))
-    redis.call('PEXPIRE', KEYS[4], 2 * tonumber(ARGV[5]))
-  end
-  if mine then
-    -- Ours now; marked with '+' when others are still queued, so our release hands it on.
-    local mark = ''
-    if redis.call('LLEN', KEYS[3]) > 0 then mark = '+' end
-    redis.call('SET', KEYS[1], ARGV[1] .. mark, 'PX', ARGV[2])
-  else
-    -- Mark a holder's key (not a hand-off) so that its release hands the lock on to the queue.
-    if v and string.sub(v, 1, 1) ~= '~' and string.sub(v, -1) ~= '+' then
-      redis.call('APPEND', KEYS[1], '+')
-    end
-    return redis.call('PTTL', KEYS[1])
-  end
+  redis.call('SET', ${k.lock}, ${a.ownerId}, 'PX', ${a.ttlMs})
+  handed = true
 end
-local t = redis.call('TIME')
-local now = t[1] .. string.format('%06d', tonumber(t[2]))
-local token = now
-local last = redis.call('SET', KEYS[2], now, 'PX', ARGV[3], 'GET')
-if last and tonumber(last) >= tonumber(now) then
-  redis.call('SET', KEYS[2], last, 'PX', ARGV[3])
-  local n = redis.call('INCR', KEYS[2])
-  if n < 9007199254740992 then
-    token = string.format('%.0f', n)
-  else
-    token = redis.call('GET', KEYS[2])
-  end
-end
-if mine then
-  return {token}
+${mintToken(k.fence, a.fenceTtlMs)}
+if handed then
+  return {1, token}
 end
 return token
-`
+`,
+})
 
-const acquireScript = defineScript(ACQUIRE_LUA)
-const queuedAcquireScript = defineScript(QUEUED_ACQUIRE_LUA)
+/** `mode` of {@link queuedAcquireScript}. */
+export type JoinMode = 'join' | 'stay'
 
-/** Outcome of one acquire attempt. */
-export type AcquireAttempt = { granted: true; token: bigint; handedOver: boolean } | { granted: false; holderTtlMs: number }
+/**
+ * The acquire of a locker that waits. A free key is taken with `SET NX` as above, and a key
+ * handed to our locker is taken over. Any other miss puts our locker at the back of the
+ * resource's queue (once) and renews its lease there, and marks the holder's key (`APPEND`
+ * keeps its TTL), so that the holder's release hands the lock to the lockers in the order they
+ * came, not to whoever asks fastest. A locker whose lease runs out (it stopped trying: a crashed
+ * process) is skipped by the next hand-off.
+ *
+ * `mode`: `join`, or `stay` when more of our waiters wait, so that our locker keeps its place
+ * after a grant (otherwise a grant takes it out of the queue). A lock we take while other lockers
+ * are queued is marked, so that our release hands it on (our own waiters are woken locally).
+ */
+export const queuedAcquireScript = defineScript({
+  keys: ['lock', 'fence', 'queue', 'leases'],
+  args: ['ownerId', 'ttlMs', 'fenceTtlMs', 'lockerId', 'leaseMs', 'mode'],
+  lua: (k, a) => `
+local handed = false
+local free = redis.call('SET', ${k.lock}, ${a.ownerId}, 'NX', 'PX', ${a.ttlMs})
+if not free then
+  local v = redis.call('GET', ${k.lock})
+  handed = v == ${LUA.handedTo(a.lockerId)}
+  if (not handed) or ${a.mode} == 'stay' then
+    local t = redis.call('TIME')
+    local nowMs = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+    if redis.call('HSET', ${k.leases}, ${a.lockerId}, nowMs + tonumber(${a.leaseMs})) == 1 then
+      redis.call('RPUSH', ${k.queue}, ${a.lockerId})
+    end
+    redis.call('PEXPIRE', ${k.queue}, 2 * tonumber(${a.leaseMs}))
+    redis.call('PEXPIRE', ${k.leases}, 2 * tonumber(${a.leaseMs}))
+  end
+  if not handed then
+    if v and ${LUA.isUnmarkedHolder('v')} then
+      redis.call('APPEND', ${k.lock}, ${LUA.waitingMark})
+    end
+    return {0, redis.call('PTTL', ${k.lock})}
+  end
+elseif ${a.mode} ~= 'stay' and redis.call('HDEL', ${k.leases}, ${a.lockerId}) == 1 then
+  redis.call('LREM', ${k.queue}, 0, ${a.lockerId})
+end
+-- Other lockers queued (our own waiters are woken locally): mark the lock, so that our release
+-- hands it on. A locker that stays is in the queue itself.
+local others = redis.call('LLEN', ${k.queue})
+if others > 0 and ${a.mode} == 'stay' and redis.call('HEXISTS', ${k.leases}, ${a.lockerId}) == 1 then
+  others = others - 1
+end
+if handed then
+  redis.call('SET', ${k.lock}, others > 0 and ${LUA.marked(a.ownerId)} or ${a.ownerId}, 'PX', ${a.ttlMs})
+elseif others > 0 then
+  redis.call('APPEND', ${k.lock}, ${LUA.waitingMark})
+end
+${mintToken(k.fence, a.fenceTtlMs)}
+if handed then
+  return {1, token}
+end
+return token
+`,
+})
 
-/** One atomic attempt: `SET NX PX` of our owner id and, on success, the fencing token. */
+/** Outcome of one acquire round trip. */
+export type AcquireReply = { granted: true; token: bigint; handedOver: boolean } | { granted: false; holderTtlMs: number }
+
+/** The reply of either acquire script as an outcome; throws on a reply it cannot be. */
+export function toAcquireReply(reply: unknown): AcquireReply {
+  if (typeof reply === 'number') return { granted: true, token: BigInt(reply), handedOver: false }
+  if (typeof reply === 'string' && DIGITS.test(reply)) return { granted: true, token: BigInt(reply), handedOver: false }
+  if (Array.isArray(reply) && reply.length === 2) {
+    const [tag, value] = reply as unknown[]
+    if (tag === 0 && typeof value === 'number') return { granted: false, holderTtlMs: value }
+    if (tag === 1 && (typeof value === 'number' || (typeof value === 'string' && DIGITS.test(value)))) {
+      return { granted: true, token: BigInt(value), handedOver: true }
+    }
+  }
+  throw new TypeError(`unexpected reply from the acquire script: ${JSON.stringify(reply)}`)
+}
+
+const DIGITS = /^\d+$/
+
+/** One single try, as a plain round trip (the backend sends it with its own deadline and clean-up). */
 export function acquireOnce(
   client: ScriptClient,
-  keys: ResourceKeys,
-  ownerId: string,
-  ttlMs: number,
-  fenceTtlMs: number,
-): Promise<AcquireAttempt> {
-  return sendAcquire(client, keys, ownerId, ttlMs, fenceTtlMs, NO_QUEUE, { map: toAttempt })
+  keys: { readonly lock: string; readonly fence: string },
+  args: { readonly ownerId: string; readonly ttlMs: number; readonly fenceTtlMs: number; readonly lockerId: string },
+): Promise<AcquireReply> {
+  return acquireScript.run(client, keys, args, PLAIN)
 }
 
-/** How an attempt queues on a miss: under which locker id, with which lease. */
-export interface QueueArgs {
-  /** '' for an attempt that does not wait (it never queues). */
-  readonly lockerId: string
-  readonly leaseMs: number
-  /** More of this locker's waiters wait: stay in the queue after a grant. */
-  readonly more: boolean
-}
-
-export const NO_QUEUE: QueueArgs = Object.freeze({ lockerId: '', leaseMs: 0, more: false })
-
-/** The acquire script with the caller's handling of its reply (see `toAttempt`). */
-export function sendAcquire<T>(
-  client: ScriptClient,
-  keys: ResourceKeys,
-  ownerId: string,
-  ttlMs: number,
-  fenceTtlMs: number,
-  queue: QueueArgs,
-  handling: Handling<T>,
-): Promise<T> {
-  // An attempt that does not queue runs the lean script: fewer keys and arguments to send, and
-  // the uncontended path (most acquires) pays for nothing it does not use.
-  if (queue.lockerId === '') return acquireScript.run(client, [keys.lock, keys.fence], [ownerId, ttlMs, fenceTtlMs], handling)
-  return queuedAcquireScript.run(
-    client,
-    [keys.lock, keys.fence, keys.queue, keys.leases],
-    [ownerId, ttlMs, fenceTtlMs, queue.lockerId, queue.leaseMs, queue.more ? '1' : '0'],
-    handling,
-  )
-}
-
-/** The reply of the acquire script as an outcome; throws on a reply it cannot be. */
-export function toAttempt(reply: unknown): AcquireAttempt {
-  if (typeof reply === 'number') return { granted: false, holderTtlMs: reply }
-  if (typeof reply === 'string' && /^\d+$/.test(reply)) return { granted: true, token: BigInt(reply), handedOver: false }
-  if (Array.isArray(reply) && reply.length === 1 && typeof reply[0] === 'string' && /^\d+$/.test(reply[0])) {
-    return { granted: true, token: BigInt(reply[0]), handedOver: true }
-  }
-  throw new TypeError(`unexpected reply from the acquire script: ${String(reply)}`)
-}
+const PLAIN: Handling<AcquireReply> = { map: toAcquireReply }

@@ -100,3 +100,8 @@ function describe(value: unknown): string {
   if (typeof value === 'bigint') return `${value}n`
   return typeof value
 }
+
+/** Anything thrown, as an Error (a non-Error is wrapped, its text kept). */
+export function asError(error: unknown): Error {
+  return error instanceof Error ? error : new Error(String(error))
+}

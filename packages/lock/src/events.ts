@@ -22,8 +22,12 @@ export type LockEvent =
   | { type: 'unavailable'; resource: string; waitedMs: number; error: Error }
   /** The lease was renewed (`auto`: by the watchdog). */
   | { type: 'extended'; resource: string; token: bigint; ttlMs: number; auto: boolean }
-  /** A held lock stopped being ours; `lock.signal` has aborted with a LockLostError. */
-  | { type: 'lost'; resource: string; token: bigint; heldMs: number; reason: LockLostReason }
+  /**
+   * A held lock stopped being ours; `lock.signal` has aborted with a LockLostError. Also when its
+   * lease ran out on our clock before it was released (`reason` `expired`). `autoExtend`: the
+   * watchdog was renewing it (so a renewal failed for good).
+   */
+  | { type: 'lost'; resource: string; token: bigint; heldMs: number; reason: LockLostReason; autoExtend: boolean }
   /**
    * `release()` ran. `outcome` is `released` when it deleted our lock, `expired` when the lock had
    * already expired or been taken. `wasLost` is true when a `lost` event came first.

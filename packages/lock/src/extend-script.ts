@@ -1,27 +1,30 @@
-import type { ResourceKeys } from './keys.js'
-import type { Deadlines } from './deadline.js'
-import { defineScript, type ScriptClient } from './script.js'
+import { LUA } from './formats.js'
+import { defineScript, type Handling, type ScriptClient } from './script.js'
 
-// KEYS[1] lock key; ARGV[1] owner id, ARGV[2] new ttl ms. Returns 1 when the key held our owner
-// id (with or without the '+' that says lockers are queued) and its TTL was reset, 0 when someone
-// else holds it or nobody does.
-export const EXTEND_LUA = `
-local v = redis.call('GET', KEYS[1])
-if v == ARGV[1] or v == ARGV[1] .. '+' then
-  return redis.call('PEXPIRE', KEYS[1], ARGV[2])
+/**
+ * Owner-checked `PEXPIRE`: when the key holds our owner id (marked by a waiting locker or not),
+ * resets its TTL and returns 1; returns 0 when someone else holds it or nobody does.
+ */
+export const extendScript = defineScript({
+  keys: ['lock'],
+  args: ['ownerId', 'ttlMs'],
+  lua: (k, a) => `
+local v = redis.call('GET', ${k.lock})
+if v == ${a.ownerId} or v == ${LUA.marked(a.ownerId)} then
+  return redis.call('PEXPIRE', ${k.lock}, ${a.ttlMs})
 end
 return 0
-`
+`,
+})
 
-const extendScript = defineScript(EXTEND_LUA)
-
-/** Owner-checked `PEXPIRE`: true when the lease is ours and now runs `ttlMs` from the server's now. */
-export function extendOnce(client: ScriptClient, keys: ResourceKeys, ownerId: string, ttlMs: number, within?: { deadlines: Deadlines; ms: number; sentAt?: number }): Promise<boolean> {
-  return extendScript.run(client, [keys.lock], [ownerId, ttlMs], within ? { deadlines: within.deadlines, ms: within.ms, sentAt: within.sentAt, map: isOne } : ONE)
-}
-
-function isOne(reply: unknown): boolean {
+/** The reply of {@link extendScript}: true when the lease was ours and now runs `ttlMs` from the server's now. */
+export function isExtended(reply: unknown): boolean {
   return reply === 1
 }
 
-const ONE = { map: isOne }
+/** The extend as a plain round trip (the backend sends the same with its deadline). */
+export function extendOnce(client: ScriptClient, keys: { readonly lock: string }, ownerId: string, ttlMs: number): Promise<boolean> {
+  return extendScript.run(client, keys, { ownerId, ttlMs }, PLAIN)
+}
+
+const PLAIN: Handling<boolean> = { map: isExtended }

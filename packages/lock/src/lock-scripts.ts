@@ -1,24 +1,34 @@
-import { ACQUIRE_LUA, QUEUED_ACQUIRE_LUA } from './acquire-script.js'
-import { EXTEND_LUA } from './extend-script.js'
-import { HANDOFF_RELEASE_LUA, LEAVE_LUA, RELEASE_LUA } from './release-script.js'
+import { acquireScript, queuedAcquireScript } from './acquire-script.js'
+import { extendScript } from './extend-script.js'
+import { handoffReleaseScript, leaveScript, releaseScript } from './release-script.js'
+
+/** One script as {@link LOCK_SCRIPTS} lists it. */
+export interface LockScriptSource {
+  /** The Lua source (`SCRIPT LOAD` it to load it ahead). */
+  readonly lua: string
+  /** SHA1 of the source, as `EVALSHA` wants it. */
+  readonly sha: string
+  /** The names of its KEYS, in order. */
+  readonly keys: readonly string[]
+  /** The names of its ARGV, in order. */
+  readonly args: readonly string[]
+}
 
 /**
- * The Lua source of the scripts a Locker runs (`queuedAcquire`, `handoffRelease` and `leave` only when acquires wait), for auditing them or loading them ahead
- * (`SCRIPT LOAD`); the Locker needs neither. Their KEYS and ARGV are described above each script
- * in the package source. Changing them here changes nothing: they are copies of strings.
+ * The scripts a Locker runs (`queuedAcquire`, `handoffRelease` and `leave` only when acquires
+ * wait), for auditing them, loading them ahead (`SCRIPT LOAD`) or driving them from elsewhere
+ * (the benchmark's bare loop); the Locker needs none of it. Each lists its keys and arguments by
+ * name, in the order the script takes them. Changing them here changes nothing: they are copies.
  */
-export const LOCK_SCRIPTS: Readonly<{
-  acquire: string
-  queuedAcquire: string
-  release: string
-  handoffRelease: string
-  leave: string
-  extend: string
-}> = Object.freeze({
-  acquire: ACQUIRE_LUA,
-  queuedAcquire: QUEUED_ACQUIRE_LUA,
-  release: RELEASE_LUA,
-  handoffRelease: HANDOFF_RELEASE_LUA,
-  leave: LEAVE_LUA,
-  extend: EXTEND_LUA,
+export const LOCK_SCRIPTS: Readonly<Record<'acquire' | 'queuedAcquire' | 'release' | 'handoffRelease' | 'leave' | 'extend', LockScriptSource>> = Object.freeze({
+  acquire: source(acquireScript),
+  queuedAcquire: source(queuedAcquireScript),
+  release: source(releaseScript),
+  handoffRelease: source(handoffReleaseScript),
+  leave: source(leaveScript),
+  extend: source(extendScript),
 })
+
+function source(script: LockScriptSource): LockScriptSource {
+  return Object.freeze({ lua: script.lua, sha: script.sha, keys: Object.freeze([...script.keys]), args: Object.freeze([...script.args]) })
+}

@@ -1,21 +1,15 @@
-import type { Deadlines } from './deadline.js'
-import { LockLostError, LockUnavailableError, type LockLostReason } from './errors.js'
+import type { LockBackend, LockResource, ReleaseOutcome } from './backend.js'
+import type { Deadlines, Pending } from './deadline.js'
+import { asError, LockLostError, LockUnavailableError, type LockLostReason } from './errors.js'
 import type { LockEvent } from './events.js'
-import { extendOnce } from './extend-script.js'
-import type { ResourceKeys } from './keys.js'
 import { checkInteger, MAX_DURATION_MS } from './options.js'
-import { releaseOnce, type ReleaseOutcome } from './release-script.js'
-import type { ScriptClient } from './script.js'
 
 /** What a {@link Lock} needs from the {@link Locker} that granted it. */
 export interface LockHost {
-  readonly client: ScriptClient
+  readonly backend: LockBackend
+  /** The Locker's clock of deadlines; a lock keeps the end of its validity on it. */
   readonly deadlines: Deadlines
   readonly commandTimeoutMs: number
-  /** The granting locker's id: sent with its release messages, and its name in wait queues. */
-  readonly lockerId: string
-  /** How long a released lock stays handed to the oldest queued locker (LockerOptions). */
-  readonly handoffMs: number
   /** True when someone listens to events: hot paths skip building the event otherwise. */
   readonly listening: boolean
   emit(event: LockEvent): void
@@ -28,16 +22,18 @@ export interface LockHost {
   wake(resource: string, handedTo?: string): void
 }
 
+/** What a grant gave a {@link Lock}. */
 export interface LockGrant {
   /** Numbers the locks of one Locker (its held set is keyed by it). */
   readonly serial: number
-  readonly resource: string
-  readonly keys: ResourceKeys
+  readonly resource: LockResource
   readonly ownerId: string
   readonly token: bigint
   readonly ttlMs: number
-  /** performance.now() when the winning acquire was sent: the lease is measured from there. */
+  /** performance.now() when the winning acquire was sent. */
   readonly sentAt: number
+  /** performance.now() until which the lease is ours for sure (from the backend). */
+  readonly validUntil: number
   readonly autoExtend: boolean
 }
 
@@ -45,7 +41,8 @@ type State = 'held' | 'lost' | 'released'
 
 /**
  * A granted lock. Obtained from `Locker.acquire()`, `tryAcquire()` or `using()`; never built by
- * hand. Its `signal` aborts with a {@link LockLostError} as soon as we know the lock is not ours.
+ * hand. Its `signal` aborts with a {@link LockLostError} as soon as we know the lock is not ours:
+ * Redis says so, or its lease ran out on our clock without a renewal.
  */
 export class Lock {
   /** The locked resource, as given to `acquire()`. */
@@ -54,7 +51,7 @@ export class Lock {
   readonly token: bigint
 
   readonly #host: LockHost
-  readonly #keys: ResourceKeys
+  readonly #resource: LockResource
   readonly #ownerId: string
   readonly #serial: number
   // Made on first use: an AbortController costs more than the rest of an uncontended acquire's
@@ -64,6 +61,8 @@ export class Lock {
   readonly #acquiredAt: number
   #ttlMs: number
   #validUntil: number
+  /** The end of the validity on the Locker's deadline clock: the lock is lost then, unless renewed. */
+  #expiry: Pending | undefined
   #state: State = 'held'
   #watchdog: NodeJS.Timeout | undefined
   #autoExtend: boolean
@@ -73,17 +72,16 @@ export class Lock {
   /** @internal */
   constructor(host: LockHost, grant: LockGrant) {
     this.#host = host
-    this.resource = grant.resource
+    this.resource = grant.resource.name
     this.token = grant.token
-    this.#keys = grant.keys
+    this.#resource = grant.resource
     this.#ownerId = grant.ownerId
     this.#serial = grant.serial
     this.#ttlMs = grant.ttlMs
     this.#acquiredAt = grant.sentAt
-    // The server started the TTL after we sent the command, so measuring from the send time
-    // makes the local validity end no later than the key does.
-    this.#validUntil = grant.sentAt + grant.ttlMs
+    this.#validUntil = grant.validUntil
     this.#autoExtend = grant.autoExtend
+    this.#expiry = host.deadlines.track(grant.validUntil - grant.sentAt, this.#expire, grant.sentAt)
     if (this.#autoExtend) this.#scheduleRenewal()
   }
 
@@ -119,21 +117,20 @@ export class Lock {
   async extend(ttlMs: number = this.#ttlMs): Promise<void> {
     checkInteger('ttlMs', ttlMs, 1, MAX_DURATION_MS)
     if (this.#state !== 'held') throw this.#notOwned()
-    const sentAt = performance.now()
-    let ok: boolean
+    let validUntil: number | undefined
     try {
-      ok = await extendOnce(this.#host.client, this.#keys, this.#ownerId, ttlMs, { deadlines: this.#host.deadlines, ms: this.#host.commandTimeoutMs })
+      validUntil = await this.#host.backend.extend(this.#resource, this.#ownerId, ttlMs, this.#host.commandTimeoutMs)
     } catch (error) {
       this.#host.emit({ type: 'error', resource: this.resource, operation: 'extend', error: asError(error), token: this.token })
       throw new LockUnavailableError(this.resource, 'extend', `could not extend lock "${this.resource}": ${asError(error).message}`, error)
     }
-    if (!ok) {
+    if (validUntil === undefined) {
       this.#lose('not-owner')
       throw this.#notOwned()
     }
     if (this.#state !== 'held') throw this.#notOwned()
     this.#ttlMs = ttlMs
-    this.#validUntil = sentAt + ttlMs
+    this.#renewed(validUntil)
     this.#host.emit({ type: 'extended', resource: this.resource, token: this.token, ttlMs, auto: false })
     if (this.#autoExtend) this.#scheduleRenewal()
   }
@@ -142,7 +139,8 @@ export class Lock {
    * Stops the watchdog, waits for a renewal in flight, then deletes the key if it still holds our
    * owner id and wakes the next waiter. Calling it again returns the first call's result.
    * @returns true when it released our lock; false when the lock had already expired or been taken.
-   * @throws LockUnavailableError when Redis did not answer; the key then expires after its TTL.
+   * @throws LockUnavailableError when Redis did not answer; the key then expires after its TTL,
+   * or, when others wait for it, is handed on as soon as Redis answers.
    */
   release(): Promise<boolean> {
     this.#release ??= this.#doRelease()
@@ -153,29 +151,20 @@ export class Lock {
     const wasLost = this.#state === 'lost'
     this.#state = 'released'
     clearTimeout(this.#watchdog)
+    this.#settleExpiry()
     if (this.#renewal) await this.#renewal
-    const sentAt = performance.now()
-    const heldMs = sentAt - this.#acquiredAt
+    const heldMs = performance.now() - this.#acquiredAt
     let outcome: ReleaseOutcome
     try {
-      outcome = await releaseOnce(this.#host.client, this.#keys, this.#ownerId, this.#host.lockerId, this.#host.handoffMs, {
-        deadlines: this.#host.deadlines,
-        ms: this.#host.commandTimeoutMs,
-        sentAt,
-      })
+      outcome = await this.#host.backend.release(this.#resource, this.#ownerId)
     } catch (error) {
       this.#host.emit({ type: 'error', resource: this.resource, operation: 'release', error: asError(error), token: this.token })
       if (!wasLost) this.#host.onLockEnd(this.#serial)
       throw new LockUnavailableError(this.resource, 'release', `could not release lock "${this.resource}": ${asError(error).message}`, error)
     }
-    if (this.#host.listening) this.#host.emit({
-      type: 'released',
-      resource: this.resource,
-      token: this.token,
-      heldMs,
-      outcome: outcome.freed ? 'released' : 'expired',
-      wasLost,
-    })
+    if (this.#host.listening) {
+      this.#host.emit({ type: 'released', resource: this.resource, token: this.token, heldMs, outcome: outcome.freed ? 'released' : 'expired', wasLost })
+    }
     if (!wasLost) this.#host.onLockEnd(this.#serial)
     // Our own release message is ignored by this locker (the echo would cost a wasted attempt),
     // so local waiters are woken here, one round trip sooner than pub/sub would.
@@ -192,16 +181,16 @@ export class Lock {
 
   #renew(): void {
     if (this.#state !== 'held' || this.#renewal) return
-    const sentAt = performance.now()
-    const left = this.#validUntil - sentAt
+    const left = this.#validUntil - performance.now()
     if (left <= 0) return this.#lose('expired')
     const ttlMs = this.#ttlMs
-    this.#renewal = extendOnce(this.#host.client, this.#keys, this.#ownerId, ttlMs, { deadlines: this.#host.deadlines, ms: Math.min(this.#host.commandTimeoutMs, left) })
+    this.#renewal = this.#host.backend
+      .extend(this.#resource, this.#ownerId, ttlMs, Math.min(this.#host.commandTimeoutMs, left))
       .then(
-        (ok) => {
+        (validUntil) => {
           if (this.#state !== 'held') return
-          if (!ok) return this.#lose('not-owner')
-          this.#validUntil = sentAt + ttlMs
+          if (validUntil === undefined) return this.#lose('not-owner')
+          this.#renewed(validUntil)
           this.#host.emit({ type: 'extended', resource: this.resource, token: this.token, ttlMs, auto: true })
           this.#scheduleRenewal()
         },
@@ -221,12 +210,32 @@ export class Lock {
       })
   }
 
+  /** A renewal succeeded: the validity, and the deadline at which the lock is lost, move on. */
+  #renewed(validUntil: number): void {
+    this.#validUntil = validUntil
+    this.#settleExpiry()
+    const now = performance.now()
+    this.#expiry = this.#host.deadlines.track(validUntil - now, this.#expire, now)
+  }
+
+  #settleExpiry(): void {
+    if (this.#expiry) this.#host.deadlines.settle(this.#expiry)
+    this.#expiry = undefined
+  }
+
+  /** The validity ran out on our clock with no renewal (no watchdog, or a renewal that stalled). */
+  readonly #expire = (): void => {
+    this.#expiry = undefined
+    this.#lose('expired')
+  }
+
   #lose(reason: LockLostReason, cause?: unknown): void {
     if (this.#state !== 'held') return
     this.#state = 'lost'
     clearTimeout(this.#watchdog)
+    this.#settleExpiry()
     const error = new LockLostError(this.resource, this.token, reason, cause)
-    this.#host.emit({ type: 'lost', resource: this.resource, token: this.token, heldMs: performance.now() - this.#acquiredAt, reason })
+    this.#host.emit({ type: 'lost', resource: this.resource, token: this.token, heldMs: performance.now() - this.#acquiredAt, reason, autoExtend: this.#autoExtend })
     this.#host.onLockEnd(this.#serial)
     // The key may be gone (deleted or expired), so a local waiter may take it now.
     this.#host.wake(this.resource)
@@ -250,8 +259,4 @@ export class Lock {
     if (this.#state === 'held') this.#abort(new LockLostError(this.resource, this.token, 'closed'))
     return this.release()
   }
-}
-
-export function asError(error: unknown): Error {
-  return error instanceof Error ? error : new Error(String(error))
 }

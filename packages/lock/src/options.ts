@@ -10,7 +10,10 @@ export const MAX_RESOURCE_BYTES = 1024
 export const LOCK_DEFAULTS = Object.freeze({
   /** Lease time of a lock. */
   ttlMs: 30_000,
-  /** How long `acquire()` waits for a held lock before `LockTimeoutError`. */
+  /**
+   * How long `acquire()` waits for a held lock before `LockTimeoutError`. It bounds the wait for
+   * a holder, not the distance to Redis: the first try always gets its round trip.
+   */
   waitMs: 10_000,
   /** Prefix of every Redis key and channel. */
   prefix: 'fencelock:',
@@ -18,7 +21,10 @@ export const LOCK_DEFAULTS = Object.freeze({
   commandTimeoutMs: 2_000,
   /** Mean period of the jittered safety poll of a blocked acquire (a backstop for lost messages). */
   pollMs: 1_000,
-  /** Lifetime of a resource's token counter after its last grant (the key expires, not leaks). */
+  /**
+   * Lifetime of a resource's token counter from the grant that seeded it: the key expires, not
+   * leaks, and the next grant seeds it again from the server clock (tokens still increase).
+   */
   fenceTtlMs: 86_400_000,
   /** How long a released lock stays handed to the oldest waiting locker before anyone may take it. */
   handoffMs: 500,
@@ -28,15 +34,26 @@ export const LOCK_DEFAULTS = Object.freeze({
 export interface LockerOptions {
   /** Default lease time of locks, 1 ms to 24 h. Default 30 000. */
   ttlMs?: number
-  /** Default wait of `acquire()`, 0 to 24 h. Default 10 000. */
+  /**
+   * Default wait of `acquire()` for a held lock, 0 to 24 h. Default 10 000. The first try of an
+   * acquire gets its round trip whatever the wait (up to `commandTimeoutMs`), as `waitMs: 0` does.
+   */
   waitMs?: number
   /** Prefix of keys and channels; must not contain `{` or `}`. Default `fencelock:`. */
   prefix?: string
   /** Deadline of each Redis call, 1 ms to 60 s. Default 2 000. */
   commandTimeoutMs?: number
-  /** Mean safety-poll period of blocked acquires, 10 ms to 60 s. Default 1 000. */
+  /**
+   * Mean period of a blocked acquire's safety poll, 10 ms to 60 s. Default 1 000. A waiter tries
+   * at least this often (± 20 %) whatever else happens, which also keeps its place in the
+   * resource's queue in Redis (a locker that stops trying is dropped after 3 × pollMs +
+   * commandTimeoutMs).
+   */
   pollMs?: number
-  /** Lifetime of a resource's token counter after its last grant, 1 s to 30 days. Default 24 h. */
+  /**
+   * Lifetime of a resource's token counter from its seed, 1 s to 30 days. Default 24 h. It is
+   * then seeded again from the server clock, above every token before it (docs/LOCK.md).
+   */
   fenceTtlMs?: number
   /**
    * When a lock is released while other lockers wait for it, it is handed to the one that has

@@ -1,92 +1,122 @@
-import type { Deadlines } from './deadline.js'
-import { HANDOFF_LUA } from './handoff-lua.js'
-import type { ResourceKeys } from './keys.js'
-import { defineScript, type ScriptClient } from './script.js'
+import type { ReleaseOutcome } from './backend.js'
+import { LUA } from './formats.js'
+import { defineScript, type Handling, type ScriptClient } from './script.js'
 
-// KEYS[1] lock key; ARGV[1] owner id, ARGV[2] channel, ARGV[3] our locker id. When the key holds
-// our owner id: deletes it, announces the release, returns 1. When it holds our owner id and '+'
-// (a waiting locker queued in Redis marked it): returns 2, leaving the hand-off to the script
-// below. Otherwise (expired, or someone else's): returns 0. The uncontended release is this
-// script alone: one key, no queue to look at.
-export const RELEASE_LUA = `
-local v = redis.call('GET', KEYS[1])
-if v == ARGV[1] then
-  redis.call('DEL', KEYS[1])
-  redis.call('PUBLISH', ARGV[2], ARGV[3])
+/**
+ * The release of a lock nobody waits for, which is nearly every release: one key, no queue, no
+ * message (nobody listens). When the key holds our owner id: deletes it, returns 1. When it holds
+ * our owner id marked by a waiting locker (formats.ts): returns 2 and leaves the key as it is;
+ * {@link handoffReleaseScript} then hands the lock on. Otherwise (expired, or someone else's):
+ * returns 0. Also the clean-up of an acquire whose outcome is unknown.
+ */
+export const releaseScript = defineScript({
+  keys: ['lock'],
+  args: ['ownerId'],
+  lua: (k, a) => `
+local v = redis.call('GET', ${k.lock})
+if v == ${a.ownerId} then
+  redis.call('DEL', ${k.lock})
   return 1
 end
-if v == ARGV[1] .. '+' then
+if v == ${LUA.marked(a.ownerId)} then
   return 2
 end
 return 0
-`
+`,
+})
 
-// KEYS[1] lock key, KEYS[2] queue, KEYS[3] leases; ARGV[1] owner id, ARGV[2] channel, ARGV[3] our
-// locker id, ARGV[4] hand-off ms. The release of a lock others queued for: when the key still
-// holds our owner id (marked or not), hands it to the oldest queued locker or deletes it (see
-// handoff-lua.ts). Returns 0 when the lock was not ours, else the head's id, or 1.
-export const HANDOFF_RELEASE_LUA = `
-local v = redis.call('GET', KEYS[1])
-if v ~= ARGV[1] and v ~= ARGV[1] .. '+' then
+/**
+ * Hands a freed lock to the oldest queued locker that is still there, or frees it, and says so on
+ * the channel (formats.ts), naming the locker queued next as well. Queued lockers whose lease ran
+ * out (they stopped trying: a crashed process) are dropped on the way. Leaves the head's id in
+ * `head` (nil when the lock was freed).
+ */
+const handOn = (k: { lock: string; queue: string; leases: string }, a: { channel: string; lockerId: string; handoffMs: string }) => `
+local head = redis.call('LPOP', ${k.queue})
+if head then
+  local t = redis.call('TIME')
+  local nowMs = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+  while head do
+    local lease = redis.call('HGET', ${k.leases}, head)
+    redis.call('HDEL', ${k.leases}, head)
+    if lease and tonumber(lease) > nowMs then break end
+    head = redis.call('LPOP', ${k.queue})
+  end
+end
+if head then
+  redis.call('SET', ${k.lock}, ${LUA.handedTo('head')}, 'PX', ${a.handoffMs})
+  local nxt = redis.call('LINDEX', ${k.queue}, 0)
+  redis.call('PUBLISH', ${a.channel}, ${LUA.handedMessage(a.lockerId, 'head', a.handoffMs, 'nxt')})
+else
+  redis.call('DEL', ${k.lock})
+  redis.call('PUBLISH', ${a.channel}, ${LUA.freedMessage(a.lockerId)})
+end`
+
+/**
+ * The release of a lock that a waiting locker marked: when the key still holds our owner id
+ * (marked or not), hands it on (see `handOn`). Returns 0 when the lock was not ours, else the id
+ * of the locker it was handed to, or 1 when it was freed.
+ */
+export const handoffReleaseScript = defineScript({
+  keys: ['lock', 'queue', 'leases'],
+  args: ['ownerId', 'channel', 'lockerId', 'handoffMs'],
+  lua: (k, a) => `
+local v = redis.call('GET', ${k.lock})
+if v ~= ${a.ownerId} and v ~= ${LUA.marked(a.ownerId)} then
   return 0
 end
-${HANDOFF_LUA}`
+${handOn(k, a)}
+return head or 1
+`,
+})
 
-// KEYS and ARGV as above, without the owner id (ARGV[1] is unused). A locker whose last waiter
-// for the resource gave up leaves the queue; should the lock have been handed to it meanwhile,
-// it passes it on. Returns 0, or what the hand-off returns when it passed the lock on.
-export const LEAVE_LUA = `
-redis.call('LREM', KEYS[2], 0, ARGV[3])
-redis.call('HDEL', KEYS[3], ARGV[3])
-if redis.call('GET', KEYS[1]) ~= '~' .. ARGV[3] then
+/**
+ * Takes our locker out of the resource's queue when nobody in it waits any more; should the lock
+ * have been handed to it meanwhile, passes it on. Returns 0, or what {@link handoffReleaseScript}
+ * returns when it passed the lock on.
+ */
+export const leaveScript = defineScript({
+  keys: ['lock', 'queue', 'leases'],
+  args: ['channel', 'lockerId', 'handoffMs'],
+  lua: (k, a) => `
+redis.call('LREM', ${k.queue}, 0, ${a.lockerId})
+redis.call('HDEL', ${k.leases}, ${a.lockerId})
+if redis.call('GET', ${k.lock}) ~= ${LUA.handedTo(a.lockerId)} then
   return 0
 end
-${HANDOFF_LUA}`
+${handOn(k, a)}
+return head or 1
+`,
+})
 
-const releaseScript = defineScript(RELEASE_LUA)
-const handoffReleaseScript = defineScript(HANDOFF_RELEASE_LUA)
-const leaveScript = defineScript(LEAVE_LUA)
+export const NOT_OURS: ReleaseOutcome = Object.freeze({ freed: false })
+export const FREED: ReleaseOutcome = Object.freeze({ freed: true, handedTo: undefined })
 
-/** What a release did: nothing (not our lock), freed it, or handed it to a queued locker. */
-export type ReleaseOutcome = { freed: false } | { freed: true; handedTo: string | undefined }
-
-const NOT_OURS: ReleaseOutcome = Object.freeze({ freed: false })
-const FREED: ReleaseOutcome = Object.freeze({ freed: true, handedTo: undefined })
-function toOutcome(reply: unknown): ReleaseOutcome {
+/** The reply of {@link handoffReleaseScript} or {@link leaveScript} as an outcome. */
+export function toReleaseOutcome(reply: unknown): ReleaseOutcome {
   if (reply === 0) return NOT_OURS
   if (typeof reply === 'string') return { freed: true, handedTo: reply }
   return FREED
 }
 
-const PLAIN = { map: toOutcome }
-
-type Within = { deadlines: Deadlines; ms: number; sentAt?: number }
+/** The reply of {@link releaseScript}: 2 means the lock is ours and marked (hand it on). */
+export const MARKED = 2
 
 /**
- * Owner-checked release: deletes the key and tells the waiters; when lockers are queued for it
- * in Redis, a second script hands it to the oldest one instead. Also the clean-up of an acquire
- * whose outcome is unknown: if that acquire did land, this removes it before it can block anyone
- * for a whole TTL. `lockerId` identifies the sender, so a locker can skip its own message.
+ * The release as a plain round trip: the lean script, then the hand-off when the key was marked.
+ * (The backend sends the same with its deadlines.)
  */
 export function releaseOnce(
   client: ScriptClient,
-  keys: ResourceKeys,
+  keys: { readonly lock: string; readonly queue: string; readonly leases: string; readonly channel: string },
   ownerId: string,
   lockerId: string,
   handoffMs: number,
-  within?: Within,
 ): Promise<ReleaseOutcome> {
-  // One promise in the usual case: the hand-off, when needed, is chained inside the first call.
-  const next = (reply: unknown): ReleaseOutcome | Promise<ReleaseOutcome> => {
-    if (reply !== 2) return toOutcome(reply)
-    const handling = within ? { deadlines: within.deadlines, ms: within.ms, map: toOutcome } : PLAIN
-    return handoffReleaseScript.run(client, [keys.lock, keys.queue, keys.leases], [ownerId, keys.channel, lockerId, handoffMs], handling)
-  }
-  const lean = within ? { deadlines: within.deadlines, ms: within.ms, sentAt: within.sentAt, map: next } : { map: next }
-  return releaseScript.run(client, [keys.lock], [ownerId, keys.channel, lockerId], lean)
+  return releaseScript.run(client, keys, { ownerId }, {
+    map: (reply: unknown) =>
+      reply === MARKED ? handoffReleaseScript.run(client, keys, { ownerId, channel: keys.channel, lockerId, handoffMs }, PLAIN) : toReleaseOutcome(reply),
+  })
 }
 
-/** Takes `lockerId` out of the resource's queue, passing on a lock that was handed to it. */
-export function leaveQueue(client: ScriptClient, keys: ResourceKeys, lockerId: string, handoffMs: number): Promise<ReleaseOutcome> {
-  return leaveScript.run(client, [keys.lock, keys.queue, keys.leases], ['', keys.channel, lockerId, handoffMs], PLAIN)
-}
+const PLAIN: Handling<ReleaseOutcome> = { map: toReleaseOutcome }

@@ -1,5 +1,5 @@
 import { createHash } from 'node:crypto'
-import type { DeadlineExceededError, Deadlines } from './deadline.js'
+import type { Deadlines } from './deadline.js'
 
 /** What running a script needs from a client; an ioredis `Redis` or `Cluster` fits. */
 export interface ScriptClient {
@@ -25,26 +25,64 @@ export interface Handling<T> {
   onLate?(reply: unknown): void
 }
 
+/**
+ * The contract of a script: the names of its keys and of its arguments, in the order the script
+ * gets them (`KEYS[1]`, `KEYS[2]`, ...; `ARGV[1]`, ...), and its Lua, written against those
+ * names. The positions exist only here: the Lua is given each name's `KEYS[i]` or `ARGV[i]`, and
+ * a call passes its keys and arguments by name.
+ */
+export interface ScriptSpec<K extends string, A extends string> {
+  readonly keys: readonly K[]
+  readonly args: readonly A[]
+  /** The Lua source, given the Lua expression of each key and argument by name. */
+  readonly lua: (keys: { readonly [k in K]: string }, args: { readonly [a in A]: string }) => string
+}
+
 /** A Lua script run by SHA, with a transparent fallback to EVAL on NOSCRIPT. */
-export interface Script {
+export interface Script<K extends string, A extends string> {
   readonly sha: string
-  /** One call; see {@link Handling}. What `map` or `mapError` throws rejects the call. */
-  run<T = unknown>(client: ScriptClient, keys: readonly string[], args: readonly (string | number)[], handling?: Handling<T>): Promise<T>
+  /** The Lua source. */
+  readonly lua: string
+  readonly keys: readonly K[]
+  readonly args: readonly A[]
+  /**
+   * One call; see {@link Handling}. What `map` or `mapError` throws rejects the call. `keys` may
+   * carry more names than the script uses (e.g. a whole `ResourceKeys`); only its own are sent.
+   */
+  run<T = unknown>(
+    client: ScriptClient,
+    keys: { readonly [k in K]: string },
+    args: { readonly [a in A]: string | number },
+    handling?: Handling<T>,
+  ): Promise<T>
 }
 
 /**
- * Wraps a Lua script: the SHA is computed up front, each call is one `EVALSHA`, and a `NOSCRIPT`
- * reply (after `SCRIPT FLUSH`, a restart or a failover) is answered by one `EVAL`, which also
- * loads the script for the next call.
+ * Defines a script from its contract: the Lua is built once, its SHA computed up front; each
+ * call is one `EVALSHA`, and a `NOSCRIPT` reply (after `SCRIPT FLUSH`, a restart or a failover)
+ * is answered by one `EVAL`, which also loads the script for the next call.
  *
  * A call is one promise on top of the client's (its deadline, the fallback and `map` included):
  * on a busy connection each extra promise layer is CPU the Redis round trip has to wait for.
  */
-export function defineScript(lua: string): Script {
+export function defineScript<const K extends string, const A extends string>(spec: ScriptSpec<K, A>): Script<K, A> {
+  const keyNames = Object.fromEntries(spec.keys.map((k, i) => [k, `KEYS[${i + 1}]`])) as { [k in K]: string }
+  const argNames = Object.fromEntries(spec.args.map((a, i) => [a, `ARGV[${i + 1}]`])) as { [a in A]: string }
+  const lua = spec.lua(keyNames, argNames)
   const sha = createHash('sha1').update(lua).digest('hex')
+  const nk = spec.keys.length
+  const na = spec.args.length
+  const keyOrder = spec.keys
+  const argOrder = spec.args
   return {
     sha,
-    run<T>(client: ScriptClient, keys: readonly string[], args: readonly (string | number)[], h?: Handling<T>) {
+    lua,
+    keys: spec.keys,
+    args: spec.args,
+    run<T>(client: ScriptClient, keys: { readonly [k in K]: string }, args: { readonly [a in A]: string | number }, h?: Handling<T>) {
+      const argv = new Array<string | number>(nk + na)
+      for (let i = 0; i < nk; i++) argv[i] = keys[keyOrder[i]!]
+      for (let i = 0; i < na; i++) argv[nk + i] = args[argOrder[i]!]
       return new Promise<T>((resolve, reject) => {
         const fail = (error: unknown): void => {
           if (!h?.mapError) return reject(error)
@@ -70,8 +108,8 @@ export function defineScript(lua: string): Script {
         const failed = (error: unknown): void => {
           if (!entry || deadlines!.settle(entry)) fail(error)
         }
-        client.evalsha(sha, keys.length, ...keys, ...args).then(answered, (error: unknown) => {
-          if (isNoScript(error)) client.eval(lua, keys.length, ...keys, ...args).then(answered, failed)
+        client.evalsha(sha, nk, ...argv).then(answered, (error: unknown) => {
+          if (isNoScript(error)) client.eval(lua, nk, ...argv).then(answered, failed)
           else failed(error)
         })
       })

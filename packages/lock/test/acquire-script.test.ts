@@ -7,6 +7,8 @@ import { connectShared, makeLocker, unique } from './support/connections.js'
 
 const PREFIX = unique('fl-test-acquire') + ':'
 const DAY = 86_400_000
+/** The locker id a try sends: a key handed to it ('~' + id) is the try's to take. */
+const LOCKER = 'test-locker'
 
 let redis: Redis
 beforeAll(async () => {
@@ -24,7 +26,7 @@ describe('acquireOnce (one script: SET NX PX and the token)', () => {
     const keys = resourceKeys(PREFIX, unique('grant'))
     const owner = newOwnerId()
     const before = await serverMicros()
-    const attempt = await acquireOnce(redis, keys, owner, 2_000, DAY)
+    const attempt = await acquireOnce(redis, keys, { ownerId: owner, ttlMs: 2_000, fenceTtlMs: DAY, lockerId: LOCKER })
     const after = await serverMicros()
     expect(attempt.granted).toBe(true)
     if (!attempt.granted) return
@@ -43,11 +45,11 @@ describe('acquireOnce (one script: SET NX PX and the token)', () => {
 
   it("misses a held lock with the holder's remaining PTTL, and touches neither key", async () => {
     const keys = resourceKeys(PREFIX, unique('miss'))
-    const first = await acquireOnce(redis, keys, newOwnerId(), 5_000, DAY)
+    const first = await acquireOnce(redis, keys, { ownerId: newOwnerId(), ttlMs: 5_000, fenceTtlMs: DAY, lockerId: LOCKER })
     expect(first.granted).toBe(true)
     const holder = await redis.get(keys.lock)
     const fence = await redis.get(keys.fence)
-    const second = await acquireOnce(redis, keys, newOwnerId(), 5_000, DAY)
+    const second = await acquireOnce(redis, keys, { ownerId: newOwnerId(), ttlMs: 5_000, fenceTtlMs: DAY, lockerId: LOCKER })
     expect(second).toEqual({ granted: false, holderTtlMs: expect.any(Number) })
     if (second.granted) return
     expect(second.holderTtlMs).toBeGreaterThan(4_000)
@@ -59,23 +61,65 @@ describe('acquireOnce (one script: SET NX PX and the token)', () => {
   it('reports -1 for a holder key without expiry', async () => {
     const keys = resourceKeys(PREFIX, unique('persist'))
     await redis.set(keys.lock, 'someone')
-    expect(await acquireOnce(redis, keys, newOwnerId(), 1_000, DAY)).toEqual({ granted: false, holderTtlMs: -1 })
+    expect(await acquireOnce(redis, keys, { ownerId: newOwnerId(), ttlMs: 1_000, fenceTtlMs: DAY, lockerId: LOCKER })).toEqual({ granted: false, holderTtlMs: -1 })
     await redis.del(keys.lock)
   })
 
-  it('mints max(last + 1, now): exactly last + 1 while the counter is ahead of the clock', async () => {
+  it('INCRs an existing counter: exactly last + 1, ahead of the clock or behind it, its TTL left as set at its seed', async () => {
     const keys = resourceKeys(PREFIX, unique('ahead'))
     const ahead = (await serverMicros()) + 10_000_000_000n
-    await redis.set(keys.fence, String(ahead))
-    const attempt = await acquireOnce(redis, keys, newOwnerId(), 1_000, DAY)
+    await redis.set(keys.fence, String(ahead), 'PX', 60_000)
+    const attempt = await acquireOnce(redis, keys, { ownerId: newOwnerId(), ttlMs: 1_000, fenceTtlMs: DAY, lockerId: LOCKER })
     expect(attempt).toEqual({ granted: true, token: ahead + 1n, handedOver: false })
+    expect(await redis.pttl(keys.fence)).toBeLessThanOrEqual(60_000)
+
+    const behind = resourceKeys(PREFIX, unique('behind'))
+    await redis.set(behind.fence, '41')
+    expect(await acquireOnce(redis, behind, { ownerId: newOwnerId(), ttlMs: 1_000, fenceTtlMs: DAY, lockerId: LOCKER })).toEqual({ granted: true, token: 42n, handedOver: false })
+  })
+
+  it('seeds a missing counter from the server clock (µs), above every token minted since the last seed', async () => {
+    const keys = resourceKeys(PREFIX, unique('reseed'))
+    const first = await acquireOnce(redis, keys, { ownerId: newOwnerId(), ttlMs: 1_000, fenceTtlMs: DAY, lockerId: LOCKER })
+    if (!first.granted) throw new Error('expected a grant')
+    let last = first.token
+    for (let i = 0; i < 200; i++) {
+      await redis.del(keys.lock)
+      const a = await acquireOnce(redis, keys, { ownerId: newOwnerId(), ttlMs: 1_000, fenceTtlMs: DAY, lockerId: LOCKER })
+      if (!a.granted) throw new Error('expected a grant')
+      expect(a.token).toBe(last + 1n)
+      last = a.token
+    }
+    // 200 grants took far more than 200 µs, so the clock is past the counter: a new seed jumps.
+    await redis.del(keys.lock, keys.fence)
+    const before = await serverMicros()
+    const seeded = await acquireOnce(redis, keys, { ownerId: newOwnerId(), ttlMs: 1_000, fenceTtlMs: DAY, lockerId: LOCKER })
+    if (!seeded.granted) throw new Error('expected a grant')
+    expect(seeded.token).toBeGreaterThan(last)
+    expect(seeded.token).toBeGreaterThanOrEqual(before)
+  })
+
+  it("takes a key handed to its locker ('~' + locker id) and says so; a key handed to another locker is a miss", async () => {
+    const keys = resourceKeys(PREFIX, unique('handed'))
+    await redis.set(keys.lock, `~${LOCKER}`, 'PX', 500)
+    const owner = newOwnerId()
+    const attempt = await acquireOnce(redis, keys, { ownerId: owner, ttlMs: 5_000, fenceTtlMs: DAY, lockerId: LOCKER })
+    expect(attempt).toMatchObject({ granted: true, handedOver: true })
+    expect(await redis.get(keys.lock)).toBe(owner)
+    expect(await redis.pttl(keys.lock)).toBeGreaterThan(4_000)
+    await redis.set(keys.lock, '~another-locker', 'PX', 500)
+    expect(await acquireOnce(redis, keys, { ownerId: newOwnerId(), ttlMs: 5_000, fenceTtlMs: DAY, lockerId: LOCKER })).toEqual({
+      granted: false,
+      holderTtlMs: expect.any(Number),
+    })
+    expect(await redis.get(keys.lock)).toBe('~another-locker')
   })
 
   it('stays above every earlier token when the counter key is gone (expired or deleted)', async () => {
     const keys = resourceKeys(PREFIX, unique('gone'))
     const tokens: bigint[] = []
     for (let i = 0; i < 5; i++) {
-      const a = await acquireOnce(redis, keys, newOwnerId(), 1_000, DAY)
+      const a = await acquireOnce(redis, keys, { ownerId: newOwnerId(), ttlMs: 1_000, fenceTtlMs: DAY, lockerId: LOCKER })
       if (!a.granted) throw new Error('expected a grant')
       tokens.push(a.token)
       await redis.del(keys.lock, keys.fence)
@@ -113,8 +157,12 @@ describe('tokens through the Locker', () => {
     expect(increases).toBe(1_000)
   })
 
-  // 2^53 is where a JS number or a Lua double stops holding every integer.
+  // 2^53 is where a JS number or a Lua double stops holding every integer; the script hands
+  // tokens over as strings from 2^52 on (the client's integer parser is off just under 2^53).
   it.each([
+    ['2^52 - 2', 2n ** 52n - 2n],
+    ['2^52 - 1', 2n ** 52n - 1n],
+    ['2^53 - 64', 2n ** 53n - 64n],
     ['2^53 - 2', 2n ** 53n - 2n],
     ['2^53 - 1', 2n ** 53n - 1n],
     ['2^53', 2n ** 53n],
@@ -136,9 +184,11 @@ describe('tokens through the Locker', () => {
     await next.release()
   })
 
-  it('control: a JS number cannot tell those tokens apart', () => {
+  it('control: a JS number cannot tell those tokens apart, nor can the client read an integer reply just under 2^53', async () => {
     expect(Number(2n ** 53n + 1n)).toBe(Number(2n ** 53n))
     expect(Number(2n ** 63n - 9n)).toBe(Number(2n ** 63n - 10n))
+    expect(BigInt((await redis.eval(`return ${2n ** 53n - 1n}`, 0)) as number)).not.toBe(2n ** 53n - 1n)
+    expect(BigInt((await redis.eval(`return ${2n ** 52n - 1n}`, 0)) as number)).toBe(2n ** 52n - 1n)
   })
 
   it('fails, and leaves no lock behind, when the counter cannot advance (2^63 - 1)', async () => {

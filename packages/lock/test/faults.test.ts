@@ -5,7 +5,7 @@
 import type { Redis } from 'ioredis'
 import { describe, expect, it } from 'vitest'
 import { acquireOnce } from '../src/acquire-script.js'
-import { LockLostError, LockTimeoutError, LockUnavailableError, resourceKeys, type Lock } from '../src/index.js'
+import { LockAbortedError, LockLostError, LockTimeoutError, LockUnavailableError, resourceKeys, type Lock } from '../src/index.js'
 import { newOwnerId } from '../src/owner-id.js'
 import { commandCalls, connect, makeLocker, ready, unique } from './support/connections.js'
 import { eventLog } from './support/events.js'
@@ -105,6 +105,19 @@ describe('a healthy Redis that is 20 ms away (latency proxy)', () => {
     await value?.release()
   })
 
+  it('on a fresh Locker too: its first acquire with waitMs 5 is granted (the round trip is not cut by the wait)', async () => {
+    // Issue 13, defect 3: a Locker that has not yet measured its Redis cut the first attempt to
+    // the caller's 5 ms and reported the 40 ms round trip as "did not answer within 5 ms".
+    const { far } = await farAway()
+    const { value, error } = await settle(makeLocker(far).acquire(unique('far-fresh'), { waitMs: 5 }))
+    expect(error).toBeUndefined()
+    expect(value?.isHeld()).toBe(true)
+    await value?.release()
+    // Control: waitMs 0 on another fresh Locker, the case that always worked.
+    const control = await makeLocker(far).acquire(unique('far-fresh-0'), { waitMs: 0 })
+    await control.release()
+  })
+
   it('a waiter woken by a release just before its deadline gets the lock or LockTimeoutError, never LockUnavailableError', async () => {
     const { server, far } = await farAway()
     const holderLocker = makeLocker(connect({ port: server.port })) // next to Redis
@@ -176,7 +189,7 @@ describe('a stopped (SIGSTOP) Redis', () => {
       t = performance.now()
       await expectUnavailableWithin(locker.acquire(b, { waitMs: 500 }), t, 500) // several attempts
       // Control: the same acquire without its clean-up, given up on locally after 100 ms.
-      const bare = acquireOnce(client, resourceKeys('fencelock:', control), newOwnerId(), 60_000, 86_400_000)
+      const bare = acquireOnce(client, resourceKeys('fencelock:', control), { ownerId: newOwnerId(), ttlMs: 60_000, fenceTtlMs: 86_400_000, lockerId: 'bare' })
       expect(await Promise.race([bare.then(() => 'answered'), sleep(100).then(() => 'gave up')])).toBe('gave up')
     } finally {
       server.resume()
@@ -222,6 +235,68 @@ describe('a stopped (SIGSTOP) Redis', () => {
     await expect(lock.release()).resolves.toBeTypeOf('boolean')
     expect(await client.exists(keyOf(lock.resource))).toBe(0)
     expect(unhandled).toEqual([])
+  })
+})
+
+describe('a Redis that stalls (DEBUG SLEEP) while lockers wait', () => {
+  it('a release that times out while others are queued still hands the lock on once Redis answers (not after the whole TTL)', async () => {
+    // Issue 13, defect 2: the hand-off step was chained only on a reply that came in time, so a
+    // marked key ('<owner>+') stayed until its TTL ran out (11.7 s of a 12 s TTL in the report).
+    const { server, admin } = await setUp()
+    const holderLocker = makeLocker(connect({ port: server.port }), { commandTimeoutMs: 500 })
+    const waiterLocker = makeLocker(connect({ port: server.port }), { pollMs: 5_000 })
+    const resource = unique('late-release')
+    const keys = resourceKeys('fencelock:', resource)
+    const holder = await holderLocker.acquire(resource, { ttlMs: 12_000 })
+    const waiting = settle(waiterLocker.acquire(resource, { waitMs: 6_000 }))
+    await waitUntil(async () => (await admin.llen(keys.queue)) === 1, { what: 'the waiter to queue' })
+    admin.debug('SLEEP', '1.5').catch(() => {})
+    await sleep(20)
+    const releasedAt = performance.now()
+    const release = await settle(holder.release())
+    expect(release.error).toBeInstanceOf(LockUnavailableError) // 500 ms into the 1.5 s stall
+    const { value, error } = await waiting
+    expect(error).toBeUndefined()
+    // The stall ends 1.5 s after it began; the hand-off follows the late reply.
+    expect(performance.now() - releasedAt).toBeLessThan(3_000)
+    expect(value!.token).toBeGreaterThan(holder.token)
+    expect(await value!.release()).toBe(true)
+  })
+
+  it('an abort while an attempt is in flight rejects at once, not when Redis answers; the late grant is given back', async () => {
+    // Issue 13, defect 5: with a 1.5 s stall, LockAbortedError came 1.46 s after abort().
+    const { server, admin } = await setUp()
+    const holderLocker = makeLocker(connect({ port: server.port }))
+    const waiters = makeLocker(connect({ port: server.port }), { pollMs: 10 })
+    const resource = unique('abort-stalled')
+    const holder = await holderLocker.acquire(resource, { ttlMs: 10_000 })
+    const queued = new AbortController()
+    const waiting = settle(waiters.acquire(resource, { waitMs: 5_000, signal: queued.signal }))
+    await sleep(100) // queued, and trying every ~10 ms
+    admin.debug('SLEEP', '1.5').catch(() => {})
+    await sleep(200) // a try is in flight, blocked
+    const abortedAt = performance.now()
+    queued.abort()
+    expect((await waiting).error).toBeInstanceOf(LockAbortedError)
+    expect(performance.now() - abortedAt).toBeLessThan(200)
+
+    // The first attempt of an acquire, in flight when its signal aborts.
+    await sleep(1_500)
+    await holder.release()
+    admin.debug('SLEEP', '1').catch(() => {})
+    await sleep(20)
+    const first = new AbortController()
+    const firstWaiting = settle(waiters.acquire(resource, { waitMs: 5_000, signal: first.signal }))
+    await sleep(200)
+    const firstAbortedAt = performance.now()
+    first.abort()
+    expect((await firstWaiting).error).toBeInstanceOf(LockAbortedError)
+    expect(performance.now() - firstAbortedAt).toBeLessThan(200)
+    // Once Redis answers, the grant nobody wants any more is released, not left for its TTL.
+    await waitUntil(async () => (await admin.exists(keyOf(resource))) === 0 && (await admin.exists(resourceKeys('fencelock:', resource).fence)) === 1, {
+      timeoutMs: 3_000,
+      what: 'the abandoned grant to be given back',
+    })
   })
 })
 

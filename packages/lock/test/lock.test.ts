@@ -33,7 +33,8 @@ describe('only the owner releases or extends', () => {
 
     const extend = await settle(ours.extend(60_000))
     expect(extend.error).toBeInstanceOf(LockLostError)
-    expect(extend.error).toMatchObject({ resource, token: ours.token, reason: 'not-owner' })
+    // Lost when its lease ran out on our clock, before anyone took it.
+    expect(extend.error).toMatchObject({ resource, token: ours.token, reason: 'expired' })
     expect(await ours.release()).toBe(false)
 
     // Their key still holds their owner id, with its own TTL (not stretched to 60 s).
@@ -74,22 +75,47 @@ describe('expiry', () => {
     expect(held.remainingMs()).toBeGreaterThan(4_000)
     expect(await held.release()).toBe(true)
     expect(held.isHeld()).toBe(false)
-    expect(log.of('released', short.resource)).toMatchObject([{ outcome: 'expired', wasLost: false, token: short.token }])
+    // The lease ran out first: the lock was lost ('expired') before release() came.
+    expect(log.of('lost', short.resource)).toMatchObject([{ reason: 'expired', token: short.token }])
+    expect(log.of('released', short.resource)).toMatchObject([{ outcome: 'expired', wasLost: true, token: short.token }])
     expect(log.of('released', held.resource)).toMatchObject([{ outcome: 'released', wasLost: false, token: held.token }])
     expect(log.of('released', held.resource)[0]!.heldMs).toBeGreaterThanOrEqual(0)
   })
 
-  it('extend() after expiry (nobody took it) throws LockLostError, aborts the signal and emits lost', async () => {
+  it('extend() after expiry (nobody took it) throws the LockLostError the signal aborted with, and lost was emitted once', async () => {
     const lock = await mine.acquire(unique('exp-extend'), { ttlMs: 60 })
     await sleep(90)
     const { error } = await settle(lock.extend())
     expect(error).toBeInstanceOf(LockLostError)
     expect(lock.signal.aborted).toBe(true)
     expect(lock.signal.reason).toBe(error)
-    expect(log.of('lost', lock.resource)).toMatchObject([{ token: lock.token, reason: 'not-owner' }])
+    expect(log.of('lost', lock.resource)).toMatchObject([{ token: lock.token, reason: 'expired' }])
     expect(await redis.exists(keyOf(lock))).toBe(0)
     expect(await lock.release()).toBe(false)
     expect(log.of('released', lock.resource)).toMatchObject([{ outcome: 'expired', wasLost: true }])
+  })
+
+  it('without autoExtend, a lease that runs out on our clock is lost: signal aborted ("expired"), lost event, off heldCount', async () => {
+    // Issue 13, defect 4: the signal never aborted and heldCount kept counting the lock, though
+    // isHeld() was already false and another holder could take the lock.
+    const l = eventLog()
+    const locker = makeLocker(redis, { prefix: PREFIX, onEvent: l.onEvent })
+    const lock = await locker.acquire(unique('runs-out'), { ttlMs: 150 })
+    const signal = lock.signal
+    expect(locker.heldCount).toBe(1)
+    const lost = l.next('lost', { resource: lock.resource, timeoutMs: 1_000 })
+    await sleep(200)
+    const next = await theirs.tryAcquire(lock.resource, { ttlMs: 5_000 })
+    expect(next).not.toBeNull()
+    expect(lock.isHeld()).toBe(false)
+    expect(signal.aborted).toBe(true)
+    expect(signal.reason).toBeInstanceOf(LockLostError)
+    expect(signal.reason).toMatchObject({ reason: 'expired', token: lock.token })
+    expect(await lost).toMatchObject({ reason: 'expired', token: lock.token })
+    expect(locker.heldCount).toBe(0)
+    expect(await lock.release()).toBe(false)
+    expect(l.of('released', lock.resource)).toMatchObject([{ outcome: 'expired', wasLost: true }])
+    expect(await next!.release()).toBe(true)
   })
 
   it('extend(ttlMs) resets the lease from now while we own it', async () => {

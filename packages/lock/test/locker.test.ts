@@ -1,4 +1,7 @@
+import { spawn } from 'node:child_process'
 import { getEventListeners } from 'node:events'
+import { dirname, join } from 'node:path'
+import { fileURLToPath } from 'node:url'
 import type { Redis } from 'ioredis'
 import { beforeAll, describe, expect, it } from 'vitest'
 import {
@@ -10,11 +13,12 @@ import {
   type Lock,
   type Locker,
 } from '../src/index.js'
-import { commandCalls, connect, connectionCount, connectShared, makeLocker, ready, unique } from './support/connections.js'
+import { commandCalls, connect, connectionCount, connectShared, makeLocker, ready, SHARED_REDIS_URL, unique } from './support/connections.js'
 import { eventLog, type EventLog } from './support/events.js'
 import { startRedisServer, type RedisServer } from './support/redis-server.js'
 import { settle, sleep, waitUntil } from './support/timing.js'
 
+const here = dirname(fileURLToPath(import.meta.url))
 const PREFIX = unique('fl-test-locker') + ':'
 // The waiter's expiry is a setTimeout, and libuv measures timers from the loop time cached at the
 // start of the current iteration: under load a waiter can give up a few ms before waitMs (a nit
@@ -442,6 +446,50 @@ describe('close()', () => {
       lockKeys: await admin.exists(resourceKeys('fencelock:', resource).lock),
       subscriberConnectionsLeft: (await connectionCount(admin, name)) - 1,
     }).toEqual({ settledWithin200Ms: true, lockKeys: 0, subscriberConnectionsLeft: 0 })
+  })
+
+  it('close() while a queued attempt is in flight leaves no trace of the Locker in the Redis queue', async () => {
+    // Issue 13, defect 6: the attempt's reply (a miss that queued us) came after close(), and
+    // nobody sent the leave. The next release would then hand the lock to the closed Locker and
+    // everyone would wait handoffMs for it.
+    const holder = makeLocker(connect({ port: server.port }))
+    const closing = makeLocker(connect({ port: server.port }), { pollMs: 5_000 })
+    const resource = unique('close-queued')
+    const keys = resourceKeys('fencelock:', resource)
+    const held = await holder.acquire(resource, { ttlMs: 10_000 })
+    const l = eventLog()
+    const stop = closing.listen((e) => {
+      // The first try missed: hold every write (the queued try that comes next) for 600 ms.
+      if (e.type === 'contended') admin.client('PAUSE', 600, 'WRITE').catch(() => {})
+      l.onEvent(e)
+    })
+    const blocked = settle(closing.acquire(resource, { waitMs: 5_000 }))
+    await l.next('contended', { resource })
+    await sleep(200) // subscribed, and its queued try sent and held by the pause
+    await closing.close()
+    stop()
+    expect((await blocked).error).toBeInstanceOf(LockUnavailableError)
+    await sleep(600) // the pause ends; the held try runs
+    await waitUntil(async () => (await admin.llen(keys.queue)) === 0 && (await admin.hlen(keys.leases)) === 0, {
+      timeoutMs: 2_000,
+      what: 'the closed Locker to be out of the queue',
+    })
+    expect(await held.release()).toBe(true)
+    expect(await admin.exists(keys.lock)).toBe(0) // freed, not handed to the closed Locker
+  })
+
+  it('a process that quits only its own Redis client (no close()) still exits', async () => {
+    // Issue 13, defect 6: the Locker's subscriber (a duplicate of the client) kept it alive.
+    const child = spawn(process.execPath, ['--import', 'tsx', join(here, 'fixtures', 'quit-only-the-client.ts'), SHARED_REDIS_URL, unique('quit-client')], {
+      stdio: ['ignore', 'pipe', 'pipe'],
+    })
+    let out = ''
+    child.stdout.on('data', (chunk: Buffer) => (out += chunk.toString()))
+    child.stderr.on('data', (chunk: Buffer) => (out += chunk.toString()))
+    const exited = new Promise<number | null>((resolve) => child.once('exit', (code) => resolve(code)))
+    const code = await Promise.race([exited, sleep(8_000).then(() => 'still running' as const)])
+    if (code === 'still running') child.kill('SIGKILL')
+    expect({ code, out: out.trim() }).toEqual({ code: 0, out: 'quit' })
   })
 
   it('costs one EVALSHA per uncontended acquire and one per release', async () => {

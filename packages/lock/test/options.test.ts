@@ -262,7 +262,8 @@ describe('LOCK_SCRIPTS', () => {
     // A waiter on another Locker queues in Redis, then gives up and leaves the queue.
     await expect(makeLocker(redis, { pollMs: 50 }).acquire(resource, { waitMs: 300 })).rejects.toBeInstanceOf(LockError)
     await lock.release()
-    const shas = Object.values(LOCK_SCRIPTS).map((lua) => createHash('sha1').update(lua).digest('hex'))
+    const shas = Object.values(LOCK_SCRIPTS).map((script) => createHash('sha1').update(script.lua).digest('hex'))
+    expect(shas).toEqual(Object.values(LOCK_SCRIPTS).map((script) => script.sha))
     expect(shas).toHaveLength(6)
     expect(await redis.script('EXISTS', ...shas)).toEqual([1, 1, 1, 1, 1, 1])
     expect(Object.isFrozen(LOCK_SCRIPTS)).toBe(true)

@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest'
-import { LockTimeoutError, resourceKeys, type Locker } from '../src/index.js'
+import { LockAbortedError, LockTimeoutError, resourceKeys, type Locker } from '../src/index.js'
 import { commandCalls, unique } from './support/connections.js'
 import { eventLog } from './support/events.js'
 import { useScriptedServer } from './support/scripted-server.js'
@@ -110,5 +110,108 @@ describe('the wait queue in Redis (one locker per process)', () => {
     expect(performance.now() - releasedAt).toBeLessThan(200)
     expect(await lock.release()).toBe(true)
     expect(await env.admin.exists(keys.lock, keys.queue, keys.leases)).toBe(0)
+  })
+
+  it('many Lockers (one connection each) looping acquire → hold → release are all served in turn: no timeouts, no waiter starved past 1.5× the fair wait', async () => {
+    // Issue 13, defect 1, scaled down: 18 Lockers with 400 ms holds and default options starved
+    // (every hand-off message naming another Locker pushed a waiter's next try to handoffMs + 1,
+    // so a waiter behind a steady stream of hand-offs never tried, its queue lease ran out, and
+    // the next hand-off dropped it). Here: 14 Lockers, 150 ms holds, messages every ~150 ms while
+    // a waiter's poll is 240-360 ms, and a queue lease (3 × pollMs + commandTimeoutMs = 1.4 s)
+    // shorter than the fair wait at the back of the queue (13 × 150 ms = 1.95 s).
+    const n = 14
+    const holdMs = 150
+    const options = { pollMs: 300, commandTimeoutMs: 500 }
+    const lockers = Array.from({ length: n }, () => lockerOn(options))
+    for (const locker of lockers) await (await locker.acquire(unique('warm'))).release()
+    const resource = unique('steady')
+    const fairWaitMs = (n - 1) * holdMs
+    const grants = lockers.map(() => 0)
+    const timeouts = lockers.map(() => 0)
+    let longestWaitMs = 0
+    const until = performance.now() + 6_000
+    await Promise.all(
+      lockers.map(async (locker, i) => {
+        while (performance.now() < until) {
+          const start = performance.now()
+          let lock
+          try {
+            lock = await locker.acquire(resource, { ttlMs: 5_000, waitMs: 2 * fairWaitMs + 1_000 })
+          } catch (error) {
+            if (!(error instanceof LockTimeoutError)) throw error
+            timeouts[i]!++
+            continue
+          }
+          longestWaitMs = Math.max(longestWaitMs, performance.now() - start)
+          grants[i]!++
+          await sleep(holdMs)
+          await lock.release()
+        }
+      }),
+    )
+    expect({ timeouts: timeouts.reduce((a, b) => a + b, 0), neverServed: grants.filter((g) => g === 0).length }).toEqual({ timeouts: 0, neverServed: 0 })
+    // The first round starts with all n at once, so the back of the queue waits (n - 1) holds
+    // then too; hand-offs (a round trip or two each) and a loaded machine add the rest.
+    expect(longestWaitMs).toBeLessThanOrEqual(1.5 * fairWaitMs)
+  })
+
+  it('a waiter tries (and so renews its queue lease) at least every pollMs, whatever hand-off messages arrive', async () => {
+    // The rule behind the fix of defect 1: a message may bring a try earlier, never push it later.
+    const resource = unique('renews')
+    const keys = resourceKeys('fencelock:', resource)
+    const holder = await lockerOn().acquire(resource, { ttlMs: 10_000 })
+    const waiting = settle(lockerOn({ pollMs: 200 }).acquire(resource, { waitMs: 3_000 }))
+    await waitUntil(async () => (await env.admin.llen(keys.queue)) === 1, { what: 'the waiter to queue' })
+    const [waiterId] = await env.admin.lrange(keys.queue, 0, -1)
+    const leases: string[] = []
+    // Releases elsewhere handing the lock to other lockers, every 100 ms: each message names
+    // another locker and a hand-off of 500 ms ("<sender> <head> <ms>").
+    const end = performance.now() + 2_000
+    while (performance.now() < end) {
+      await env.admin.publish(keys.channel, 'other-sender other-locker 500')
+      const lease = await env.admin.hget(keys.leases, waiterId!)
+      if (lease !== null && leases.at(-1) !== lease) leases.push(lease)
+      await sleep(100)
+    }
+    // Tries every 160-240 ms for 2 s: about 10 renewals; none at all when each message re-arms.
+    expect(leases.length).toBeGreaterThanOrEqual(6)
+    expect(await env.admin.hexists(keys.leases, waiterId!)).toBe(1)
+    await holder.release()
+    const { value, error } = await waiting
+    expect(error).toBeUndefined()
+    await value?.release()
+  })
+
+  it('a lock handed to this Locker is taken by any of its acquires: tryAcquire and waitMs 0 too', async () => {
+    // Issue 13, defect 6: the key holds '~<locker id>' while a hand-off waits for that locker,
+    // for instance when it reaches the locker just as its last waiter gave up. Only the queued
+    // acquire knew to take it; tryAcquire() and acquire({ waitMs: 0 }) saw a held lock.
+    const resource = unique('handed-to-me')
+    const keys = resourceKeys('fencelock:', resource)
+    const holder = await lockerOn().acquire(resource, { ttlMs: 10_000 })
+    const mine = lockerOn({ pollMs: 5_000 })
+    const controller = new AbortController()
+    const waiting = settle(mine.acquire(resource, { waitMs: 5_000, signal: controller.signal }))
+    await waitUntil(async () => (await env.admin.llen(keys.queue)) === 1, { what: 'our waiter to queue' })
+    const [lockerId] = await env.admin.lrange(keys.queue, 0, -1)
+    controller.abort()
+    expect((await waiting).error).toBeInstanceOf(LockAbortedError)
+    await waitUntil(async () => (await env.admin.llen(keys.queue)) === 0, { what: 'our locker to leave the queue' })
+    expect(await holder.release()).toBe(true)
+
+    // The hand-off the releaser would have made had it seen us first.
+    await env.admin.set(keys.lock, `~${lockerId}`, 'PX', 5_000)
+    const tried = await mine.tryAcquire(resource)
+    expect(tried).not.toBeNull()
+    expect(tried!.token).toBeGreaterThan(holder.token)
+    expect(await tried!.release()).toBe(true)
+
+    await env.admin.set(keys.lock, `~${lockerId}`, 'PX', 5_000)
+    const { value, error } = await settle(mine.acquire(resource, { waitMs: 0 }))
+    expect(error).toBeUndefined()
+    expect(await value!.release()).toBe(true)
+    // Control: a lock handed to another locker stays out of reach.
+    await env.admin.set(keys.lock, '~another-locker', 'PX', 5_000)
+    expect(await mine.tryAcquire(resource)).toBeNull()
   })
 })

@@ -17,36 +17,42 @@ async function scriptCalls(): Promise<{ evalsha: number; eval: number }> {
   return { evalsha: calls.evalsha ?? 0, eval: calls.eval ?? 0 }
 }
 
-describe('defineScript (EVALSHA with a fallback to EVAL on NOSCRIPT)', () => {
-  const lua = "return {KEYS[1], ARGV[1], 'v1'}"
-  const script = defineScript(lua)
+describe('defineScript (typed keys and arguments; EVALSHA with a fallback to EVAL on NOSCRIPT)', () => {
+  const script = defineScript({ keys: ['first', 'second'], args: ['name', 'count'], lua: (k, a) => `return {${k.second}, ${k.first}, ${a.count}, ${a.name}, 'v1'}` })
+  const lua = "return {KEYS[2], KEYS[1], ARGV[2], ARGV[1], 'v1'}"
 
-  it('computes the SHA1 of the script up front', () => {
+  it('writes each name as its position, and computes the SHA1 of the script up front', () => {
+    expect(script.lua).toBe(lua)
     expect(script.sha).toBe(createHash('sha1').update(lua).digest('hex'))
+    expect([script.keys, script.args]).toEqual([['first', 'second'], ['name', 'count']])
+  })
+
+  it('sends keys and arguments by name, in the positions the script reads them from (extra names are not sent)', async () => {
+    expect(await script.run(redis, { second: 's', first: 'f', third: 'x' } as { first: string; second: string }, { count: 3, name: 'n' })).toEqual(['s', 'f', '3', 'n', 'v1'])
   })
 
   it('falls back to EVAL once after SCRIPT FLUSH, then runs by SHA again', async () => {
     await redis.script('FLUSH')
     const start = await scriptCalls()
-    expect(await script.run(redis, ['k'], ['a'])).toEqual(['k', 'a', 'v1'])
+    expect(await script.run(redis, { first: 'k', second: 'l' }, { name: 'a', count: 1 })).toEqual(['l', 'k', '1', 'a', 'v1'])
     expect(await scriptCalls()).toEqual({ evalsha: start.evalsha + 1, eval: start.eval + 1 })
     expect(await redis.script('EXISTS', script.sha)).toEqual([1])
 
-    expect(await script.run(redis, ['k'], [2])).toEqual(['k', '2', 'v1'])
+    expect(await script.run(redis, { first: 'k', second: 'l' }, { name: 'a', count: 2 })).toEqual(['l', 'k', '2', 'a', 'v1'])
     expect(await scriptCalls()).toEqual({ evalsha: start.evalsha + 2, eval: start.eval + 1 })
   })
 
   it('control: after SCRIPT FLUSH a bare EVALSHA really fails with NOSCRIPT', async () => {
-    await script.run(redis, ['k'], ['a'])
+    await script.run(redis, { first: 'k', second: 'l' }, { name: 'a', count: 1 })
     await redis.script('FLUSH')
-    await expect(redis.evalsha(script.sha, 1, 'k', 'a')).rejects.toThrow(/^NOSCRIPT/)
+    await expect(redis.evalsha(script.sha, 2, 'k', 'l', 'a', 1)).rejects.toThrow(/^NOSCRIPT/)
   })
 
   it('passes any other error through without retrying by EVAL', async () => {
-    const failing = defineScript("return redis.error_reply('BOOM broken')")
-    await failing.run(redis, [], []).catch(() => {}) // loads it
+    const failing = defineScript({ keys: [], args: [], lua: () => "return redis.error_reply('BOOM broken')" })
+    await failing.run(redis, {}, {}).catch(() => {}) // loads it
     const start = await scriptCalls()
-    await expect(failing.run(redis, [], [])).rejects.toThrow(/BOOM/)
+    await expect(failing.run(redis, {}, {})).rejects.toThrow(/BOOM/)
     expect(await scriptCalls()).toEqual({ evalsha: start.evalsha + 1, eval: start.eval })
   })
 })

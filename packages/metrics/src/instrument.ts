@@ -179,8 +179,9 @@ export function instrument(locker: InstrumentableLocker, options: InstrumentOpti
         return
       case 'lost': {
         const s = end(event.resource, event.token, event.heldMs)
-        // A watchdog that finds the lock gone is a renewal that failed for good.
-        seriesOf(event.resource).renew.lost++
+        // A watchdog that finds the lock gone (or cannot renew it in time) is a renewal that
+        // failed for good. A lock without one whose lease ran out renewed nothing.
+        if (event.autoExtend) seriesOf(event.resource).renew.lost++
         if (s) s.lost++
         return
       }

@@ -225,7 +225,7 @@ function createLockMetricSet(registry: AnyRegistry, prefix: string): LockMetricS
       }),
       lostTotal: new Counter({
         name: `${prefix}lost_total`,
-        help: 'Held locks found lost (by the watchdog or extend()) before they were released.',
+        help: 'Held locks lost before they were released: found taken or gone (by the watchdog or extend()), or their lease ran out on the holder\'s clock.',
         labelNames: ['group'],
         registers,
         collect() {

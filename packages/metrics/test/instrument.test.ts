@@ -107,15 +107,20 @@ describe('instrument(locker)', () => {
     await holder.release()
   })
 
-  it('counts a release after the TTL ran out as expired, and takes the lock off held once', async () => {
+  it('counts a lock whose TTL ran out unreleased as lost when it runs out (not a renewal), and its late release not again', async () => {
     const { registry, locker, group } = setUp()
     const lock = await locker.acquire(resourceIn(group), { ttlMs: 50 })
-    await sleep(120)
     expect(await held(registry, group)).toBe(1)
+    await sleep(120)
+    // The lease ran out on the holder's clock: the lock is lost (its signal aborted), not held.
+    expect(lock.signal.aborted).toBe(true)
+    expect(await held(registry, group)).toBe(0)
+    expect(await valueOf(registry, 'fencelock_lost_total', { group })).toBe(1)
+    expect(await renewals(registry, group, 'lost')).toBe(0)
     expect(await lock.release()).toBe(false)
-    expect(await releases(registry, group, 'expired')).toBe(1)
+    expect(await releases(registry, group, 'expired')).toBe(0)
     expect(await releases(registry, group, 'released')).toBe(0)
-    expect(await valueOf(registry, 'fencelock_lost_total', { group })).toBe(0)
+    expect(await valueOf(registry, 'fencelock_lost_total', { group })).toBe(1)
     expect(await held(registry, group)).toBe(0)
   })
 

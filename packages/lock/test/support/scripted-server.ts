@@ -24,7 +24,7 @@ export function useScriptedServer(): ScriptedServer {
     env.server = await startRedisServer()
     env.admin = connect({ port: env.server.port })
     await ready(env.admin, env.server.url)
-    for (const lua of Object.values(LOCK_SCRIPTS)) await env.admin.script('LOAD', lua)
+    for (const script of Object.values(LOCK_SCRIPTS)) await env.admin.script('LOAD', script.lua)
   })
   return env
 }
