@@ -104,7 +104,7 @@ const protocol: LockContender = {
   async create({ redis, ttlMs }) {
     const { acquire, release } = LOCK_SCRIPTS
     // The loop sends arguments by position: fail loudly if the scripts' contracts change.
-    expectContract('acquire', acquire.keys, ['lock', 'fence'], acquire.args, ['ownerId', 'ttlMs', 'fenceTtlMs', 'lockerId'])
+    expectContract('acquire', acquire.keys, ['lock', 'fence'], acquire.args, ['ownerId', 'ttlMs', 'fenceTtlMs', 'lockerId', 'reseed'])
     expectContract('release', release.keys, ['lock'], release.args, ['ownerId'])
     const acquireSha = (await redis.script('LOAD', acquire.lua)) as string
     const releaseSha = (await redis.script('LOAD', release.lua)) as string
@@ -116,7 +116,7 @@ const protocol: LockContender = {
       async acquire(key) {
         const keys = resourceKeys('fencelock:', key)
         const owner = prefix + (++n).toString(16).padStart(16, '0')
-        const reply = await redis.evalsha(acquireSha, 2, keys.lock, keys.fence, owner, ttlMs, 86_400_000, lockerId)
+        const reply = await redis.evalsha(acquireSha, 2, keys.lock, keys.fence, owner, ttlMs, 86_400_000, lockerId, '0')
         if (typeof reply !== 'number' && typeof reply !== 'string') throw new Error(`uncontended key was held: ${String(reply)}`)
         BigInt(reply) // the token, as the Locker parses it
         return () => redis.evalsha(releaseSha, 1, keys.lock, owner)

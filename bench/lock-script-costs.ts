@@ -83,11 +83,11 @@ export async function measureScriptCosts(host: string, port: number): Promise<Sc
     await prepare((p, i) => p.set(keysOf('acq', i).fence, String(1_700_000_000_000_000 + i)))
     await measure('acquire (lean): granted', 'evalsha', (i) => {
       const k = keysOf('acq', i)
-      return redis.evalsha(shas.acquire, 2, k.lock, k.fence, owner(i), 10_000, 86_400_000, lockerId)
+      return redis.evalsha(shas.acquire, 2, k.lock, k.fence, owner(i), 10_000, 86_400_000, lockerId, '0')
     })
     await measure('acquire (lean): granted, counter seeded from the clock', 'evalsha', (i) => {
       const k = keysOf('seed', i)
-      return redis.evalsha(shas.acquire, 2, k.lock, k.fence, owner(i), 10_000, 86_400_000, lockerId)
+      return redis.evalsha(shas.acquire, 2, k.lock, k.fence, owner(i), 10_000, 86_400_000, lockerId, '0')
     })
     await measure('release (lean): ours, nobody waiting', 'evalsha', (i) => redis.evalsha(shas.release, 1, keysOf('acq', i).lock, owner(i)))
     await prepare((p, i) => {
@@ -97,12 +97,12 @@ export async function measureScriptCosts(host: string, port: number): Promise<Sc
     })
     await measure('acquire (lean): missed', 'evalsha', (i) => {
       const k = keysOf('held', i)
-      return redis.evalsha(shas.acquire, 2, k.lock, k.fence, owner(CALLS + i), 10_000, 86_400_000, lockerId)
+      return redis.evalsha(shas.acquire, 2, k.lock, k.fence, owner(CALLS + i), 10_000, 86_400_000, lockerId, '0')
     })
     await measure('extend: ours', 'evalsha', (i) => redis.evalsha(shas.extend, 1, keysOf('held', i).lock, owner(i), 60_000))
     await measure('queued acquire: missed, joins the queue and marks the holder', 'evalsha', (i) => {
       const k = keysOf('held', i)
-      return redis.evalsha(shas.queuedAcquire, 4, k.lock, k.fence, k.queue, k.leases, owner(CALLS + i), 10_000, 86_400_000, lockerId, 5_000, 'join')
+      return redis.evalsha(shas.queuedAcquire, 4, k.lock, k.fence, k.queue, k.leases, owner(CALLS + i), 10_000, 86_400_000, lockerId, 5_000, 'join', '0')
     })
     await measure('release of a marked key: answers "hand it on"', 'evalsha', (i) => redis.evalsha(shas.release, 1, keysOf('held', i).lock, owner(i)))
     await measure('hand-off release: hands the lock to the queued locker, publishes', 'evalsha', (i) => {
@@ -111,7 +111,7 @@ export async function measureScriptCosts(host: string, port: number): Promise<Sc
     })
     await measure('queued acquire: takes the lock handed to it', 'evalsha', (i) => {
       const k = keysOf('held', i)
-      return redis.evalsha(shas.queuedAcquire, 4, k.lock, k.fence, k.queue, k.leases, owner(2 * CALLS + i), 10_000, 86_400_000, lockerId, 5_000, 'join')
+      return redis.evalsha(shas.queuedAcquire, 4, k.lock, k.fence, k.queue, k.leases, owner(2 * CALLS + i), 10_000, 86_400_000, lockerId, 5_000, 'join', '0')
     })
     const now = await nowMs()
     await prepare((p, i) => {

@@ -10,9 +10,14 @@ import { defineScript, type Handling, type ScriptClient } from './script.js'
  * microseconds. A seed lies above every token minted since the previous seed as long as fewer
  * than one grant per microsecond (on average) were made since then, which no single Redis comes
  * near (~10^5 grants per second at most), and the clock did not step back. So tokens stay
- * strictly increasing across the loss of the counter. docs/LOCK.md has the whole argument,
- * and the one case the clock-on-every-grant scheme before it covered and this one does not (a
- * failover to a replica that had not yet seen the latest grants).
+ * strictly increasing across the loss of the counter.
+ *
+ * A counter can also go back without going missing: a failover to a replica that had not yet
+ * seen the latest grants. Then `INCR` alone would mint a token already handed out. So a try sent
+ * with `reseed` mints `max(INCR, clock)`: the backend sends it on the first grant of a resource
+ * after each (re)connection or change of topology, which every failover causes, and the new
+ * primary's clock lies far above a counter that grows by one per grant. docs/LOCK.md has the
+ * whole argument.
  *
  * Lua numbers are doubles, and so are the client's: a token is returned as an integer only below
  * 2^52, and read back as a string (INCR works on exact 64-bit integers) from there on. Not 2^53:
@@ -21,13 +26,19 @@ import { defineScript, type Handling, type ScriptClient } from './script.js'
  * Tokens seeded from the clock are ~1.8e15; 2^52 is ~4.5e15 (the year 2112 in µs). The seed
  * itself is built from TIME's two strings.
  */
-const mintToken = (fence: string, fenceTtlMs: string) => `
+const mintToken = (fence: string, fenceTtlMs: string, reseed: string) => `
 local token = redis.call('INCR', ${fence})
-if token == 1 then
+local seeded = false
+if token == 1 or ${reseed} == '1' then
   local t = redis.call('TIME')
-  token = t[1] .. string.format('%06d', tonumber(t[2]))
-  redis.call('SET', ${fence}, token, 'PX', ${fenceTtlMs})
-elseif token >= 4503599627370496 then
+  local clock = t[1] .. string.format('%06d', tonumber(t[2]))
+  if token == 1 or tonumber(clock) > token then
+    token = clock
+    seeded = true
+    redis.call('SET', ${fence}, token, 'PX', ${fenceTtlMs})
+  end
+end
+if (not seeded) and token >= 4503599627370496 then
   token = redis.call('GET', ${fence})
 end`
 
@@ -43,7 +54,7 @@ end`
  */
 export const acquireScript = defineScript({
   keys: ['lock', 'fence'],
-  args: ['ownerId', 'ttlMs', 'fenceTtlMs', 'lockerId'],
+  args: ['ownerId', 'ttlMs', 'fenceTtlMs', 'lockerId', 'reseed'],
   lua: (k, a) => `
 local handed = false
 if not redis.call('SET', ${k.lock}, ${a.ownerId}, 'NX', 'PX', ${a.ttlMs}) then
@@ -53,7 +64,7 @@ if not redis.call('SET', ${k.lock}, ${a.ownerId}, 'NX', 'PX', ${a.ttlMs}) then
   redis.call('SET', ${k.lock}, ${a.ownerId}, 'PX', ${a.ttlMs})
   handed = true
 end
-${mintToken(k.fence, a.fenceTtlMs)}
+${mintToken(k.fence, a.fenceTtlMs, a.reseed)}
 if handed then
   return {1, token}
 end
@@ -78,7 +89,7 @@ export type JoinMode = 'join' | 'stay'
  */
 export const queuedAcquireScript = defineScript({
   keys: ['lock', 'fence', 'queue', 'leases'],
-  args: ['ownerId', 'ttlMs', 'fenceTtlMs', 'lockerId', 'leaseMs', 'mode'],
+  args: ['ownerId', 'ttlMs', 'fenceTtlMs', 'lockerId', 'leaseMs', 'mode', 'reseed'],
   lua: (k, a) => `
 local handed = false
 local free = redis.call('SET', ${k.lock}, ${a.ownerId}, 'NX', 'PX', ${a.ttlMs})
@@ -114,7 +125,7 @@ if handed then
 elseif others > 0 then
   redis.call('APPEND', ${k.lock}, ${LUA.waitingMark})
 end
-${mintToken(k.fence, a.fenceTtlMs)}
+${mintToken(k.fence, a.fenceTtlMs, a.reseed)}
 if handed then
   return {1, token}
 end
@@ -145,9 +156,9 @@ const DIGITS = /^\d+$/
 export function acquireOnce(
   client: ScriptClient,
   keys: { readonly lock: string; readonly fence: string },
-  args: { readonly ownerId: string; readonly ttlMs: number; readonly fenceTtlMs: number; readonly lockerId: string },
+  args: { readonly ownerId: string; readonly ttlMs: number; readonly fenceTtlMs: number; readonly lockerId: string; readonly reseed?: '0' | '1' },
 ): Promise<AcquireReply> {
-  return acquireScript.run(client, keys, args, PLAIN)
+  return acquireScript.run(client, keys, { ...args, reseed: args.reseed ?? '0' }, PLAIN)
 }
 
 const PLAIN: Handling<AcquireReply> = { map: toAcquireReply }

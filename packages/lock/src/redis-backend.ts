@@ -24,6 +24,13 @@ export interface RedisBackendOptions {
   readonly queueLeaseMs: number
 }
 
+/**
+ * Client events around which a failover may have happened: the connection closed, a
+ * (re)connection, a cluster's node added or removed. A try built while disconnected (ioredis
+ * queues it) belongs to the new generation already.
+ */
+const TOPOLOGY_EVENTS = ['close', 'ready', '+node', '-node'] as const
+
 /** Resources whose key names a backend keeps built (then it starts over). */
 const KEY_CACHE_SIZE = 1_024
 
@@ -41,6 +48,8 @@ class AcquireCall implements Handling<AcquireOutcome> {
   readonly fenceTtlMs: number
   readonly lockerId: string
   readonly leaseMs: number
+  /** '1': mint max(INCR, clock) — the first grant of the resource on this connection (see acquire-script.ts). */
+  readonly reseed: '0' | '1'
   constructor(
     readonly backend: RedisBackend,
     readonly deadlines: Deadlines,
@@ -53,7 +62,12 @@ class AcquireCall implements Handling<AcquireOutcome> {
     options: RedisBackendOptions,
     /** How many leaves the backend had sent when this call was sent. */
     readonly leavesBefore: number,
+    /** The backend's connection generation when this call was sent. */
+    readonly generation: number,
+    /** Whether it mints from the clock too: the resource's first grant in this generation. */
+    reseedNeeded: boolean,
   ) {
+    this.reseed = reseedNeeded ? '1' : '0'
     this.fenceTtlMs = options.fenceTtlMs
     this.lockerId = backend.lockerId
     this.leaseMs = options.queueLeaseMs
@@ -114,6 +128,18 @@ export class RedisBackend implements LockBackend {
   /** Leaves sent so far: tells a joining try whether a leave went out after it. */
   #leaves = 0
   #subscriber: RedisClient | undefined
+  /**
+   * Bumped whenever the client's connection closes or comes up and whenever a cluster's nodes
+   * change: after a failover the counter may have gone back, so the first grant of each resource
+   * in a new generation mints from the server clock too (`reseed`, acquire-script.ts).
+   */
+  #generation = 0
+  /** Resource → the generation its last reseeding grant was made in. */
+  readonly #seeded = new Map<string, number>()
+  readonly #onTopology = (): void => {
+    this.#generation++
+  }
+  #watching = false
   /** Smoothed round trip of acquire attempts (TCP's estimator), 0 until the first answer. */
   #srttMs = 0
   readonly #onClientEnd = (): void => this.#dropSubscriber()
@@ -156,7 +182,17 @@ export class RedisBackend implements LockBackend {
     const waitUntil = request.waitUntil
     const ms = waitUntil === undefined ? timeout : Math.min(timeout, Math.max(floor, waitUntil - request.sentAt))
     const mode = request.queue
-    const call = new AcquireCall(this, this.#deadlines, resource, newOwnerId(), request.ttlMs, ms, request.sentAt, mode, this.#options, this.#leaves)
+    // Listening from the first acquire on: before it there is no grant a failover could repeat
+    // (and a Locker's constructor does nothing with the client).
+    if (!this.#watching) {
+      this.#watching = true
+      // A client that emits no events (a wrapper with only the commands) cannot say it reconnected:
+      // then every grant's counter is trusted as the first one was.
+      if (typeof (this.#client as Partial<RedisClient>).on === 'function') for (const event of TOPOLOGY_EVENTS) this.#client.on(event, this.#onTopology)
+    }
+    const generation = this.#generation
+    const reseed = this.#seeded.get(resource.name) !== generation
+    const call = new AcquireCall(this, this.#deadlines, resource, newOwnerId(), request.ttlMs, ms, request.sentAt, mode, this.#options, this.#leaves, generation, reseed)
     if (mode === 'none') return acquireScript.run(this.#client, resource.keys, call, call)
     this.#members.set(resource.name, resource)
     return queuedAcquireScript.run(this.#client, resource.keys, call, call)
@@ -169,6 +205,17 @@ export class RedisBackend implements LockBackend {
     const reply = toAcquireReply(raw)
     this.#membership(call, reply.granted, reply.granted && reply.handedOver)
     if (!reply.granted) return reply
+    if (call.reseed === '0' && call.generation !== this.#generation) {
+      // The connection changed while this try was in flight: ioredis may have sent it again to
+      // a new primary, where INCR alone can mint a token already handed out. Give the grant back;
+      // the next try mints from the clock.
+      this.#cleanUp(call)
+      return { granted: false, error: new Error('the connection to Redis changed while the acquire was in flight; the grant was given back'), cut: false }
+    }
+    if (call.reseed === '1') {
+      if (this.#seeded.size >= KEY_CACHE_SIZE) this.#seeded.clear()
+      this.#seeded.set(call.resource.name, call.generation)
+    }
     return { granted: true, ownerId: call.ownerId, token: reply.token, validUntil: call.sentAt + call.ttlMs, handedOver: reply.handedOver }
   }
 
@@ -253,6 +300,9 @@ export class RedisBackend implements LockBackend {
   }
 
   async close(): Promise<void> {
+    if (this.#watching && typeof (this.#client as Partial<RedisClient>).off === 'function') {
+      for (const event of TOPOLOGY_EVENTS) this.#client.off(event, this.#onTopology)
+    }
     const leaving = [...this.#members.values()].map((r) => this.#sendLeave(r))
     this.#members.clear()
     await Promise.allSettled(leaving)

@@ -49,7 +49,7 @@ export async function ready(client: Redis, label: string, ms = 3_000): Promise<v
       client.ping(),
       new Promise((_, reject) => {
         timer = setTimeout(
-          () => reject(new Error(`Redis at ${label} did not answer PING within ${ms} ms. Start it (see shared/STACK.md); these tests never skip.`)),
+          () => reject(new Error(`Redis at ${label} did not answer PING within ${ms} ms. Start it (npm test does when run as root: scripts/ensure-system.mjs), or set REDIS_URL; these tests never skip.`)),
           ms,
         )
       }),

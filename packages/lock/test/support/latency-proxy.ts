@@ -1,7 +1,7 @@
 /**
  * A TCP proxy that delays every chunk by a fixed time in each direction: a healthy Redis that is
  * simply far away (another zone, a busy network). Order is kept: equal delays on one socket fire
- * in order. `tc netem` is not available here; this is the Node proxy STACK.md suggests.
+ * in order. (`tc netem` is not available on every machine; a proxy in Node is.)
  */
 import { createServer, Socket, type AddressInfo, type Server } from 'node:net'
 import { afterAll } from 'vitest'
