@@ -15,13 +15,12 @@
 // time are summed per variant. Slow drifts of a shared machine (other processes, frequency
 // scaling) then hit both variants inside every second, which separate runs cannot promise. The
 // ratio (with / without ops/s) is taken per round and summarised by its median.
-import { execFileSync, fork, spawn, type ChildProcess } from 'node:child_process'
-import { mkdtempSync, rmSync } from 'node:fs'
-import { createServer, Socket } from 'node:net'
-import { availableParallelism, cpus, loadavg, tmpdir } from 'node:os'
+import { fork, type ChildProcess } from 'node:child_process'
+import { availableParallelism, cpus, loadavg } from 'node:os'
 import { dirname, join } from 'node:path'
 import { fileURLToPath } from 'node:url'
 import { integerFlag, runCommand, UsageError, type CliSpec, type CliValues } from '@fencelock/devkit/cli'
+import { redisServerVersion, startRedisServer } from '@fencelock/devkit/redis-server'
 import { writeMarkedSection } from './support/docs-section.js'
 
 const here = dirname(fileURLToPath(import.meta.url))
@@ -210,7 +209,8 @@ async function main(values: CliValues): Promise<number> {
   const warmupMs = quick ? 500 : 2_000
 
   const loadBefore = loadavg()
-  const server = await startRedis()
+  const server = await startRedisServer()
+  const redisVersion = redisServerVersion()
   let child: ChildProcess | undefined
   const cleanUp = () => {
     if (child && child.exitCode === null) child.kill('SIGKILL')
@@ -244,13 +244,13 @@ async function main(values: CliValues): Promise<number> {
       }
     }
   } finally {
-    await server.stop()
+    await server.dispose()
   }
   const loadAfter = loadavg()
   const listenerNs = await listenerCostNs(5, quick ? 200_000 : 1_000_000)
   console.error(`listener alone: ${listenerNs.toFixed(0)} ns CPU per acquire + release`)
 
-  const report = renderReport({ rounds, slices, sliceMs, warmupMs, loadBefore, loadAfter, redisVersion: server.version, results, quick, listenerNs })
+  const report = renderReport({ rounds, slices, sliceMs, warmupMs, loadBefore, loadAfter, redisVersion, results, quick, listenerNs })
   console.log(report)
   if (!args['no-write']) {
     writeMarkedSection(BENCHMARKS_FILE, SECTION, report)
@@ -346,90 +346,6 @@ function renderReport(input: ReportInput): string {
 
 // --- docs/BENCHMARKS.md ----------------------------------------------------------------------------
 
-
-// --- the dedicated redis-server ----------------------------------------------------------------------
-
-interface BenchRedis {
-  readonly port: number
-  readonly version: string
-  stop(): Promise<void>
-  killNow(): void
-}
-
-async function freePort(): Promise<number> {
-  const server = createServer()
-  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve))
-  const { port } = server.address() as { port: number }
-  await new Promise((resolve) => server.close(resolve))
-  return port
-}
-
-function ping(port: number): Promise<boolean> {
-  return new Promise((resolve) => {
-    const socket = new Socket()
-    const done = (ok: boolean) => {
-      socket.destroy()
-      resolve(ok)
-    }
-    socket.setTimeout(500, () => done(false))
-    socket.once('error', () => done(false))
-    socket.connect(port, '127.0.0.1', () => socket.write('PING\r\n'))
-    socket.once('data', (d) => done(d.toString().startsWith('+PONG')))
-  })
-}
-
-/** Spawns redis-server on a free loopback port, nothing on disk; stopped by its PID. */
-async function startRedis(): Promise<BenchRedis> {
-  const bin = process.env.REDIS_SERVER_BIN ?? 'redis-server'
-  const dir = mkdtempSync(join(tmpdir(), 'fencelock-bench-metrics-'))
-  const port = await freePort()
-  const child = spawn(bin, ['--port', String(port), '--bind', '127.0.0.1', '--save', '', '--appendonly', 'no', '--dir', dir], {
-    stdio: ['ignore', 'pipe', 'pipe'],
-  })
-  let log = ''
-  child.stdout?.on('data', (d: Buffer) => (log = (log + d.toString()).slice(-4_000)))
-  child.stderr?.on('data', (d: Buffer) => (log = (log + d.toString()).slice(-4_000)))
-  const exited = new Promise<void>((resolve) => child.once('exit', () => resolve()))
-  const end = performance.now() + 10_000
-  while (!(await ping(port))) {
-    if (child.exitCode !== null || performance.now() > end) {
-      child.kill('SIGKILL')
-      rmSync(dir, { recursive: true, force: true })
-      throw new Error(`redis-server did not start on port ${port}:\n${log}`)
-    }
-    await new Promise((resolve) => setTimeout(resolve, 50))
-  }
-  const version = /v=(\S+)/.exec(commandOutput(bin, ['--version']))?.[1] ?? 'unknown'
-  let stopped = false
-  return {
-    port,
-    version,
-    async stop() {
-      if (stopped) return
-      stopped = true
-      if (child.exitCode === null && child.signalCode === null) {
-        child.kill('SIGTERM')
-        const timer = setTimeout(() => child.kill('SIGKILL'), 3_000)
-        await exited
-        clearTimeout(timer)
-      }
-      rmSync(dir, { recursive: true, force: true })
-    },
-    killNow() {
-      if (child.exitCode === null && child.signalCode === null) child.kill('SIGKILL')
-      rmSync(dir, { recursive: true, force: true })
-    },
-  }
-}
-
-/** The output of a short command, or '' when it cannot run (the version is then "unknown"). */
-function commandOutput(bin: string, args: string[]): string {
-  try {
-    return execFileSync(bin, args, { encoding: 'utf8' })
-  } catch {
-    return ''
-  }
-}
 
 // --- entry point (last, so every declaration above is initialised) ----------------------------------
 

@@ -4,7 +4,7 @@
 // checks tokens rejects that stale write; one that does not, takes it.
 import { fork, type ChildProcess } from 'node:child_process'
 import { fileURLToPath } from 'node:url'
-import { resolveRedis } from '../../apps/demo-shop/src/redis-endpoint.js'
+import { resolveRedis } from '@fencelock/devkit/redis-endpoint'
 
 const TTL_MS = 1_500
 const resource = `order:42:demo:${process.pid}`

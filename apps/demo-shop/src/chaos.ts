@@ -12,7 +12,7 @@
  *   counter is gone), every few seconds. Refused for a Redis the demo did not start.
  */
 import type { Random } from './random.js'
-import type { OwnedRedis } from './redis-endpoint.js'
+import type { RedisServer } from '@fencelock/devkit/redis-server'
 import type { ExternalCall, Supervisor } from './supervisor.js'
 
 /** The chaos kinds of a run. */
@@ -148,7 +148,7 @@ export interface RedisRestartChaosOptions {
  * Restarts `redis` (a server the demo owns) every `intervalMs`. Each restart loses every lock:
  * holders keep running, and the next acquirer gets the lock at once.
  */
-export function startRedisRestartChaos(redis: OwnedRedis, options: RedisRestartChaosOptions): Chaos {
+export function startRedisRestartChaos(redis: RedisServer, options: RedisRestartChaosOptions): Chaos {
   let count = 0
   let stopped = false
   const waitUntil = async (ms: number) => {

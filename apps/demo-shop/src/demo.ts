@@ -19,7 +19,7 @@ import { databaseTarget, redact, startEmbeddedDatabase } from './database.js'
 import { FLASH_SALE_DEFAULTS, FlashSaleAbortedError, runFlashSale, type FlashSaleOptions, type FlashSaleReport } from './flash-sale.js'
 import { startLiveShop, type LiveShop } from './live-shop.js'
 import { startDashboard } from './dashboard/start-dashboard.js'
-import { NO_REDIS_HELP, resolveRedis, type RedisEndpoint } from './redis-endpoint.js'
+import { NO_REDIS_HELP, resolveRedis, type RedisEndpoint } from '@fencelock/devkit/redis-endpoint'
 import { formatReport, progressWriter } from './report-format.js'
 
 const LIVE_BASE_PORT = 3001

@@ -22,7 +22,7 @@ import { databaseTarget, redact, startEmbeddedDatabase } from './database.js'
 import { startDashboard } from './dashboard/start-dashboard.js'
 import { startLiveShop } from './live-shop.js'
 import { PROTECTION_MODES, type ProtectionMode } from './protection.js'
-import { resolveRedis } from './redis-endpoint.js'
+import { resolveRedis } from '@fencelock/devkit/redis-endpoint'
 
 function int(name: string, fallback: number, min: number, max: number): number {
   const raw = process.env[name]

@@ -6,7 +6,7 @@
 import { writeFileSync } from 'node:fs'
 import { Redis } from 'ioredis'
 import type { Supervisor } from '../../../apps/demo-shop/src/supervisor.js'
-import type { RedisServer } from '../../lock/test/support/redis-server-process.js'
+import type { RedisServer } from '@fencelock/devkit/redis-server'
 import { monoNow, type Recorder } from './history.js'
 
 /** What an injector may touch. */

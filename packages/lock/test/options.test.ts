@@ -106,14 +106,18 @@ async function invalidOption(call: () => unknown): Promise<InvalidLockOptionErro
   return outcome
 }
 
-/** A client that records every method called on it and answers nothing. */
+/**
+ * A client that records every command called on it and answers nothing. Listening for its events
+ * (`on`, `off`: no I/O) is allowed and not recorded.
+ */
 function recordingClient(): { client: Redis; calls: string[] } {
   const calls: string[] = []
-  const client = new Proxy(
+  const client: object = new Proxy(
     {},
     {
       get(_, property) {
         if (property === 'then') return undefined
+        if (property === 'on' || property === 'off') return () => client
         return (...args: unknown[]) => {
           calls.push(`${String(property)}(${args.length} args)`)
           return Promise.reject(new Error('the recording client does no I/O'))

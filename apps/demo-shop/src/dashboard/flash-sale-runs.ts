@@ -7,7 +7,7 @@
 import { CHAOS_KINDS, type ChaosKind } from '../chaos.js'
 import { FLASH_SALE_DEFAULTS, type FlashSaleOptions, type FlashSaleProgress, type FlashSaleReport, type FlashSaleServices } from '../flash-sale.js'
 import { PROTECTION_MODES, type ProtectionMode } from '../protection.js'
-import type { RedisEndpoint } from '../redis-endpoint.js'
+import type { RedisEndpoint } from '@fencelock/devkit/redis-endpoint'
 import type { InstanceProcess } from '../supervisor.js'
 import type { RunLimits, RunRequest, RunView } from './wire.js'
 

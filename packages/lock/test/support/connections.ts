@@ -4,11 +4,12 @@
  * a test that needs it fails loudly when it is down, it never skips.
  */
 import { randomBytes } from 'node:crypto'
+import { sharedRedisUrl, waitForRedis } from '@fencelock/devkit/redis-url'
 import { Redis, type RedisOptions } from 'ioredis'
 import { afterAll, beforeEach } from 'vitest'
 import { Locker, type LockerOptions, type RedisClient } from '../../src/index.js'
 
-export const SHARED_REDIS_URL = process.env.REDIS_URL ?? 'redis://127.0.0.1:6379'
+export const SHARED_REDIS_URL = sharedRedisUrl()
 
 const clients = new Set<Redis>()
 const lockers = new Set<Locker>()
@@ -42,21 +43,8 @@ export async function connectShared(options: RedisOptions = {}): Promise<Redis> 
 }
 
 /** Resolves once `client` answers PING; rejects loudly after `ms`. */
-export async function ready(client: Redis, label: string, ms = 3_000): Promise<void> {
-  let timer: NodeJS.Timeout | undefined
-  try {
-    await Promise.race([
-      client.ping(),
-      new Promise((_, reject) => {
-        timer = setTimeout(
-          () => reject(new Error(`Redis at ${label} did not answer PING within ${ms} ms. Start it (npm test does when run as root: scripts/ensure-system.mjs), or set REDIS_URL; these tests never skip.`)),
-          ms,
-        )
-      }),
-    ])
-  } finally {
-    clearTimeout(timer)
-  }
+export function ready(client: Redis, label: string, ms = 3_000): Promise<void> {
+  return waitForRedis(client, label, ms)
 }
 
 /** A Locker closed in afterAll. */

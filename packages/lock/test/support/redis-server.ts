@@ -1,10 +1,10 @@
 /**
- * The spawned redis-servers of the lock tests (see redis-server-process.ts), stopped by PID in
+ * The spawned redis-servers of the lock tests (the devkit's test kit), stopped by PID in
  * `afterAll` of every test file that imports this module.
  */
+import { stopAllRedisServers } from '@fencelock/devkit/redis-server'
 import { afterAll } from 'vitest'
-import { stopAllRedisServers } from './redis-server-process.js'
 
-export { RedisServer, startRedisServer, stopAllRedisServers, type RedisServerOptions } from './redis-server-process.js'
+export { RedisServer, startRedisServer, stopAllRedisServers, type RedisServerOptions } from '@fencelock/devkit/redis-server'
 
 afterAll(stopAllRedisServers)

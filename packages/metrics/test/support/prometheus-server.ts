@@ -6,10 +6,10 @@
  */
 import { spawn, spawnSync, type ChildProcess } from 'node:child_process'
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs'
-import { createServer, type AddressInfo } from 'node:net'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { afterAll } from 'vitest'
+import { freePort } from '@fencelock/devkit/net'
 
 export const PROMETHEUS_BIN = process.env.PROMETHEUS_BIN ?? 'prometheus'
 export const PROMTOOL_BIN = process.env.PROMTOOL_BIN ?? 'promtool'
@@ -30,15 +30,6 @@ export function assertInstalled(bin: string): void {
       `${bin} is not runnable (${probe.error?.message ?? `exit ${probe.status}`}); install Debian's prometheus package (apt-get install prometheus), as .ci/run does`,
     )
   }
-}
-
-/** A free TCP port on 127.0.0.1 (released just before use; the caller retries on a clash). */
-export async function freePort(): Promise<number> {
-  const server = createServer()
-  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve))
-  const { port } = server.address() as AddressInfo
-  await new Promise((resolve) => server.close(resolve))
-  return port
 }
 
 export interface PrometheusOptions {

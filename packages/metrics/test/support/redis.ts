@@ -4,11 +4,12 @@
  * when it is down, they never skip.
  */
 import { randomUUID } from 'node:crypto'
+import { sharedRedisUrl, waitForRedis } from '@fencelock/devkit/redis-url'
 import { Locker, type LockerOptions } from '@fencelock/lock'
 import { Redis, type RedisOptions } from 'ioredis'
 import { afterAll } from 'vitest'
 
-export const REDIS_URL = process.env.REDIS_URL ?? 'redis://127.0.0.1:6379'
+export const REDIS_URL = sharedRedisUrl()
 
 const clients = new Set<Redis>()
 const lockers = new Set<Locker>()
@@ -32,17 +33,7 @@ export function connect(target: string | { host: string; port: number } = REDIS_
 /** A client on the shared Redis, after a PING proved it answers. */
 export async function connectShared(): Promise<Redis> {
   const client = connect()
-  let timer: NodeJS.Timeout | undefined
-  try {
-    await Promise.race([
-      client.ping(),
-      new Promise((_, reject) => {
-        timer = setTimeout(() => reject(new Error(`Redis at ${REDIS_URL} did not answer PING within 3 s; start it (npm test does when run as root: scripts/ensure-system.mjs), or set REDIS_URL`)), 3_000)
-      }),
-    ])
-  } finally {
-    clearTimeout(timer)
-  }
+  await waitForRedis(client, REDIS_URL)
   return client
 }
 

@@ -1,19 +1,19 @@
 /**
- * Spawns throw-away `redis-server` processes for fault tests: kill, SIGSTOP/SIGCONT, restart on
- * the same port, FLUSHALL, SCRIPT FLUSH, INFO commandstats in isolation. Each server runs from
- * PATH on a free loopback port with nothing on disk (`--save "" --appendonly no`) and `DEBUG`
- * allowed from loopback. Every server is stopped by PID, with {@link stopAllRedisServers}, and
- * again (SIGKILL, synchronously) when the process exits, so no process is left behind even when
- * a run fails half-way.
+ * Throw-away `redis-server` processes, for the tests, the benchmarks, the chaos suite and the
+ * demo's own Redis: kill, SIGSTOP/SIGCONT, restart on the same port (all data gone). Each server
+ * runs from PATH (or `REDIS_SERVER_BIN`) on a free loopback port with nothing on disk (`--save ""
+ * --appendonly no`) and `DEBUG` allowed from loopback. Every server is stopped by PID, with
+ * {@link stopAllRedisServers}, and again (SIGKILL, synchronously) when the process exits, so no
+ * process is left behind even when a run fails half-way.
  *
- * No Vitest here: the chaos suite (`packages/chaos`) runs these servers from a plain process too.
- * The lock tests import `redis-server.ts`, which adds the `afterAll` hook.
+ * No Vitest here: plain processes use it too. A test file adds `afterAll(stopAllRedisServers)`
+ * (each package's test support does).
  */
-import { spawn, type ChildProcess } from 'node:child_process'
+import { execFileSync, spawn, type ChildProcess } from 'node:child_process'
 import { mkdtempSync, rmSync } from 'node:fs'
-import { createServer, Socket } from 'node:net'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
+import { answersPing, freePort } from './net.js'
 
 export interface RedisServerOptions {
   /** Start in cluster mode (needed for `CLUSTER KEYSLOT`); no slots are assigned. */
@@ -81,7 +81,7 @@ export class RedisServer {
         : []),
       ...(this.#options.args ?? []),
     ]
-    const child = spawn('redis-server', args, { stdio: ['ignore', 'pipe', 'pipe'] })
+    const child = spawn(redisServerBin(), args, { stdio: ['ignore', 'pipe', 'pipe'] })
     this.#child = child
     this.#log = ''
     const keep = (chunk: Buffer) => {
@@ -96,7 +96,7 @@ export class RedisServer {
     const deadline = performance.now() + 5_000
     while (performance.now() < deadline) {
       if (!this.running) break
-      if (await Promise.race([answersPing(this.#port), spawnError])) return
+      if (await Promise.race([answersPing(HOST, this.#port), spawnError])) return
       await new Promise((r) => setTimeout(r, 15))
     }
     const log = this.#log
@@ -180,27 +180,16 @@ process.once('exit', () => {
   for (const server of live) server.killNow()
 })
 
-function freePort(): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const server = createServer()
-    server.once('error', reject)
-    server.listen(0, HOST, () => {
-      const { port } = server.address() as { port: number }
-      server.close(() => resolve(port))
-    })
-  })
+/** The redis-server binary: `REDIS_SERVER_BIN`, else `redis-server` from PATH. */
+export function redisServerBin(): string {
+  return process.env.REDIS_SERVER_BIN || 'redis-server'
 }
 
-function answersPing(port: number): Promise<boolean> {
-  return new Promise((resolve) => {
-    const socket = new Socket()
-    const done = (ok: boolean) => {
-      socket.destroy()
-      resolve(ok)
-    }
-    socket.setTimeout(300, () => done(false))
-    socket.once('error', () => done(false))
-    socket.once('data', (data) => done(data.toString().startsWith('+PONG')))
-    socket.connect(port, HOST, () => socket.write('PING\r\n'))
-  })
+/** The version `redis-server --version` reports (`7.0.15`), or `unknown` when it cannot run. */
+export function redisServerVersion(bin = redisServerBin()): string {
+  try {
+    return /v=(\S+)/.exec(execFileSync(bin, ['--version'], { encoding: 'utf8' }))?.[1] ?? 'unknown'
+  } catch {
+    return 'unknown'
+  }
 }

@@ -1,0 +1,29 @@
+/** Loopback networking the tools and tests need: a free port, and a raw PING of a Redis. */
+import { createServer, Socket } from 'node:net'
+
+/** A TCP port nobody listens on now, on `host` (the OS picks it; another process may take it later). */
+export function freePort(host = '127.0.0.1'): Promise<number> {
+  return new Promise((resolve, reject) => {
+    const server = createServer()
+    server.once('error', reject)
+    server.listen(0, host, () => {
+      const { port } = server.address() as { port: number }
+      server.close(() => resolve(port))
+    })
+  })
+}
+
+/** Whether a Redis answers `PING` on host:port within `ms`, over a raw socket (no client library, no retries). */
+export function answersPing(host: string, port: number, ms = 300): Promise<boolean> {
+  return new Promise((resolve) => {
+    const socket = new Socket()
+    const done = (ok: boolean) => {
+      socket.destroy()
+      resolve(ok)
+    }
+    socket.setTimeout(ms, () => done(false))
+    socket.once('error', () => done(false))
+    socket.once('data', (data) => done(data.toString().startsWith('+PONG')))
+    socket.connect(port, host, () => socket.write('PING\r\n'))
+  })
+}

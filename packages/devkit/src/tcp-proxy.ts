@@ -1,0 +1,78 @@
+/**
+ * A TCP proxy on loopback in front of a server (Redis), for faults a test injects in the network:
+ * latency (every chunk delayed each way, order kept) and a blackhole (bytes from clients dropped,
+ * connections left open: calls get no answer, as with a stalled server or a dead network). `tc
+ * netem` is not available on every machine; a proxy in Node is. Close it with `close()`, or all
+ * with {@link closeAllProxies} (a test file's `afterAll`).
+ */
+import { createServer, Socket, type AddressInfo, type Server } from 'node:net'
+
+export interface TcpProxy {
+  readonly host: string
+  readonly port: number
+  /** From now on, bytes from clients are dropped (the connections stay open). */
+  blackhole(): void
+  /** Forward again. */
+  restore(): void
+  close(): Promise<void>
+}
+
+/** Options of {@link startTcpProxy}. */
+export interface TcpProxyOptions {
+  /** Delay of every chunk, each way, in ms. Default 0. */
+  readonly delayMs?: number
+}
+
+const open = new Set<TcpProxy>()
+
+/** Listens on a free loopback port and forwards to `target`. */
+export async function startTcpProxy(target: { host?: string; port: number }, options: TcpProxyOptions = {}): Promise<TcpProxy> {
+  const delayMs = options.delayMs ?? 0
+  let dropping = false
+  const sockets = new Set<Socket>()
+  const server: Server = createServer((client) => {
+    const upstream = new Socket()
+    sockets.add(client)
+    sockets.add(upstream)
+    const later = (fn: () => void) => (delayMs > 0 ? setTimeout(fn, delayMs) : fn())
+    const pipe = (from: Socket, to: Socket, droppable: boolean) => {
+      from.on('data', (chunk) => {
+        if (droppable && dropping) return
+        later(() => {
+          if (!to.destroyed) to.write(chunk)
+        })
+      })
+      from.on('close', () => {
+        sockets.delete(from)
+        later(() => to.destroy())
+      })
+      from.on('error', () => {})
+    }
+    pipe(client, upstream, true)
+    pipe(upstream, client, false)
+    upstream.connect(target.port, target.host ?? '127.0.0.1')
+  })
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve))
+  const proxy: TcpProxy = {
+    host: '127.0.0.1',
+    port: (server.address() as AddressInfo).port,
+    blackhole: () => {
+      dropping = true
+    },
+    restore: () => {
+      dropping = false
+    },
+    async close() {
+      open.delete(proxy)
+      for (const socket of sockets) socket.destroy()
+      await new Promise<void>((resolve) => server.close(() => resolve()))
+    },
+  }
+  open.add(proxy)
+  return proxy
+}
+
+/** Closes every proxy this module started in this process. */
+export async function closeAllProxies(): Promise<void> {
+  await Promise.allSettled([...open].map((proxy) => proxy.close()))
+}

@@ -1,0 +1,106 @@
+import { Redis } from 'ioredis'
+import { afterAll, describe, expect, it } from 'vitest'
+import { answersPing, freePort } from '../src/net.js'
+import { startRedisServer, stopAllRedisServers } from '../src/redis-server.js'
+import { sharedRedisUrl, waitForRedis } from '../src/redis-url.js'
+import { closeAllProxies, startTcpProxy } from '../src/tcp-proxy.js'
+
+const clients: Redis[] = []
+afterAll(async () => {
+  for (const client of clients) client.disconnect()
+  await closeAllProxies()
+  await stopAllRedisServers()
+})
+
+function connect(port: number): Redis {
+  const client = new Redis({ port, maxRetriesPerRequest: null, retryStrategy: (times) => Math.min(times * 20, 200) })
+  client.on('error', () => {})
+  clients.push(client)
+  return client
+}
+
+const alive = (pid: number) => {
+  try {
+    process.kill(pid, 0)
+    return true
+  } catch {
+    return false
+  }
+}
+
+const within = <T>(promise: Promise<T>, ms: number) =>
+  Promise.race([promise.then(() => 'answered'), new Promise((resolve) => setTimeout(() => resolve('silent'), ms))])
+
+describe('the spawned redis-server', () => {
+  it('starts on a free port with debug allowed, pauses, resumes, restarts on the same port empty, and leaves no process', async () => {
+    const server = await startRedisServer()
+    const client = connect(server.port)
+    await waitForRedis(client, server.url)
+    expect(await client.debug('SLEEP', 0)).toBe('OK') // --enable-debug-command local
+    expect(await client.config('GET', 'save')).toEqual(['save', ''])
+    await client.set('k', 'v')
+
+    server.pause()
+    expect(await within(client.ping(), 150)).toBe('silent')
+    server.resume()
+    await waitForRedis(client, server.url)
+
+    const { port, pid } = server
+    await server.restart()
+    expect(server.port).toBe(port)
+    expect(server.pid).not.toBe(pid)
+    expect(alive(pid)).toBe(false)
+    await waitForRedis(client, server.url)
+    expect(await client.get('k')).toBeNull() // nothing persisted
+
+    const last = server.pid
+    server.pause() // a stopped process must die too
+    await server.dispose()
+    expect(alive(last)).toBe(false)
+    expect(await answersPing('127.0.0.1', port)).toBe(false)
+  })
+
+  it('fails loudly, never skips, when a Redis does not answer', async () => {
+    const nobody = new Redis({ port: await freePort(), lazyConnect: true, maxRetriesPerRequest: null, retryStrategy: () => 50 })
+    nobody.on('error', () => {})
+    try {
+      await expect(waitForRedis(nobody, 'redis://127.0.0.1:1', 300)).rejects.toThrow(/did not answer PING within 300 ms.*never skip/)
+    } finally {
+      nobody.disconnect()
+    }
+  })
+
+  it('takes REDIS_URL as the shared Redis, else the machine one', () => {
+    const saved = process.env.REDIS_URL
+    try {
+      delete process.env.REDIS_URL
+      expect(sharedRedisUrl()).toBe('redis://127.0.0.1:6379')
+      process.env.REDIS_URL = 'redis://example:7000'
+      expect(sharedRedisUrl()).toBe('redis://example:7000')
+    } finally {
+      if (saved === undefined) delete process.env.REDIS_URL
+      else process.env.REDIS_URL = saved
+    }
+  })
+})
+
+describe('the TCP proxy', () => {
+  it('delays each way, blackholes calls without closing the connection, and forwards again on restore', async () => {
+    const server = await startRedisServer()
+    const proxy = await startTcpProxy({ port: server.port }, { delayMs: 40 })
+    const client = connect(proxy.port)
+    await waitForRedis(client, 'proxy')
+
+    const started = performance.now()
+    await client.ping()
+    expect(performance.now() - started).toBeGreaterThanOrEqual(75) // 40 ms there, 40 ms back
+
+    proxy.blackhole()
+    expect(await within(client.ping(), 300)).toBe('silent') // dropped: it will never be answered
+    expect(client.status).toBe('ready') // the connection stays open, as with a stalled server
+    proxy.restore()
+    const fresh = connect(proxy.port)
+    expect(await fresh.ping()).toBe('PONG')
+    await proxy.close()
+  })
+})
