@@ -95,13 +95,12 @@ async function scenario(fenced: boolean): Promise<void> {
   console.log(`\n  final row: "${row.value}" → ${row.value === 'paid by B' ? 'correct: the stale write was stopped' : 'WRONG: a stale holder overwrote the newer one'}`)
 }
 
-const cleanup = () => {
+const killChildren = () => {
   for (const c of children) if (c.exitCode === null) c.kill('SIGKILL')
-  stopRedis()
 }
 process.on('SIGINT', () => {
-  cleanup()
-  process.exit(130)
+  killChildren()
+  process.exit(130) // a redis-server spawned for the demo is killed on exit (the devkit's exit hook)
 })
 
 try {
@@ -110,5 +109,6 @@ try {
   console.log('\nThe lock keeps contenders out most of the time; only the fencing token makes the store safe.')
 } finally {
   await sleep(200)
-  cleanup()
+  killChildren()
+  await stopRedis()
 }

@@ -220,12 +220,12 @@ export class Locker {
   }
 
   #waitHost(): WaitHost {
-    const self = this
+    const isClosed = () => this.#closed
     return {
       backend: this.#backend,
       pollMs: this.#options.pollMs,
       get closed() {
-        return self.#closed
+        return isClosed()
       },
       attempt: (resource, o, sentAt, waitUntil, first, queue) => this.#attempt(resource, o, sentAt, waitUntil, first, queue),
       contended: (resource, holderTtlMs) => this.#emit({ type: 'contended', resource, holderTtlMs }),

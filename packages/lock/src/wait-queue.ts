@@ -226,8 +226,9 @@ export class WaitQueues {
     this.#record(q, first, triedAt)
     this.#queues.set(resource.name, q)
     // Subscribe before the next attempt: a release between our miss and the subscription is
-    // then caught by that attempt, and every later one by the message.
-    this.#host.backend
+    // then caught by that attempt, and every later one by the message. (Nothing below rejects:
+    // a failed subscription is caught, and the pump handles its attempt's errors itself.)
+    void this.#host.backend
       .subscribe(resource)
       .catch(() => {
         // Without the subscription the backstops (holder TTL, safety poll) still work.

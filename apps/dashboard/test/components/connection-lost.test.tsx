@@ -97,15 +97,21 @@ describe('connection to the shop', () => {
     act(() => first.fail(2))
     expect(lostMessage()?.textContent).toContain('Reconnecting in 1 s')
     expect(first.closed).toBe(true)
-    act(() => vi.advanceTimersByTime(999))
+    act(() => {
+      vi.advanceTimersByTime(999)
+    })
     expect(FakeEventSource.made).toHaveLength(1)
-    act(() => vi.advanceTimersByTime(1))
+    act(() => {
+      vi.advanceTimersByTime(1)
+    })
     expect(FakeEventSource.made).toHaveLength(2)
     // It fails again at once: the wait doubles.
     act(() => current().fail(2))
     expect(lostMessage()?.textContent).toContain('Reconnecting in 2 s')
     expect(lostMessage()?.textContent).toContain('attempt 2')
-    act(() => vi.advanceTimersByTime(2_000))
+    act(() => {
+      vi.advanceTimersByTime(2_000)
+    })
     expect(FakeEventSource.made).toHaveLength(3)
     act(() => current().emit('history', { points: [], intervalMs: 1000 }))
     act(() => current().emit('snapshot', snapshot(9_000)))
@@ -116,12 +122,18 @@ describe('connection to the shop', () => {
   it('treats a stream that falls silent as lost and reopens it', () => {
     render(<Harness />)
     act(() => current().emit('snapshot', snapshot(1_000)))
-    act(() => vi.advanceTimersByTime(4_000))
+    act(() => {
+      vi.advanceTimersByTime(4_000)
+    })
     expect(lostMessage()).toBeNull()
-    act(() => vi.advanceTimersByTime(2_000))
+    act(() => {
+      vi.advanceTimersByTime(2_000)
+    })
     expect(lostMessage()?.textContent).toContain('Connection to the shop lost')
     expect(FakeEventSource.made[0]?.closed).toBe(true)
-    act(() => vi.advanceTimersByTime(1_000))
+    act(() => {
+      vi.advanceTimersByTime(1_000)
+    })
     expect(FakeEventSource.made).toHaveLength(2)
   })
 
