@@ -24,7 +24,7 @@ import { tmpdir } from 'node:os'
 import { dirname, join } from 'node:path'
 import { fileURLToPath } from 'node:url'
 import { loadavg } from 'node:os'
-import { parseArgs } from 'node:util'
+import { commandLineOrExit, integerFlag, stringFlag, UsageError, type CliSpec, type CliValues } from '@fencelock/devkit/cli'
 import type { ChildJob, ChildResult, ContendedResult, UncontendedResult } from './lock-child.js'
 import { loadContenders, type Scenario } from './lock-contenders.js'
 import { renderReport, type Report } from './lock-report.js'
@@ -36,24 +36,59 @@ import { startRedisServer, type BenchRedisServer } from './support/redis-server.
 const here = dirname(fileURLToPath(import.meta.url))
 const root = join(here, '..')
 
-const { values: args } = parseArgs({
-  options: {
-    quick: { type: 'boolean', default: false },
-    'no-write': { type: 'boolean', default: false },
-    rounds: { type: 'string' },
-    'contended-rounds': { type: 'string' },
-    contenders: { type: 'string' },
-    'contenders-module': { type: 'string', multiple: true, default: [] },
-    scenarios: { type: 'string', default: 'uncontended,contended,fair' },
-    'no-script-costs': { type: 'boolean', default: false },
-    'cpu-prof': { type: 'string' },
-    workers: { type: 'string' },
-    save: { type: 'string' },
-    pin: { type: 'boolean', default: false },
-    'quiet-below': { type: 'string' },
-    render: { type: 'string' },
+const SCENARIO_NAMES: readonly Scenario[] = ['uncontended', 'contended', 'fair']
+
+const CLI: CliSpec = {
+  command: 'npm run bench:lock --',
+  summary:
+    'Our lock against the raw SET NX PX limit, redis-semaphore and redlock, in one run on a redis-server of its own: uncontended throughput, contended latency, the fair queue, and the scripts\' costs. Writes its section of docs/BENCHMARKS.md.',
+  flags: {
+    quick: { type: 'boolean', description: 'smoke run (~1 min): one short round of each' },
+    'no-write': { type: 'boolean', description: 'leave docs/BENCHMARKS.md untouched' },
+    rounds: { type: 'string', value: '<n>', description: 'uncontended rounds, 1-100', default: '12, 1 with --quick' },
+    'contended-rounds': { type: 'string', value: '<n>', description: 'contended and fair rounds, 1-100', default: '3, 1 with --quick' },
+    contenders: { type: 'string', value: '<a,b>', description: 'contenders to run (ids), default all' },
+    'contenders-module': { type: 'string', value: '<a.ts,b.ts>', description: 'modules with extra contenders (see bench/lock-contenders.ts)' },
+    scenarios: { type: 'string', value: '<a,b>', description: SCENARIO_NAMES.join(', '), default: SCENARIO_NAMES.join(',') },
+    'no-script-costs': { type: 'boolean', description: "skip the per-script INFO commandstats probe" },
+    'cpu-prof': { type: 'string', value: '<dir>', description: 'V8 CPU profile of every child, into <dir>' },
+    workers: { type: 'string', value: '<n,m>', description: 'uncontended worker counts, each 1-1000', default: '1,50' },
+    save: { type: 'string', value: '<file.json>', description: 'raw results', default: 'a temp file' },
+    pin: { type: 'boolean', description: 'children on CPU 0, redis-server on CPU 1 (taskset)' },
+    'quiet-below': { type: 'string', value: '<share>', description: 'before each measurement, wait up to 3 min until other processes use less than this share of all CPUs, 0-1 (0 skips)', default: '0.2, 0 with --quick' },
+    render: { type: 'string', value: '<file.json>', description: 're-render saved results, measuring nothing' },
   },
-  strict: true,
+  notes: `REDIS_SERVER_BIN (default redis-server). A full run takes ~15 min.
+Exit codes: 0 done (a missed target is reported, not an error); 1 it failed; 2 a bad command line; 130 interrupted.`,
+}
+
+const listFlag = (values: CliValues, name: string): string[] | undefined => stringFlag(values, name)?.split(',').map((item) => item.trim())
+
+const args = commandLineOrExit(CLI, process.argv.slice(2), (values) => {
+  const scenarios = listFlag(values, 'scenarios') ?? [...SCENARIO_NAMES]
+  const bad = scenarios.filter((name) => !(SCENARIO_NAMES as readonly string[]).includes(name))
+  if (bad.length > 0) throw new UsageError(`--scenarios must name ${SCENARIO_NAMES.join(', ')} (got ${bad.join(', ')})`)
+  const workers = listFlag(values, 'workers')
+  if (workers?.some((w) => !/^\d+$/.test(w) || Number(w) < 1 || Number(w) > 1_000)) throw new UsageError(`--workers must list integers from 1 to 1000 (got ${JSON.stringify(values.workers)})`)
+  const quietBelow = stringFlag(values, 'quiet-below')
+  if (quietBelow !== undefined && !(/^\d+(\.\d+)?$/.test(quietBelow) && Number(quietBelow) <= 1)) throw new UsageError(`--quiet-below must be a number from 0 to 1 (got ${JSON.stringify(quietBelow)})`)
+  const quick = values.quick === true
+  return {
+    quick,
+    'no-write': values['no-write'] === true,
+    rounds: values.rounds === undefined ? undefined : integerFlag(values, 'rounds', 1, 1, 100),
+    'contended-rounds': values['contended-rounds'] === undefined ? undefined : integerFlag(values, 'contended-rounds', 1, 1, 100),
+    contenders: stringFlag(values, 'contenders'),
+    'contenders-module': listFlag(values, 'contenders-module') ?? [],
+    scenarios: scenarios as Scenario[],
+    'no-script-costs': values['no-script-costs'] === true,
+    'cpu-prof': stringFlag(values, 'cpu-prof'),
+    workers: workers?.map(Number),
+    save: stringFlag(values, 'save'),
+    pin: values.pin === true,
+    'quiet-below': quietBelow === undefined ? undefined : Number(quietBelow),
+    render: stringFlag(values, 'render'),
+  }
 })
 
 function publish(report: Report): void {
@@ -79,17 +114,17 @@ const PLAN = {
   // CPU per op swinging with it), so a 5 s window per contender and round gives per-round ratios
   // that scatter by ±30 %; the median of 12 interleaved rounds is far steadier than that of 5.
   uncontended: {
-    workers: (args.workers ?? '1,50').split(',').map(Number),
+    workers: args.workers ?? [1, 50],
     warmupMs: quick ? 300 : 500,
     durationMs: quick ? 1_000 : 2_000,
-    rounds: Number(args.rounds ?? (quick ? 1 : 12)),
+    rounds: args.rounds ?? (quick ? 1 : 12),
   },
   contended: {
     workers: 20,
     holdMs: 1,
     warmupMs: quick ? 300 : 1_000,
     durationMs: quick ? 2_000 : 10_000,
-    rounds: Number(args['contended-rounds'] ?? args.rounds ?? (quick ? 1 : 3)),
+    rounds: args['contended-rounds'] ?? args.rounds ?? (quick ? 1 : 3),
   },
   // Issue 13's starvation case: 18 processes on one key, each holding it 400 ms, waiting up to
   // 15 s. A fair queue serves each in turn: the longest wait is about 17 holds (6.8 s). No
@@ -100,11 +135,11 @@ const PLAN = {
     waitMs: 15_000,
     warmupMs: 0,
     durationMs: quick ? 8_000 : 25_000,
-    rounds: Number(args['contended-rounds'] ?? args.rounds ?? (quick ? 1 : 3)),
+    rounds: args['contended-rounds'] ?? args.rounds ?? (quick ? 1 : 3),
   },
 }
 
-const scenarios = args.scenarios.split(',') as Scenario[]
+const scenarios = args.scenarios
 const modules = args['contenders-module']
 const all = await loadContenders(modules)
 const wanted = args.contenders?.split(',')
@@ -132,7 +167,7 @@ const loads: number[] = []
 /** Share of all CPUs other processes used in the second before each child started. */
 const othersBusy: number[] = []
 let quietWaitMs = 0
-const quietBelow = Number(args['quiet-below'] ?? (quick ? 0 : 0.2))
+const quietBelow = args['quiet-below'] ?? (quick ? 0 : 0.2)
 const QUIET_MAX_WAIT_MS = 180_000
 
 /**

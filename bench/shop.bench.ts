@@ -11,7 +11,7 @@
 import { availableParallelism } from 'node:os'
 import { dirname, join } from 'node:path'
 import { fileURLToPath } from 'node:url'
-import { FLASH_SALE_DEFAULTS, runFlashSale, type FlashSaleOptions, type FlashSaleServices } from '../apps/demo-shop/src/flash-sale.js'
+import { FLASH_SALE_DEFAULTS, runFlashSale, type FlashSaleOptions, type FlashSaleServices } from '@fencelock/demo-shop/flash-sale'
 import { databaseTarget, redact } from '@fencelock/devkit/database-url'
 import { integerFlag, runCommand, type CliSpec, type CliValues } from '@fencelock/devkit/cli'
 import { writeMarkedSection } from './support/docs-section.js'

@@ -1,15 +1,23 @@
-// `npm run demo` (until the demo shop exists): two processes contend for one lock; the holder
-// is paused (SIGSTOP) past its TTL, the other takes the lock with a larger fencing token, the
-// first wakes up, still believes for a moment that it holds the lock, and writes. A store that
-// checks tokens rejects that stale write; one that does not, takes it.
+// `npm run demo:lock`: two processes contend for one lock; the holder is paused (SIGSTOP) past
+// its TTL, the other takes the lock with a larger fencing token, the first wakes up, still
+// believes for a moment that it holds the lock, and writes. A store that checks tokens rejects
+// that stale write; one that does not, takes it.
 import { fork, type ChildProcess } from 'node:child_process'
 import { fileURLToPath } from 'node:url'
+import { EXIT_CODES, runCommand, type CliSpec } from '@fencelock/devkit/cli'
 import { resolveRedis } from '@fencelock/devkit/redis-endpoint'
+
+const CLI: CliSpec = {
+  command: 'npm run demo:lock --',
+  summary:
+    'Two processes contend for one lock; the holder is frozen (SIGSTOP) past its TTL, the other takes the lock with a larger fencing token, and the first wakes up and writes: once to a store that ignores tokens, once to one that checks them.',
+  flags: {},
+  notes: `REDIS_URL, else 127.0.0.1:6379 when it answers, else a redis-server it spawns.
+Exit codes: 0 the checking store refused the stale write; 1 it did not, or the demo failed; 2 a bad command line; 130 interrupted.`,
+}
 
 const TTL_MS = 1_500
 const resource = `order:42:demo:${process.pid}`
-const { url, stop: stopRedis, origin } = await resolveRedis()
-console.log(`Redis: ${origin}\n`)
 
 type Message = { from: string; event: string; [key: string]: unknown }
 const children: ChildProcess[] = []
@@ -55,7 +63,8 @@ function write(value: string, token: bigint, fenced: boolean): string {
   return `accepted → row = "${value}"`
 }
 
-async function scenario(fenced: boolean): Promise<void> {
+/** Runs one scenario; true when the row ends with the newer holder's write. */
+async function scenario(fenced: boolean): Promise<boolean> {
   console.log(`\n━━ ${fenced ? 'Lock + fencing token checked by the store' : 'Lock alone (the store ignores tokens)'} ━━`)
   row.value = 'unpaid'
   row.fenceToken = 0n
@@ -92,23 +101,32 @@ async function scenario(fenced: boolean): Promise<void> {
   await next('B', 'released')
   a.send({ do: 'exit' })
   b.send({ do: 'exit' })
-  console.log(`\n  final row: "${row.value}" → ${row.value === 'paid by B' ? 'correct: the stale write was stopped' : 'WRONG: a stale holder overwrote the newer one'}`)
+  const correct = row.value === 'paid by B'
+  console.log(`\n  final row: "${row.value}" → ${correct ? 'correct: the stale write was stopped' : 'WRONG: a stale holder overwrote the newer one'}`)
+  return correct
 }
 
 const killChildren = () => {
   for (const c of children) if (c.exitCode === null) c.kill('SIGKILL')
 }
-process.on('SIGINT', () => {
-  killChildren()
-  process.exit(130) // a redis-server spawned for the demo is killed on exit (the devkit's exit hook)
-})
 
-try {
-  await scenario(false)
-  await scenario(true)
-  console.log('\nThe lock keeps contenders out most of the time; only the fencing token makes the store safe.')
-} finally {
-  await sleep(200)
-  killChildren()
-  await stopRedis()
-}
+let url = ''
+await runCommand(CLI, process.argv.slice(2), async () => {
+  const redis = await resolveRedis()
+  url = redis.url
+  console.log(`Redis: ${redis.origin}\n`)
+  process.on('SIGINT', () => {
+    killChildren()
+    process.exit(EXIT_CODES.interrupted) // a redis-server spawned for the demo is killed on exit (the devkit's exit hook)
+  })
+  try {
+    await scenario(false)
+    const fencedHeld = await scenario(true)
+    console.log('\nThe lock keeps contenders out most of the time; only the fencing token makes the store safe.')
+    return fencedHeld ? EXIT_CODES.ok : EXIT_CODES.failed
+  } finally {
+    await sleep(200)
+    killChildren()
+    await redis.stop()
+  }
+})

@@ -1,5 +1,5 @@
 /**
- * The wire format of the dashboard server (apps/demo-shop/src/dashboard/wire.ts), types only:
+ * The wire format of the dashboard server (`@fencelock/demo-shop/dashboard-wire`), types only:
  * the server owns it, the dashboard reads it. Tokens arrive as decimal strings.
  */
 export type {
@@ -14,4 +14,4 @@ export type {
   WireChaos,
   WireMode,
   ApiError,
-} from '../../demo-shop/src/dashboard/wire'
+} from '@fencelock/demo-shop/dashboard-wire'

@@ -11,10 +11,10 @@
  * Services: `REDIS_URL`, else 127.0.0.1:6379 when it answers, else a redis-server it spawns;
  * `DATABASE_URL` (its `?schema=` names the live shop's schema, default `demo_shop`, reset at
  * start), else an embedded PGlite served over pglite-socket. Ctrl-C stops everything it started,
- * by PID. Flags: `--once`, `--port <n>` (the dashboard's, default 3000; 0 for a free one),
- * `--buyers <n>`, `--stock <n>` (sizes of a sale).
+ * by PID. Flags: `npm run demo -- --help`.
  */
 import { createServer } from 'node:net'
+import { integerFlag, KEEP_RUNNING, runCommand, type CliSpec, type CliValues } from '@fencelock/devkit/cli'
 import { databaseTarget, redact, startEmbeddedDatabase } from './database.js'
 import { FLASH_SALE_DEFAULTS, FlashSaleAbortedError, runFlashSale, type FlashSaleOptions, type FlashSaleReport } from './flash-sale.js'
 import { startLiveShop, type LiveShop } from './live-shop.js'
@@ -35,6 +35,20 @@ function portFree(port: number): Promise<boolean> {
   })
 }
 
+export const DEMO_CLI: CliSpec = {
+  command: 'npm run demo --',
+  summary:
+    'The live shop (4 instances, fenced, a crowd buying drop after drop, a lock holder frozen every 5 s) and its dashboard at one URL, until Ctrl-C. With --once: three flash sales in the terminal (no lock; the lock alone with a holder frozen past its TTL; lock + fencing, same chaos), then a summary.',
+  flags: {
+    once: { type: 'boolean', description: 'run the three sales in the terminal and exit' },
+    port: { type: 'string', value: '<n>', description: "the dashboard's port, 0-65535 (0: a free one; taken: a free one)", default: DASHBOARD_PORT },
+    buyers: { type: 'string', value: '<n>', description: 'buyers per sale, 1-100000', default: '600, 200 on the embedded database' },
+    stock: { type: 'string', value: '<n>', description: 'units per sale, 1-100000', default: '60, 20 on the embedded database' },
+  },
+  notes: `REDIS_URL, else 127.0.0.1:6379 when it answers, else a redis-server it spawns. DATABASE_URL (its ?schema= names the live shop's schema, default demo_shop, reset at start), else an embedded PGlite.
+Exit codes: 0 done (--once); 1 it failed (no Redis, the shop did not start); 2 a bad command line; 130 interrupted (Ctrl-C: stops everything it started).`,
+}
+
 interface DemoArgs {
   once: boolean
   port: number
@@ -42,30 +56,21 @@ interface DemoArgs {
   stock: number | undefined
 }
 
-function parseArgs(argv: readonly string[]): DemoArgs {
-  const out: DemoArgs = { once: false, port: DASHBOARD_PORT, buyers: undefined, stock: undefined }
-  for (let i = 0; i < argv.length; i++) {
-    const arg = argv[i]
-    if (arg === '--once') out.once = true
-    else if (arg === '--buyers' || arg === '--stock') {
-      const value = argv[++i] ?? ''
-      if (!/^\d{1,6}$/.test(value) || Number(value) < 1) throw new Error(`${arg} must be a positive integer (got ${JSON.stringify(value)})`)
-      out[arg === '--buyers' ? 'buyers' : 'stock'] = Number(value)
-    } else if (arg === '--port') {
-      const value = argv[++i] ?? ''
-      if (!/^\d{1,5}$/.test(value) || Number(value) > 65_535) throw new Error(`--port must be an integer from 0 to 65535 (got ${JSON.stringify(value)})`)
-      out.port = Number(value)
-    } else throw new Error(`unknown option ${JSON.stringify(arg)} (options: --once, --port <n>, --buyers <n>, --stock <n>)`)
+function demoArgs(values: CliValues): DemoArgs {
+  return {
+    once: values.once === true,
+    port: integerFlag(values, 'port', DASHBOARD_PORT, 0, 65_535),
+    buyers: values.buyers === undefined ? undefined : integerFlag(values, 'buyers', 0, 1, 100_000),
+    stock: values.stock === undefined ? undefined : integerFlag(values, 'stock', 0, 1, 100_000),
   }
-  return out
 }
 
-async function main(): Promise<void> {
-  const args = parseArgs(process.argv.slice(2))
+async function main(args: DemoArgs): Promise<typeof KEEP_RUNNING> {
   const cleanups: Array<() => Promise<void>> = []
   let stopping = false
-  const stopAll = async (code: number) => {
-    if (stopping) return
+  // Exits with `code` once everything the demo started is stopped; a second call waits for the first.
+  const stopAll = async (code: number): Promise<never> => {
+    if (stopping) return new Promise<never>(() => {})
     stopping = true
     for (const cleanup of cleanups.reverse()) await cleanup().catch(() => {})
     process.exit(code)
@@ -87,7 +92,7 @@ async function main(): Promise<void> {
     redis = await resolveRedis()
   } catch {
     console.error(NO_REDIS_HELP)
-    process.exit(1)
+    return stopAll(1)
   }
   cleanups.push(() => redis.stop())
   let database: { connectionString: string; origin: string }
@@ -150,7 +155,7 @@ async function main(): Promise<void> {
   return stopAll(0)
 
   /** The live shop and the dashboard, until Ctrl-C. */
-  async function serveLive(): Promise<void> {
+  async function serveLive(): Promise<typeof KEEP_RUNNING> {
     // Fixed ports when free (for curl and Prometheus), else free ones.
     const portsFree = (await Promise.all([0, 1, 2, 3].map((i) => portFree(LIVE_BASE_PORT + i)))).every(Boolean)
     let shop: LiveShop
@@ -192,10 +197,8 @@ async function main(): Promise<void> {
     console.log('The shop is running: 4 instances (fenced), a crowd buying drop after drop, a lock holder frozen every 5 s.')
     console.log(`\n  Open the dashboard: ${dashboard.url}\n`)
     console.log('Ctrl-C stops everything the demo started.')
+    return KEEP_RUNNING
   }
 }
 
-main().catch((error: unknown) => {
-  console.error(`demo: ${error instanceof Error ? (error.stack ?? error.message) : String(error)}`)
-  process.exit(1)
-})
+await runCommand(DEMO_CLI, process.argv.slice(2), (values) => main(demoArgs(values)))

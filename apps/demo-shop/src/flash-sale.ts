@@ -217,9 +217,6 @@ export async function runFlashSale(
       },
     })
     cleanups.push(() => supervisor.stop())
-    const onExit = () => supervisor.killNow()
-    process.once('exit', onExit)
-    cleanups.push(async () => void process.off('exit', onExit))
 
     checkSignal()
     let chaos: Chaos = noChaos()

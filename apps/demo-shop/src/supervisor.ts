@@ -2,7 +2,8 @@
  * Runs N shop instances as child processes (`fork`, with an IPC channel) and is the only one that
  * signals them: SIGSTOP/SIGCONT for the pause chaos, SIGTERM/SIGKILL to stop. It only ever
  * signals PIDs it started, and it continues a stopped child before asking it to exit (a stopped
- * process would not see the request).
+ * process would not see the request). Children still running when this process exits (Ctrl-C, a
+ * crash) are killed then.
  */
 import { fork, type ChildProcess } from 'node:child_process'
 import { fileURLToPath } from 'node:url'
@@ -43,6 +44,12 @@ export interface SupervisorOptions {
 
 const MAIN = fileURLToPath(new URL('./main.ts', import.meta.url))
 
+/** Supervisors not yet stopped: their children are killed when this process exits, whatever the path. */
+const live = new Set<Supervisor>()
+process.once('exit', () => {
+  for (const supervisor of live) supervisor.killNow()
+})
+
 interface Child {
   readonly id: string
   readonly process: ChildProcess
@@ -77,6 +84,7 @@ export class Supervisor {
     const prefix = options.idPrefix ?? 'shop'
     const children: Child[] = []
     const supervisor = new Supervisor(children)
+    live.add(supervisor)
     const ready: Promise<void>[] = []
     for (let i = 0; i < options.instances; i++) {
       const id = `${prefix}-${i + 1}`
@@ -212,7 +220,9 @@ export class Supervisor {
         clearTimeout(term)
         clearTimeout(kill)
       }),
-    ).then(() => {})
+    ).then(() => {
+      live.delete(this)
+    })
     return this.#stopping
   }
 

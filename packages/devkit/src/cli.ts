@@ -130,11 +130,52 @@ export function stringFlag(values: CliValues, name: string, fallback?: string): 
   return typeof raw === 'string' ? raw : fallback
 }
 
+const commandName = (spec: CliSpec) => spec.command.replace(/^npm run /, '').replace(/ --$/, '')
+const widthOf = (stream: NodeJS.WriteStream) => (stream.isTTY ? stream.columns : Number.POSITIVE_INFINITY)
+
+/** Parses `argv`; on `--help`, prints the usage (stdout) and exits 0. */
+function valuesOrHelp(spec: CliSpec, argv: readonly string[]): CliValues {
+  const values = parseCommandLine(spec, argv)
+  if (values.help === true) {
+    process.stdout.write(`${usageOf(spec, widthOf(process.stdout))}\n`)
+    process.exit(EXIT_CODES.ok)
+  }
+  return values
+}
+
+/** Prints a bad command line's message and the usage (stderr); the caller exits 2. */
+function reportUsageError(spec: CliSpec, error: UsageError): void {
+  process.stderr.write(`${commandName(spec)}: ${error.message}\n\n${usageOf(spec, widthOf(process.stderr))}\n`)
+}
+
+/**
+ * For a script whose work runs at the top level: parses `argv` against `spec` and reads its
+ * values with `read` (which may throw {@link UsageError}); prints the usage and exits 0 on
+ * `--help`, prints the message and exits 2 on a bad command line; else returns what `read` made.
+ */
+export function commandLineOrExit<T>(spec: CliSpec, argv: readonly string[], read: (values: CliValues) => T): T {
+  try {
+    return read(valuesOrHelp(spec, argv))
+  } catch (error) {
+    if (!(error instanceof UsageError)) throw error
+    reportUsageError(spec, error)
+    process.exit(EXIT_CODES.usage)
+  }
+}
+
+/**
+ * What a long-running command's `main` returns once it is up (a server, the live demo): the
+ * process keeps running, and the command exits by itself later (on Ctrl-C, with
+ * {@link EXIT_CODES}.interrupted).
+ */
+export const KEEP_RUNNING: unique symbol = Symbol('keep running')
+
 /**
  * Runs a command: parses `argv` against `spec`, prints the usage on `--help` (stdout, exit 0) or
  * with the message of a bad command line (stderr, exit 2), else runs `main` and exits with what
  * it returns. An error `main` throws is printed (stderr) and exits 1; a {@link UsageError} it
- * throws (a bad value found later) exits 2.
+ * throws (a bad value found later) exits 2. A `main` that returns {@link KEEP_RUNNING} leaves the
+ * process running.
  *
  * @example
  * ```ts
@@ -145,24 +186,18 @@ export function stringFlag(values: CliValues, name: string, fallback?: string): 
  * })
  * ```
  */
-export async function runCommand(spec: CliSpec, argv: readonly string[], main: (values: CliValues) => Promise<number>): Promise<never> {
-  const name = spec.command.replace(/^npm run /, '').replace(/ --$/, '')
-  let code: number
+export async function runCommand(spec: CliSpec, argv: readonly string[], main: (values: CliValues) => Promise<number | typeof KEEP_RUNNING>): Promise<void> {
+  let code: number | typeof KEEP_RUNNING
   try {
-    const values = parseCommandLine(spec, argv)
-    if (values.help === true) {
-      process.stdout.write(`${usageOf(spec, process.stdout.isTTY ? process.stdout.columns : Number.POSITIVE_INFINITY)}\n`)
-      process.exit(EXIT_CODES.ok)
-    }
-    code = await main(values)
+    code = await main(valuesOrHelp(spec, argv))
   } catch (error) {
     if (error instanceof UsageError) {
-      process.stderr.write(`${name}: ${error.message}\n\n${usageOf(spec, process.stderr.isTTY ? process.stderr.columns : Number.POSITIVE_INFINITY)}\n`)
+      reportUsageError(spec, error)
       code = EXIT_CODES.usage
     } else {
-      process.stderr.write(`${name}: ${error instanceof Error ? (error.stack ?? error.message) : String(error)}\n`)
+      process.stderr.write(`${commandName(spec)}: ${error instanceof Error ? (error.stack ?? error.message) : String(error)}\n`)
       code = EXIT_CODES.failed
     }
   }
-  process.exit(code)
+  if (code !== KEEP_RUNNING) process.exit(code)
 }

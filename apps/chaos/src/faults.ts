@@ -5,7 +5,7 @@
  */
 import { writeFileSync } from 'node:fs'
 import { Redis } from 'ioredis'
-import type { Supervisor } from '../../../apps/demo-shop/src/supervisor.js'
+import type { Supervisor } from '@fencelock/demo-shop/supervisor'
 import type { RedisServer } from '@fencelock/devkit/redis-server'
 import { monoNow, type Recorder } from './history.js'
 

@@ -5,8 +5,8 @@
  * The business code itself (`ShopService`) is the shop's, unchanged.
  */
 import { StaleFencingTokenError } from '@fencelock/fencing'
-import { quoteIdent } from '../../../apps/demo-shop/src/database.js'
-import type { GuardedRow, Protection, Tx } from '../../../apps/demo-shop/src/protection.js'
+import { quoteIdent } from '@fencelock/demo-shop/database'
+import type { GuardedRow, Protection, Tx } from '@fencelock/demo-shop/protection'
 import { monoNow, type Recorder } from './history.js'
 
 /** The sequence that orders the accepted writes of a run (created by the runner in the run's schema). */

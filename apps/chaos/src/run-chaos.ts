@@ -1,6 +1,7 @@
 /**
  * `npm run chaos`: every scenario, fenced then lock-only, checked, and the table written to
- * docs/RELIABILITY.md. Exit code 1 when a scenario fails its acceptance (see `verdict`).
+ * docs/RELIABILITY.md. Exit codes: 0 all pass; 1 a scenario fails its acceptance (see `verdict`);
+ * 2 a bad command line (`npm run chaos -- --help`).
  *
  *   npm run chaos                      # the full set (15 s of faults per run), writes docs/RELIABILITY.md
  *   npm run chaos -- --short           # the CI version (5 s per run), prints the table only
@@ -8,37 +9,52 @@
  */
 import { writeFileSync } from 'node:fs'
 import { fileURLToPath } from 'node:url'
+import { EXIT_CODES, integerFlag, runCommand, stringFlag, UsageError, type CliSpec } from '@fencelock/devkit/cli'
 import { describeMachine, formatTable } from './reliability-report.js'
+import { SCENARIOS } from './scenarios.js'
 import { runSuite } from './suite.js'
 
-const USAGE = 'usage: run-chaos [--short] [--duration-ms <n>] [--only <a,b>] [--out <file> | --no-write] [--verbose]'
+const RELIABILITY_MD = fileURLToPath(new URL('../../../docs/RELIABILITY.md', import.meta.url))
 
-async function main(): Promise<number> {
+export const CHAOS_CLI: CliSpec = {
+  command: 'npm run chaos --',
+  summary: 'Every fault scenario, fenced then lock-only, each run checked from its recorded history and the stores; the table on stdout, and in docs/RELIABILITY.md for a full run.',
+  flags: {
+    short: { type: 'boolean', description: 'the CI version: 5 s of faults per run, table printed only' },
+    'duration-ms': { type: 'string', value: '<n>', description: 'faults per run, ms, 1000-600000', default: '15000, 5000 with --short' },
+    only: { type: 'string', value: '<a,b>', description: `scenarios to run: ${SCENARIOS.map((s) => s.name).join(', ')}` },
+    out: { type: 'string', value: '<file>', description: 'where to write the report', default: 'docs/RELIABILITY.md' },
+    'no-write': { type: 'boolean', description: 'write no report' },
+    verbose: { type: 'boolean', description: "show the workers' and the gateway's logs" },
+  },
+  notes: `REDIS_SERVER_BIN (default redis-server), DATABASE_URL (default: the machine's PostgreSQL, else embedded), CHAOS_LIBFAKETIME.
+Exit codes: 0 every scenario passes; 1 a scenario failed its acceptance; 2 a bad command line; 130 interrupted.`,
+}
+
+await runCommand(CHAOS_CLI, process.argv.slice(2), async (values) => {
+  const short = values.short === true
+  const durationMs = integerFlag(values, 'duration-ms', short ? 5_000 : 15_000, 1_000, 600_000)
+  const onlyText = stringFlag(values, 'only')
+  const only = onlyText?.split(',').map((name) => name.trim())
+  const known = new Set(SCENARIOS.map((s) => s.name))
+  const unknown = only?.filter((name) => !known.has(name)) ?? []
+  if (unknown.length > 0) throw new UsageError(`--only: unknown scenario ${unknown.join(', ')}; known: ${[...known].join(', ')}`)
+  if (values['no-write'] === true && values.out !== undefined) throw new UsageError('--out and --no-write exclude each other')
+  const outText = stringFlag(values, 'out')
+  const out = values['no-write'] === true || (short && outText === undefined) ? undefined : (outText ?? RELIABILITY_MD)
   const args = process.argv.slice(2)
-  const flag = (name: string) => args.includes(name)
-  const value = (name: string) => {
-    const i = args.indexOf(name)
-    return i === -1 ? undefined : args[i + 1]
-  }
-  if (flag('--help')) {
-    console.log(USAGE)
-    return 0
-  }
-  const short = flag('--short')
-  const durationMs = Number(value('--duration-ms') ?? (short ? 5_000 : 15_000))
-  if (!Number.isInteger(durationMs) || durationMs < 1_000) {
-    console.error(`--duration-ms must be an integer ≥ 1000\n${USAGE}`)
-    return 2
-  }
-  const only = value('--only')?.split(',')
-  const out = flag('--no-write') || (short && value('--out') === undefined) ? undefined : (value('--out') ?? fileURLToPath(new URL('../../../docs/RELIABILITY.md', import.meta.url)))
   const command = `npm run chaos${args.length ? ` -- ${args.join(' ')}` : ''}`
+  process.on('SIGINT', () => {
+    // Workers, gateways and redis-servers are killed by their exit hooks.
+    console.error('\nchaos: interrupted')
+    process.exit(EXIT_CODES.interrupted)
+  })
 
   const began = performance.now()
   const outcomes = await runSuite({
     durationMs,
     ...(only ? { only } : {}),
-    verbose: flag('--verbose'),
+    verbose: values.verbose === true,
     onRun: (r) =>
       console.error(
         `  ${r.scenario} ${r.mode}: ${r.check.operations} ops, ${r.check.overlaps.length} overlaps, ${r.check.safetyViolations} violations (${r.check.doubleChargedOrders} order${r.check.doubleChargedOrders === 1 ? '' : 's'} charged twice (gateway ledger); ${r.check.gatewayCharges} charges, ${r.check.payments} payments recorded), ${r.check.faults} faults (${r.seconds.toFixed(1)} s)`,
@@ -53,8 +69,8 @@ async function main(): Promise<number> {
     writeFileSync(out, reliabilityDoc(table, command, durationMs, seconds))
     console.error(`written: ${out}`)
   }
-  return failed.length === 0 ? 0 : 1
-}
+  return failed.length === 0 ? EXIT_CODES.ok : EXIT_CODES.failed
+})
 
 function reliabilityDoc(table: string, command: string, durationMs: number, seconds: number): string {
   return `# Reliability: FenceLock under faults
@@ -66,7 +82,7 @@ lock, plain transactions), each run with 3 worker processes (3 concurrent client
 the demo shop's purchase and payment code against a \`redis-server\` the suite spawned for that run,
 a PostgreSQL schema of its own and a payment gateway process of its own (its ledger in that
 schema; the faults never touch it), for ${durationMs / 1000} s of faults. TTL 500 ms. Every cell reads
-\`fenced / lock-only\`. How the suite works, and what each column means: \`packages/chaos/README.md\`.
+\`fenced / lock-only\`. How the suite works, and what each column means: \`apps/chaos/README.md\`.
 
 ${table}
 
@@ -91,11 +107,3 @@ ${table}
   bite), or when the clock jump changes anything.
 `
 }
-
-main().then(
-  (code) => process.exit(code),
-  (error: unknown) => {
-    console.error(error instanceof Error ? (error.stack ?? error.message) : String(error))
-    process.exit(1)
-  },
-)

@@ -11,12 +11,12 @@
  */
 import { Locker } from '@fencelock/lock'
 import { Redis } from 'ioredis'
-import { createPrisma } from '../../../apps/demo-shop/src/database.js'
-import type { InstanceMessage, SupervisorMessage } from '../../../apps/demo-shop/src/ipc-messages.js'
-import { httpGateway } from '../../../apps/demo-shop/src/payment-gateway.js'
-import { createProtection, fencedShopClient, shopStores } from '../../../apps/demo-shop/src/protection.js'
-import { lockPrefixOf } from '../../../apps/demo-shop/src/shop-keys.js'
-import { ShopService, type ShopObserver } from '../../../apps/demo-shop/src/shop-service.js'
+import { createPrisma } from '@fencelock/demo-shop/database'
+import type { InstanceMessage, SupervisorMessage } from '@fencelock/demo-shop/ipc-messages'
+import { httpGateway } from '@fencelock/demo-shop/payment-gateway'
+import { createProtection, fencedShopClient, shopStores } from '@fencelock/demo-shop/protection'
+import { lockPrefixOf } from '@fencelock/demo-shop/shop-keys'
+import { ShopService, type ShopObserver } from '@fencelock/demo-shop/shop-service'
 import { monoNow, Recorder } from './history.js'
 import { recordingProtection } from './recording-protection.js'
 
