@@ -14,6 +14,7 @@ import { fileURLToPath } from 'node:url'
 import { FLASH_SALE_DEFAULTS, runFlashSale, type FlashSaleOptions, type FlashSaleServices } from '@fencelock/demo-shop/flash-sale'
 import { databaseTarget, redact } from '@fencelock/devkit/database-url'
 import { integerFlag, runCommand, type CliSpec, type CliValues } from '@fencelock/devkit/cli'
+import { sharedRedisUrl } from '@fencelock/devkit/redis-url'
 import { writeMarkedSection } from './support/docs-section.js'
 import { cpuBusyShare, loadAverage, machineInfo } from './support/machine.js'
 
@@ -68,7 +69,7 @@ const median = (values: readonly number[]) => {
 
 async function main(values: CliValues): Promise<number> {
   const args = parseCli(values)
-  const redisUrl = process.env.REDIS_URL || 'redis://127.0.0.1:6379'
+  const redisUrl = sharedRedisUrl()
   const { connectionString } = databaseTarget()
   const services: FlashSaleServices = {
     redis: { url: redisUrl, origin: redisUrl, owned: undefined, stop: async () => {} },
