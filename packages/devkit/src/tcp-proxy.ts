@@ -1,7 +1,8 @@
 /**
  * A TCP proxy on loopback in front of a server (Redis), for faults a test injects in the network:
- * latency (every chunk delayed each way, order kept) and a blackhole (bytes from clients dropped,
- * connections left open: calls get no answer, as with a stalled server or a dead network). `tc
+ * latency (every chunk delayed each way, order kept) and a blackhole (every byte dropped both
+ * ways, connections left open and new ones accepted: calls get no answer, as with a stalled server
+ * or a peer gone behind a dead link without a FIN or RST). `tc
  * netem` is not available on every machine; a proxy in Node is. Close it with `close()`, or all
  * with {@link closeAllProxies} (a test file's `afterAll`).
  */
@@ -10,7 +11,7 @@ import { createServer, Socket, type AddressInfo, type Server } from 'node:net'
 export interface TcpProxy {
   readonly host: string
   readonly port: number
-  /** From now on, bytes from clients are dropped (the connections stay open). */
+  /** From now on, every byte is dropped both ways (the connections stay open). */
   blackhole(): void
   /** Forward again. */
   restore(): void
@@ -35,9 +36,9 @@ export async function startTcpProxy(target: { host?: string; port: number }, opt
     sockets.add(client)
     sockets.add(upstream)
     const later = (fn: () => void) => (delayMs > 0 ? setTimeout(fn, delayMs) : fn())
-    const pipe = (from: Socket, to: Socket, droppable: boolean) => {
+    const pipe = (from: Socket, to: Socket) => {
       from.on('data', (chunk) => {
-        if (droppable && dropping) return
+        if (dropping) return
         later(() => {
           if (!to.destroyed) to.write(chunk)
         })
@@ -48,8 +49,8 @@ export async function startTcpProxy(target: { host?: string; port: number }, opt
       })
       from.on('error', () => {})
     }
-    pipe(client, upstream, true)
-    pipe(upstream, client, false)
+    pipe(client, upstream)
+    pipe(upstream, client)
     upstream.connect(target.port, target.host ?? '127.0.0.1')
   })
   await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve))
