@@ -1,10 +1,13 @@
 /**
  * A TCP proxy on loopback in front of a server (Redis), for faults a test injects in the network:
- * latency (every chunk delayed each way, order kept) and a blackhole (every byte dropped both
- * ways, connections left open and new ones accepted: calls get no answer, as with a stalled server
- * or a peer gone behind a dead link without a FIN or RST). `tc
- * netem` is not available on every machine; a proxy in Node is. Close it with `close()`, or all
- * with {@link closeAllProxies} (a test file's `afterAll`).
+ * latency (every chunk delayed each way, order kept); a blackhole (every byte dropped both ways,
+ * connections left open and new ones accepted: calls get no answer, as with a stalled server or a
+ * peer gone behind a dead link without a FIN or RST; the connections it cut are of no use after
+ * it, as bytes are missing from their streams); and a partition (every byte held both ways until
+ * it heals, then delivered in order, as TCP delivers after a network partition heals: the
+ * connections carry on, and calls made during it are answered late). `tc netem` is not available
+ * on every machine; a proxy in Node is. Close it with `close()`, or all with
+ * {@link closeAllProxies} (a test file's `afterAll`).
  */
 import { createServer, Socket, type AddressInfo, type Server } from 'node:net'
 
@@ -13,8 +16,12 @@ export interface TcpProxy {
   readonly port: number
   /** From now on, every byte is dropped both ways (the connections stay open). */
   blackhole(): void
-  /** Forward again. */
+  /** Forward again after {@link blackhole} (what was dropped stays lost). */
   restore(): void
+  /** From now on, every byte is held both ways (the connections stay open). */
+  partition(): void
+  /** Delivers what was held, in order, and forwards again. */
+  heal(): void
   close(): Promise<void>
 }
 
@@ -30,6 +37,8 @@ const open = new Set<TcpProxy>()
 export async function startTcpProxy(target: { host?: string; port: number }, options: TcpProxyOptions = {}): Promise<TcpProxy> {
   const delayMs = options.delayMs ?? 0
   let dropping = false
+  /** While partitioned: what each connection's writes would have been, in order. */
+  let held: { to: Socket; chunk: Buffer }[] | undefined
   const sockets = new Set<Socket>()
   const server: Server = createServer((client) => {
     const upstream = new Socket()
@@ -37,8 +46,12 @@ export async function startTcpProxy(target: { host?: string; port: number }, opt
     sockets.add(upstream)
     const later = (fn: () => void) => (delayMs > 0 ? setTimeout(fn, delayMs) : fn())
     const pipe = (from: Socket, to: Socket) => {
-      from.on('data', (chunk) => {
+      from.on('data', (chunk: Buffer) => {
         if (dropping) return
+        if (held) {
+          held.push({ to, chunk })
+          return
+        }
         later(() => {
           if (!to.destroyed) to.write(chunk)
         })
@@ -62,6 +75,14 @@ export async function startTcpProxy(target: { host?: string; port: number }, opt
     },
     restore: () => {
       dropping = false
+    },
+    partition: () => {
+      held ??= []
+    },
+    heal: () => {
+      const queued = held ?? []
+      held = undefined
+      for (const { to, chunk } of queued) if (!to.destroyed) to.write(chunk)
     },
     async close() {
       open.delete(proxy)
