@@ -77,11 +77,16 @@ export type JoinMode = 'join' | 'stay'
 
 /**
  * The acquire of a locker that waits. A free key is taken with `SET NX` as above, and a key
- * handed to our locker is taken over. Any other miss puts our locker at the back of the
- * resource's queue (once) and renews its lease there, and marks the holder's key (`APPEND`
- * keeps its TTL), so that the holder's release hands the lock to the lockers in the order they
- * came, not to whoever asks fastest. A locker whose lease runs out (it stopped trying: a crashed
- * process) is skipped by the next hand-off.
+ * handed to our locker is taken over. Any other miss puts our locker in the resource's queue
+ * (once: a sorted set, ordered by `ticket`) and renews its lease there, and marks the holder's
+ * key (`APPEND` keeps its TTL), so that the holder's release hands the lock to the lockers in
+ * the order they came, not to whoever asks fastest. A locker whose lease runs out (it stopped
+ * trying: a crashed process) is skipped by the next hand-off.
+ *
+ * `ticket`: where a locker that joins stands (ms; ties go by locker id). Empty: the server's
+ * clock, the order of arrival. Quorum mode sends the same ticket to every node, so that the
+ * nodes' queues agree on who is first although the joins reach them in different orders. A
+ * locker already queued keeps its place.
  *
  * `mode`: `join`, or `stay` when more of our waiters wait, so that our locker keeps its place
  * after a grant (otherwise a grant takes it out of the queue). A lock we take while other lockers
@@ -89,7 +94,7 @@ export type JoinMode = 'join' | 'stay'
  */
 export const queuedAcquireScript = defineScript({
   keys: ['lock', 'fence', 'queue', 'leases'],
-  args: ['ownerId', 'ttlMs', 'fenceTtlMs', 'lockerId', 'leaseMs', 'mode', 'reseed'],
+  args: ['ownerId', 'ttlMs', 'fenceTtlMs', 'lockerId', 'leaseMs', 'mode', 'reseed', 'ticket'],
   lua: (k, a) => `
 local handed = false
 local free = redis.call('SET', ${k.lock}, ${a.ownerId}, 'NX', 'PX', ${a.ttlMs})
@@ -100,7 +105,7 @@ if not free then
     local t = redis.call('TIME')
     local nowMs = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
     if redis.call('HSET', ${k.leases}, ${a.lockerId}, nowMs + tonumber(${a.leaseMs})) == 1 then
-      redis.call('RPUSH', ${k.queue}, ${a.lockerId})
+      redis.call('ZADD', ${k.queue}, ${a.ticket} == '' and nowMs or ${a.ticket}, ${a.lockerId})
     end
     redis.call('PEXPIRE', ${k.queue}, 2 * tonumber(${a.leaseMs}))
     redis.call('PEXPIRE', ${k.leases}, 2 * tonumber(${a.leaseMs}))
@@ -112,11 +117,11 @@ if not free then
     return {0, redis.call('PTTL', ${k.lock})}
   end
 elseif ${a.mode} ~= 'stay' and redis.call('HDEL', ${k.leases}, ${a.lockerId}) == 1 then
-  redis.call('LREM', ${k.queue}, 0, ${a.lockerId})
+  redis.call('ZREM', ${k.queue}, ${a.lockerId})
 end
 -- Other lockers queued (our own waiters are woken locally): mark the lock, so that our release
 -- hands it on. A locker that stays is in the queue itself.
-local others = redis.call('LLEN', ${k.queue})
+local others = redis.call('ZCARD', ${k.queue})
 if others > 0 and ${a.mode} == 'stay' and redis.call('HEXISTS', ${k.leases}, ${a.lockerId}) == 1 then
   others = others - 1
 end

@@ -11,7 +11,7 @@ export interface ResourceKeys {
   readonly fence: string
   /** Pub/sub channel on which a release is announced. */
   readonly channel: string
-  /** List of the lockers waiting for the resource, in the order they came (their ids). */
+  /** Sorted set of the lockers waiting for the resource (their ids), by ticket: the order they came. */
   readonly queue: string
   /** Hash of each queued locker's lease: when (server ms) it counts as gone unless it tries again. */
   readonly leases: string

@@ -1,5 +1,5 @@
 import type { Redis } from 'ioredis'
-import type { AcquireOutcome, LockBackend, LockResource, QueueMode } from './backend.js'
+import type { AcquireOutcome, BackendListener, LockBackend, LockResource, QueueMode } from './backend.js'
 import { DeadlineExceededError, Deadlines } from './deadline.js'
 import { asError, InvalidLockOptionError, LockAbortedError, LockTimeoutError, LockUnavailableError } from './errors.js'
 import type { LockEvent } from './events.js'
@@ -15,7 +15,8 @@ import {
   type TryAcquireOptions,
   type UsingOptions,
 } from './options.js'
-import { RedisBackend, type RedisClient } from './redis-backend.js'
+import { QuorumBackend } from './quorum-backend.js'
+import { RedisBackend, type RedisBackendOptions, type RedisClient } from './redis-backend.js'
 import { WaitQueues, type Attempt, type WaitHost } from './wait-queue.js'
 
 export type { RedisClient } from './redis-backend.js'
@@ -45,25 +46,27 @@ export class Locker {
   #serial = 0
   readonly #listeners = new Set<(event: LockEvent) => void>()
   readonly #lockHost: LockHost
+  readonly #nodes: number
   #closed = false
 
   /**
-   * @param redis an ioredis `Redis` or `Cluster`; the Locker never closes it.
+   * @param redis an ioredis `Redis` or `Cluster`; or, for quorum mode, an array of 3 or more
+   *   clients of independent Redis masters (docs/LOCK.md). The Locker never closes them.
    * @param options see {@link LockerOptions}; defaults in `LOCK_DEFAULTS`.
    * @throws InvalidLockOptionError for a bad option, before any I/O.
    */
-  constructor(redis: RedisClient, options: LockerOptions = {}) {
-    if (redis == null || typeof (redis as Partial<Redis>).evalsha !== 'function' || typeof (redis as Partial<Redis>).duplicate !== 'function') {
-      throw new InvalidLockOptionError('redis', 'must be an ioredis Redis or Cluster client', redis)
-    }
+  constructor(redis: RedisClient | readonly RedisClient[], options: LockerOptions = {}) {
+    const clients = checkClients(redis)
     const o = resolveLockerOptions(options)
+    this.#nodes = isClientList(clients) ? clients.length : 1
     this.#options = o
     this.#defaultAcquire = resolveAcquireOptions(undefined, o)
     if (o.onEvent) this.#listeners.add(o.onEvent)
     // A queued locker that stops trying (a crashed process) is dropped after this lease. Waiters
     // try at least every 1.2 × pollMs (the safety poll), so a live one always renews it in time.
     const queueLeaseMs = 3 * o.pollMs + o.commandTimeoutMs
-    this.#backend = new RedisBackend(redis, { prefix: o.prefix, commandTimeoutMs: o.commandTimeoutMs, fenceTtlMs: o.fenceTtlMs, handoffMs: o.handoffMs, queueLeaseMs }, this.#deadlines, {
+    const backendOptions: RedisBackendOptions = { prefix: o.prefix, commandTimeoutMs: o.commandTimeoutMs, fenceTtlMs: o.fenceTtlMs, handoffMs: o.handoffMs, queueLeaseMs }
+    const listener: BackendListener = {
       released: (resource, handedTo, handoffMs, next) => {
         const me = this.#backend.lockerId
         if (handedTo === undefined || handedTo === me) this.#queues.wake(resource)
@@ -71,7 +74,10 @@ export class Locker {
         else if (next === me) this.#queues.handedElsewhere(resource, handoffMs)
       },
       reconnected: () => this.#queues.wakeAll(),
-    })
+    }
+    this.#backend = isClientList(clients)
+      ? new QuorumBackend(clients, backendOptions, this.#deadlines, listener)
+      : new RedisBackend(clients, backendOptions, this.#deadlines, listener)
     const listeners = this.#listeners
     const emit = this.#emit
     this.#lockHost = {
@@ -103,6 +109,11 @@ export class Locker {
     return () => {
       this.#listeners.delete(listener)
     }
+  }
+
+  /** How many Redis masters grant this locker's locks: 1, or N in quorum mode (a majority must grant). */
+  get nodes(): number {
+    return this.#nodes
   }
 
   /** How many locks granted by this locker are held now (not released, not lost, lease not run out). */
@@ -272,4 +283,33 @@ export class Locker {
   #assertOpen(resource: string): void {
     if (this.#closed) throw new LockUnavailableError(resource, 'acquire', 'the locker was closed')
   }
+}
+
+/** Largest quorum accepted: more nodes only add round trips (a majority of 99 is 50). */
+export const MAX_QUORUM_NODES = 99
+
+function isClient(value: unknown): value is RedisClient {
+  return value != null && typeof (value as Partial<Redis>).evalsha === 'function' && typeof (value as Partial<Redis>).duplicate === 'function'
+}
+
+function isClientList(clients: RedisClient | readonly RedisClient[]): clients is readonly RedisClient[] {
+  return Array.isArray(clients)
+}
+
+/** A client, or an array of 3 or more distinct clients (quorum mode). */
+function checkClients(redis: unknown): RedisClient | readonly RedisClient[] {
+  if (!Array.isArray(redis)) {
+    if (!isClient(redis)) throw new InvalidLockOptionError('redis', 'must be an ioredis Redis or Cluster client, or an array of 3 or more (quorum mode)', redis)
+    return redis
+  }
+  if (redis.length < 3 || redis.length > MAX_QUORUM_NODES) {
+    throw new InvalidLockOptionError('redis', `an array (quorum mode) must hold 3 to ${MAX_QUORUM_NODES} clients of independent Redis masters; for one Redis pass the client itself`, redis.length)
+  }
+  const seen = new Set<unknown>()
+  redis.forEach((client: unknown, i) => {
+    if (!isClient(client)) throw new InvalidLockOptionError(`redis[${i}]`, 'must be an ioredis Redis or Cluster client', client)
+    if (seen.has(client)) throw new InvalidLockOptionError(`redis[${i}]`, 'must not repeat a client: each node counts once toward the majority', client)
+    seen.add(client)
+  })
+  return Object.freeze([...(redis as RedisClient[])])
 }

@@ -8,6 +8,7 @@ import { parseReleaseMessage } from './formats.js'
 import { resourceKeys, resourceOfChannel } from './keys.js'
 import { checkResource } from './options.js'
 import { newOwnerId } from './owner-id.js'
+import { raiseFenceScript, toRaised } from './raise-fence-script.js'
 import { FREED, handoffReleaseScript, leaveScript, MARKED, NOT_OURS, releaseScript, toReleaseOutcome } from './release-script.js'
 import type { Handling } from './script.js'
 
@@ -22,6 +23,11 @@ export interface RedisBackendOptions {
   readonly handoffMs: number
   /** A queued locker that stops trying is dropped from a resource's queue after this long. */
   readonly queueLeaseMs: number
+  /**
+   * The locker's id in queues and release messages; default a fresh one. Quorum mode gives every
+   * node's backend the same, so a locker has one place in each node's queue.
+   */
+  readonly lockerId?: string
 }
 
 /**
@@ -66,6 +72,8 @@ class AcquireCall implements Handling<AcquireOutcome> {
     readonly generation: number,
     /** Whether it mints from the clock too: the resource's first grant in this generation. */
     reseedNeeded: boolean,
+    /** Where a locker joining the queue stands (see queuedAcquireScript); '' for the server's clock. */
+    readonly ticket: string,
   ) {
     this.reseed = reseedNeeded ? '1' : '0'
     this.fenceTtlMs = options.fenceTtlMs
@@ -154,7 +162,7 @@ export class RedisBackend implements LockBackend {
     this.#deadlines = deadlines
     this.#listener = listener
     // Names this locker in release messages and queues. Not a secret: it grants nothing.
-    this.lockerId = newOwnerId().slice(0, 16)
+    this.lockerId = options.lockerId ?? newOwnerId().slice(0, 16)
   }
 
   /**
@@ -173,6 +181,16 @@ export class RedisBackend implements LockBackend {
   }
 
   acquire(resource: LockResource, request: AcquireRequest): Promise<AcquireOutcome> {
+    return this.acquireAs(resource, request, newOwnerId())
+  }
+
+  /**
+   * {@link acquire} writing `ownerId` (quorum mode writes one owner id on every node), its call
+   * given up after `maxMs` at most (quorum mode: nothing is worth waiting for past the validity),
+   * joining the queue at `ticket` (quorum mode gives every node the same; default: the server's
+   * clock, the order of arrival).
+   */
+  acquireAs(resource: LockResource, request: AcquireRequest, ownerId: string, maxMs = Number.POSITIVE_INFINITY, ticket = ''): Promise<AcquireOutcome> {
     const timeout = this.#options.commandTimeoutMs
     // The caller's wait bounds how long we wait for a held lock, not how far away Redis may be:
     // the first attempt of an acquire always gets its round trip, a few smoothed round trips
@@ -180,7 +198,7 @@ export class RedisBackend implements LockBackend {
     // Later attempts end with the wait; if one is cut short, the held lock seen before decides.
     const floor = request.first ? (this.#srttMs === 0 ? timeout : 3 * this.#srttMs + 2) : 1
     const waitUntil = request.waitUntil
-    const ms = waitUntil === undefined ? timeout : Math.min(timeout, Math.max(floor, waitUntil - request.sentAt))
+    const ms = Math.min(maxMs, waitUntil === undefined ? timeout : Math.min(timeout, Math.max(floor, waitUntil - request.sentAt)))
     const mode = request.queue
     // Listening from the first acquire on: before it there is no grant a failover could repeat
     // (and a Locker's constructor does nothing with the client).
@@ -192,7 +210,7 @@ export class RedisBackend implements LockBackend {
     }
     const generation = this.#generation
     const reseed = this.#seeded.get(resource.name) !== generation
-    const call = new AcquireCall(this, this.#deadlines, resource, newOwnerId(), request.ttlMs, ms, request.sentAt, mode, this.#options, this.#leaves, generation, reseed)
+    const call = new AcquireCall(this, this.#deadlines, resource, ownerId, request.ttlMs, ms, request.sentAt, mode, this.#options, this.#leaves, generation, reseed, ticket)
     if (mode === 'none') return acquireScript.run(this.#client, resource.keys, call, call)
     this.#members.set(resource.name, resource)
     return queuedAcquireScript.run(this.#client, resource.keys, call, call)
@@ -269,6 +287,30 @@ export class RedisBackend implements LockBackend {
     })
   }
 
+  /**
+   * Quorum mode's second phase on this node: raises the resource's token counter to `token`
+   * (raise-fence-script.ts), within `timeoutMs`. Resolves once the counter is at `token` or above.
+   * @throws on a failed call or a missed deadline.
+   */
+  raiseFence(resource: LockResource, token: bigint, timeoutMs: number): Promise<void> {
+    return raiseFenceScript.run(this.#client, resource.keys, { token: token.toString(), fenceTtlMs: this.#options.fenceTtlMs }, { deadlines: this.#deadlines, ms: timeoutMs, map: toKnown })
+  }
+
+  /** Smoothed round trip of this backend's acquire attempts, ms; 0 until one answered. */
+  get srttMs(): number {
+    return this.#srttMs
+  }
+
+  /**
+   * True while the client says its connection is down (ioredis is reconnecting, or the client was
+   * closed): a call now would only wait in its offline queue. False for a client that is
+   * connecting for the first time, or lazily (a call is what makes it connect).
+   */
+  get disconnected(): boolean {
+    const status = (this.#client as { status?: unknown }).status
+    return status === 'reconnecting' || status === 'close' || status === 'end'
+  }
+
   release(resource: LockResource, ownerId: string): Promise<ReleaseOutcome> {
     return releaseScript.run(this.#client, resource.keys, { ownerId }, new ReleaseCall(this, this.#deadlines, this.#options.commandTimeoutMs, resource, ownerId))
   }
@@ -341,3 +383,8 @@ export class RedisBackend implements LockBackend {
 }
 
 const PLAIN_RELEASE: Handling<ReleaseOutcome> = { map: toReleaseOutcome }
+
+/** Raised or already there: either way the node knows the token (a bad reply throws). */
+function toKnown(reply: unknown): void {
+  toRaised(reply)
+}

@@ -26,26 +26,32 @@ return 0
 })
 
 /**
- * Hands a freed lock to the oldest queued locker that is still there, or frees it, and says so on
- * the channel (formats.ts), naming the locker queued next as well. Queued lockers whose lease ran
- * out (they stopped trying: a crashed process) are dropped on the way. Leaves the head's id in
- * `head` (nil when the lock was freed).
+ * Hands a freed lock to the first queued locker (the lowest ticket) that is still there, or frees
+ * it, and says so on the channel (formats.ts), naming the locker queued next as well. Queued
+ * lockers whose lease ran out (they stopped trying: a crashed process) are dropped on the way.
+ * Leaves the head's id in `head` (nil when the lock was freed).
  */
 const handOn = (k: { lock: string; queue: string; leases: string }, a: { channel: string; lockerId: string; handoffMs: string }) => `
-local head = redis.call('LPOP', ${k.queue})
-if head then
-  local t = redis.call('TIME')
-  local nowMs = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
-  while head do
-    local lease = redis.call('HGET', ${k.leases}, head)
-    redis.call('HDEL', ${k.leases}, head)
-    if lease and tonumber(lease) > nowMs then break end
-    head = redis.call('LPOP', ${k.queue})
+local head = nil
+local nowMs = nil
+while true do
+  local first = redis.call('ZRANGE', ${k.queue}, 0, 0)[1]
+  if not first then break end
+  redis.call('ZREM', ${k.queue}, first)
+  local lease = redis.call('HGET', ${k.leases}, first)
+  redis.call('HDEL', ${k.leases}, first)
+  if not nowMs then
+    local t = redis.call('TIME')
+    nowMs = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+  end
+  if lease and tonumber(lease) > nowMs then
+    head = first
+    break
   end
 end
 if head then
   redis.call('SET', ${k.lock}, ${LUA.handedTo('head')}, 'PX', ${a.handoffMs})
-  local nxt = redis.call('LINDEX', ${k.queue}, 0)
+  local nxt = redis.call('ZRANGE', ${k.queue}, 0, 0)[1]
   redis.call('PUBLISH', ${a.channel}, ${LUA.handedMessage(a.lockerId, 'head', a.handoffMs, 'nxt')})
 else
   redis.call('DEL', ${k.lock})
@@ -79,7 +85,7 @@ export const leaveScript = defineScript({
   keys: ['lock', 'queue', 'leases'],
   args: ['channel', 'lockerId', 'handoffMs'],
   lua: (k, a) => `
-redis.call('LREM', ${k.queue}, 0, ${a.lockerId})
+redis.call('ZREM', ${k.queue}, ${a.lockerId})
 redis.call('HDEL', ${k.leases}, ${a.lockerId})
 if redis.call('GET', ${k.lock}) ~= ${LUA.handedTo(a.lockerId)} then
   return 0

@@ -249,7 +249,7 @@ describe('a Redis that stalls (DEBUG SLEEP) while lockers wait', () => {
     const keys = resourceKeys('fencelock:', resource)
     const holder = await holderLocker.acquire(resource, { ttlMs: 12_000 })
     const waiting = settle(waiterLocker.acquire(resource, { waitMs: 6_000 }))
-    await waitUntil(async () => (await admin.llen(keys.queue)) === 1, { what: 'the waiter to queue' })
+    await waitUntil(async () => (await admin.zcard(keys.queue)) === 1, { what: 'the waiter to queue' })
     admin.debug('SLEEP', '1.5').catch(() => {})
     await sleep(20)
     const releasedAt = performance.now()

@@ -470,7 +470,7 @@ describe('close()', () => {
     stop()
     expect((await blocked).error).toBeInstanceOf(LockUnavailableError)
     await sleep(600) // the pause ends; the held try runs
-    await waitUntil(async () => (await admin.llen(keys.queue)) === 0 && (await admin.hlen(keys.leases)) === 0, {
+    await waitUntil(async () => (await admin.zcard(keys.queue)) === 0 && (await admin.hlen(keys.leases)) === 0, {
       timeoutMs: 2_000,
       what: 'the closed Locker to be out of the queue',
     })

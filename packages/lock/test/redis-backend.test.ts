@@ -76,11 +76,11 @@ describe('RedisBackend: the round trips', () => {
     const r = backend.resource(unique('join'))
     const h = granted(await holder.acquire(r, request()))
     expect(await backend.acquire(r, request({ queue: 'join' }))).toMatchObject({ granted: false })
-    expect(await env.admin.lrange(r.keys.queue, 0, -1)).toEqual([backend.lockerId])
+    expect(await env.admin.zrange(r.keys.queue, '0', '-1')).toEqual([backend.lockerId])
     expect(Number(await env.admin.hget(r.keys.leases, backend.lockerId))).toBeGreaterThan(await serverMs())
     expect(await env.admin.get(r.keys.lock)).toBe(`${h.ownerId}+`)
     backend.leave(r)
-    await waitUntil(async () => (await env.admin.llen(r.keys.queue)) === 0, { what: 'the leave' })
+    await waitUntil(async () => (await env.admin.zcard(r.keys.queue)) === 0, { what: 'the leave' })
     const before = (await commandCalls(env.admin)).evalsha ?? 0
     backend.leave(r)
     await sleep(20)
@@ -154,9 +154,9 @@ describe('RedisBackend: the round trips', () => {
       await backend.subscribe(r)
       await backend.acquire(r, request({ queue: 'join' }))
     }
-    expect(await env.admin.llen(a.keys.queue)).toBe(1)
+    expect(await env.admin.zcard(a.keys.queue)).toBe(1)
     await backend.close()
-    expect([await env.admin.llen(a.keys.queue), await env.admin.llen(b.keys.queue)]).toEqual([0, 0])
+    expect([await env.admin.zcard(a.keys.queue), await env.admin.zcard(b.keys.queue)]).toEqual([0, 0])
     expect(((await env.admin.pubsub('NUMSUB', a.keys.channel)) as [string, number])[1]).toBe(0)
   })
 

@@ -48,7 +48,7 @@ export function ready(client: Redis, label: string, ms = 3_000): Promise<void> {
 }
 
 /** A Locker closed in afterAll. */
-export function makeLocker(client: RedisClient, options: LockerOptions = {}): Locker {
+export function makeLocker(client: RedisClient | readonly RedisClient[], options: LockerOptions = {}): Locker {
   const locker = new Locker(client, options)
   lockers.add(locker)
   return locker

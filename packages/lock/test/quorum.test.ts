@@ -1,0 +1,447 @@
+/**
+ * Quorum mode on real redis-servers: a Locker over N independent masters. Nodes are taken away
+ * for real (a blackhole in front of one keeps its data; SIGKILL; a restart without persistence;
+ * SIGSTOP), and each token claim is also run without its protection (the maximum of a
+ * majority's counters, with no second phase) to show it would fail.
+ */
+import { Redis } from 'ioredis'
+import { describe, expect, it } from 'vitest'
+import { acquireOnce } from '../src/acquire-script.js'
+import { InvalidLockOptionError, LOCK_SCRIPTS, LockLostError, LockTimeoutError, LockUnavailableError, Locker, resourceKeys, type Lock } from '../src/index.js'
+import { newOwnerId } from '../src/owner-id.js'
+import { clockDriftMs, majorityOf } from '../src/quorum-backend.js'
+import { commandCalls, connect, makeLocker, ready, unique } from './support/connections.js'
+import { eventLog } from './support/events.js'
+import { useQuorumNodes } from './support/quorum.js'
+import { startRedisServer } from './support/redis-server.js'
+import { settle, sleep, waitUntil } from './support/timing.js'
+
+const keysOf = (resource: string) => resourceKeys('fencelock:', resource)
+/** How late past its deadline a failing call may settle on this loaded 2-core machine. */
+const SLACK_MS = 150
+/** Far above any clock seed (~1.8e15) and above 2^53, where Lua's doubles are not exact. */
+const FAR_AHEAD = 10n ** 17n
+
+const nodes = useQuorumNodes(3)
+
+/** What each node holds for `resource`: the lock key's value and the token counter. */
+async function state(resource: string): Promise<{ lock: (string | null)[]; fence: (bigint | null)[] }> {
+  const k = keysOf(resource)
+  const lock = await Promise.all(nodes.admins.map((a) => a.get(k.lock)))
+  const fence = await Promise.all(nodes.admins.map(async (a) => ((v) => (v === null ? null : BigInt(v)))(await a.get(k.fence))))
+  return { lock, fence }
+}
+
+/**
+ * The unprotected twin: what a Redlock that minted a token per node would do — run the acquire
+ * script (which mints) on the given nodes and take the largest token, with no second phase.
+ */
+async function naiveGrant(resource: string, on: readonly number[], admins: readonly Redis[] = nodes.admins): Promise<bigint> {
+  const k = keysOf(resource)
+  const ownerId = newOwnerId()
+  let max = -1n
+  for (const i of on) {
+    const reply = await acquireOnce(admins[i]!, k, { ownerId, ttlMs: 5_000, fenceTtlMs: 86_400_000, lockerId: 'naive' })
+    if (!reply.granted) throw new Error(`node ${i} was held`)
+    if (reply.token > max) max = reply.token
+  }
+  for (const i of on) await admins[i]!.del(k.lock)
+  return max
+}
+
+describe('quorum mode: the Locker over N clients', () => {
+  it('refuses a bad array before any I/O, naming the element and the rule', () => {
+    let calls = 0
+    const fake = () => ({ evalsha: () => calls++, eval: () => calls++, duplicate: () => calls++ })
+    const cases: [unknown, string][] = [
+      [[fake(), fake()], 'redis'],
+      [[], 'redis'],
+      [[fake(), fake(), {}], 'redis[2]'],
+      [[fake(), null, fake()], 'redis[1]'],
+    ]
+    for (const [redis, field] of cases) {
+      const error = (() => {
+        try {
+          new Locker(redis as never)
+        } catch (e) {
+          return e
+        }
+      })()
+      expect(error, JSON.stringify(field)).toBeInstanceOf(InvalidLockOptionError)
+      expect(error).toMatchObject({ field })
+    }
+    const one = fake()
+    expect(() => new Locker([one, fake(), one] as never)).toThrow(/redis\[2\].*must not repeat a client/)
+    expect(calls).toBe(0)
+  })
+
+  it('writes one owner id on every node, returns a token a majority knows, and releases everywhere', async () => {
+    const locker = nodes.locker()
+    expect(locker.nodes).toBe(3)
+    const r = unique('q-basic')
+    const lock = await locker.acquire(r)
+    expect(typeof lock.token).toBe('bigint')
+    const held = await state(r)
+    // Every node answered in time here, so every node holds the same owner id.
+    expect(new Set(held.lock).size).toBe(1)
+    expect(held.lock[0]).toMatch(/^[0-9a-f]{32}$/)
+    expect(held.fence.filter((f) => f !== null && f >= lock.token).length).toBeGreaterThanOrEqual(majorityOf(3))
+    // The nodes seeded their counters from their own clocks: the second phase ran (LOCK_SCRIPTS.raiseFence).
+    const loaded = await Promise.all(nodes.admins.map((a) => a.script('EXISTS', LOCK_SCRIPTS.raiseFence.sha) as Promise<number[]>))
+    expect(loaded.flat()).toContain(1)
+    expect(await lock.release()).toBe(true)
+    // A majority freed it when release() resolves; the last node's answer may come a moment later.
+    await waitUntil(async () => (await state(r)).lock.every((v) => v === null), { what: 'freed on every node' })
+    const second = await locker.acquire(r)
+    expect(second.token).toBeGreaterThan(lock.token)
+    await second.release()
+  })
+
+  it('keeps the lease valid for ttlMs less the clock drift, measured from the first request', async () => {
+    const locker = nodes.locker({ ttlMs: 10_000 })
+    const before = performance.now()
+    const lock = await locker.acquire(unique('q-validity'))
+    const after = performance.now()
+    // remainingMs is validUntil - now, with validUntil = sentAt + ttl - drift, sentAt in [before, after].
+    const remaining = lock.remainingMs()
+    expect(remaining).toBeLessThanOrEqual(10_000 - clockDriftMs(10_000) - (performance.now() - after))
+    expect(remaining).toBeGreaterThan(10_000 - clockDriftMs(10_000) - (performance.now() - before) - 1)
+    await lock.release()
+  })
+
+  it('excludes: 3 Lockers × 4 workers on one key never overlap, and every token is larger than the one before', async () => {
+    const r = unique('q-mutex')
+    const lockers = [0, 1, 2].map(() => nodes.locker({ ttlMs: 5_000, waitMs: 10_000 }))
+    let inside = 0
+    let overlaps = 0
+    const tokens: bigint[] = []
+    const until = performance.now() + 1_500
+    await Promise.all(
+      lockers.flatMap((locker) =>
+        [0, 1, 2, 3].map(async () => {
+          while (performance.now() < until) {
+            const lock = await locker.acquire(r)
+            if (++inside > 1) overlaps++
+            tokens.push(lock.token)
+            await sleep(1)
+            inside--
+            await lock.release()
+          }
+        }),
+      ),
+    )
+    expect(overlaps).toBe(0)
+    expect(tokens.length).toBeGreaterThan(20)
+    for (let i = 1; i < tokens.length; i++) expect(tokens[i]!).toBeGreaterThan(tokens[i - 1]!)
+  })
+})
+
+describe('quorum mode: tokens strictly increase across changing majorities', () => {
+  it('majorities {A,B}, {B,C}, {A,C} in turn, A’s counter far ahead: every token larger than the last; the maximum alone goes back', async () => {
+    const r = unique('q-rotate')
+    const locker = nodes.locker({ commandTimeoutMs: 300 })
+    await nodes.admins[0]!.set(keysOf(r).fence, FAR_AHEAD.toString())
+    const majorities = [[0, 1], [1, 2], [0, 2], [1, 2], [0, 1]] as const
+    const tokens: bigint[] = []
+    for (const majority of majorities) {
+      const down = [0, 1, 2].find((i) => !(majority as readonly number[]).includes(i))!
+      nodes.cut(down)
+      try {
+        const lock = await locker.acquire(r, { waitMs: 2_000 })
+        tokens.push(lock.token)
+        await lock.release()
+      } finally {
+        nodes.mend(down)
+      }
+    }
+    expect(tokens[0]).toBeGreaterThan(FAR_AHEAD)
+    for (let i = 1; i < tokens.length; i++) expect(tokens[i]!, `grant ${i} on ${majorities[i]!.join()}`).toBeGreaterThan(tokens[i - 1]!)
+
+    // Unprotected: the largest counter of each majority, nothing written back.
+    const naive = unique('q-rotate-naive')
+    await nodes.admins[0]!.set(keysOf(naive).fence, FAR_AHEAD.toString())
+    const first = await naiveGrant(naive, [0, 1])
+    const second = await naiveGrant(naive, [1, 2])
+    expect(first).toBeGreaterThan(FAR_AHEAD)
+    expect(second).toBeLessThan(first)
+  })
+
+  it('a node restarted without persistence: the counter a majority knows still wins over its clock seed', async () => {
+    // Own servers: this test restarts one and kills another.
+    const servers = await Promise.all([0, 1, 2].map(() => startRedisServer()))
+    const admins = servers.map((s) => connect({ port: s.port }))
+    for (const [i, a] of admins.entries()) await ready(a, servers[i]!.url)
+    const locker = makeLocker(servers.map((s) => connect({ port: s.port })), { commandTimeoutMs: 300 })
+    const r = unique('q-amnesia')
+    const naive = unique('q-amnesia-naive')
+    for (const resource of [r, naive]) await admins[0]!.set(keysOf(resource).fence, FAR_AHEAD.toString())
+    const first = await locker.acquire(r)
+    await first.release()
+    expect(first.token).toBeGreaterThan(FAR_AHEAD)
+    // A majority knew the token when it was returned; the second phase raises every node it can.
+    const knowing = async () => (await Promise.all(admins.map(async (a) => BigInt((await a.get(keysOf(r).fence))!)))).filter((f) => f >= first.token).length
+    expect(await knowing()).toBeGreaterThanOrEqual(2)
+    await waitUntil(async () => (await knowing()) === 3, { what: 'every node raised' })
+    // Unprotected twin: the maximum of all three, nothing written back.
+    const ks = keysOf(naive)
+    const naiveFirst = [] as bigint[]
+    for (const a of admins) {
+      const reply = await acquireOnce(a, ks, { ownerId: newOwnerId(), ttlMs: 5_000, fenceTtlMs: 86_400_000, lockerId: 'naive' })
+      if (reply.granted) naiveFirst.push(reply.token)
+      await a.del(ks.lock)
+    }
+    const naiveToken = naiveFirst.reduce((a, b) => (a > b ? a : b))
+
+    await servers[1]!.restart() // B forgets everything
+    await servers[0]!.stop() // A, whose counter was far ahead, is gone: the majority is {B, C}
+    const second = await locker.acquire(r, { waitMs: 3_000 })
+    expect(second.token).toBeGreaterThan(first.token)
+    await second.release()
+    // B seeded its counter from its clock, far below; the grant raised it.
+    expect(BigInt((await admins[1]!.get(keysOf(r).fence))!)).toBeGreaterThanOrEqual(second.token)
+    expect(await naiveGrant(naive, [1, 2], admins)).toBeLessThan(naiveToken)
+    await Promise.all(servers.map((s) => s.dispose()))
+  })
+
+  it('a second phase is only paid when the granting nodes minted different tokens', async () => {
+    const r = unique('q-phase')
+    const clients = nodes.clients()
+    for (const c of clients) await ready(c, 'a node')
+    const locker = makeLocker(clients)
+    const raises = async () => {
+      let total = 0
+      for (const a of nodes.admins) {
+        const calls = await commandCalls(a)
+        total += calls['set'] ?? 0
+      }
+      return total
+    }
+    // The first grant seeds each node's counter from its own clock: they differ, a phase follows
+    // (and a node that answered after the majority may still be ahead: the next grant evens it).
+    await waitUntil(
+      async () => {
+        await (await locker.acquire(r)).release()
+        return new Set((await state(r)).fence.map(String)).size === 1
+      },
+      { what: 'counters in step' },
+    )
+    const before = await raises()
+    for (let i = 0; i < 20; i++) await (await locker.acquire(r)).release()
+    // In step, nothing more is written than the grants' own SET NX (one per node per grant).
+    expect((await raises()) - before).toBe(20 * 3)
+  })
+})
+
+describe('quorum mode: nodes that fail', () => {
+  it('one node cut off: acquire, extend and release work without waiting for it; a grant never waits for its deadline', async () => {
+    const locker = nodes.locker({ commandTimeoutMs: 1_000 })
+    const r = unique('q-one-down')
+    await (await locker.acquire(unique('q-warm'))).release()
+    nodes.cut(2)
+    try {
+      const t = performance.now()
+      const lock = await locker.acquire(r)
+      expect(performance.now() - t).toBeLessThan(500)
+      await lock.extend(20_000)
+      expect(lock.remainingMs()).toBeGreaterThan(19_000)
+      const t2 = performance.now()
+      expect(await lock.release()).toBe(true)
+      expect(performance.now() - t2).toBeLessThan(500)
+    } finally {
+      nodes.mend(2)
+    }
+  })
+
+  it('a majority killed, default ioredis options (offline queue, retries): LockUnavailableError within waitMs, and nothing piles up in the offline queues', async () => {
+    const servers = await Promise.all([0, 1, 2, 3, 4].map(() => startRedisServer()))
+    const clients = servers.map((s) => {
+      const c = new Redis({ port: s.port })
+      c.on('error', () => {})
+      return c
+    })
+    try {
+      for (const [i, c] of clients.entries()) await ready(c, servers[i]!.url)
+      const l = eventLog()
+      const locker = makeLocker(clients, { onEvent: l.onEvent, commandTimeoutMs: 500 })
+      await (await locker.acquire(unique('q-warm'))).release()
+      await servers[0]!.stop()
+      await servers[1]!.stop()
+      // 2 of 5 down: still a majority.
+      for (let i = 0; i < 200; i++) await (await locker.acquire(unique('q-2down'))).release()
+      await servers[2]!.stop()
+      // 3 of 5 down: no majority; typed error within the wait.
+      for (const waitMs of [0, 300, 1_000]) {
+        const t = performance.now()
+        const { error } = await settle(locker.acquire(unique('q-3down'), { waitMs }))
+        expect(error).toBeInstanceOf(LockUnavailableError)
+        expect(performance.now() - t).toBeLessThan(waitMs + 100 + SLACK_MS)
+      }
+      // Calls to a node whose connection is down are not sent at all: its offline queue holds only
+      // what was in flight when it went down (and their clean-ups, sent at their deadlines).
+      await sleep(600)
+      const offline = () => clients.slice(0, 3).map((c) => (c as unknown as { offlineQueue: { length: number } }).offlineQueue.length)
+      const before = offline()
+      for (let i = 0; i < 200; i++) await settle(locker.acquire(unique('q-3down'), { waitMs: 0 }))
+      for (let i = 0; i < 50; i++) await settle(locker.acquire(unique('q-3down'), { waitMs: 20 }))
+      expect(offline()).toEqual(before)
+      for (const n of before) expect(n).toBeLessThanOrEqual(4)
+      expect(l.of('unavailable').length).toBeGreaterThanOrEqual(3)
+    } finally {
+      for (const c of clients) c.disconnect()
+      await Promise.all(servers.map((s) => s.dispose()))
+    }
+  })
+
+  it('a node that stops answering (SIGSTOP): acquires go on without waiting for it, calls for it stop piling up, and it serves again after SIGCONT', async () => {
+    const servers = await Promise.all([0, 1, 2].map(() => startRedisServer()))
+    const clients = servers.map((s) => connect({ port: s.port }))
+    const queued = () => (clients[1] as unknown as { commandQueue: { length: number } }).commandQueue.length
+    try {
+      for (const [i, c] of clients.entries()) await ready(c, servers[i]!.url)
+      const locker = makeLocker(clients, { commandTimeoutMs: 2_000 })
+      await (await locker.acquire(unique('q-warm'))).release()
+      servers[1]!.pause()
+      const t = performance.now()
+      for (let i = 0; i < 100; i++) await (await locker.acquire(unique('q-stopped'))).release()
+      // Not one round trip per acquire waiting for the stopped node's deadline (2 s).
+      expect(performance.now() - t).toBeLessThan(1_500)
+      // What was sent before the node counted as stalled waits for it; nothing more is sent.
+      const first = queued()
+      for (let i = 0; i < 300; i++) await (await locker.acquire(unique('q-stopped'))).release()
+      expect(queued()).toBeLessThanOrEqual(first + 2)
+      servers[1]!.resume()
+      const r = unique('q-resumed')
+      await waitUntil(
+        async () => {
+          const lock = await locker.acquire(r)
+          await lock.release()
+          return (await clients[1]!.get(keysOf(r).fence)) !== null
+        },
+        { timeoutMs: 5_000, what: 'the resumed node granting again' },
+      )
+    } finally {
+      await Promise.all(servers.map((s) => s.dispose()))
+    }
+  })
+
+  it('partial grants are given back: with two nodes held by someone else, nothing of ours is left on the third', async () => {
+    const r = unique('q-partial')
+    const k = keysOf(r)
+    await nodes.admins[0]!.set(k.lock, 'someone-else', 'PX', 5_000)
+    await nodes.admins[1]!.set(k.lock, 'someone-else', 'PX', 5_000)
+    const locker = nodes.locker()
+    expect(await locker.tryAcquire(r)).toBeNull()
+    const { error } = await settle(locker.acquire(r, { waitMs: 300 }))
+    expect(error).toBeInstanceOf(LockTimeoutError)
+    await waitUntil(async () => (await nodes.admins[2]!.get(k.lock)) === null, { what: 'the third node released' })
+    await nodes.admins[0]!.del(k.lock)
+    await nodes.admins[1]!.del(k.lock)
+  })
+
+  it('a grant that takes longer than its validity is not returned, and is released on every node', async () => {
+    // Own proxies, 80 ms each way: a round trip of 160 ms against a 100 ms TTL.
+    const { startLatencyProxy } = await import('./support/latency-proxy.js')
+    const proxies = await Promise.all(nodes.servers.map((s) => startLatencyProxy({ port: s.port }, 80)))
+    const locker = makeLocker(proxies.map((p) => connect({ port: p.port })), { ttlMs: 100, commandTimeoutMs: 2_000 })
+    const r = unique('q-too-slow')
+    const { error } = await settle(locker.acquire(r, { waitMs: 0 }))
+    expect(error).toBeInstanceOf(LockUnavailableError)
+    await waitUntil(async () => (await state(r)).lock.every((v) => v === null), { timeoutMs: 2_000, what: 'no key left' })
+    expect(locker.heldCount).toBe(0)
+  })
+
+  it('the watchdog renews on a majority, and the lock is lost (signal aborted) once a majority no longer holds it', async () => {
+    const locker = nodes.locker({ ttlMs: 300 })
+    const r = unique('q-watchdog')
+    nodes.cut(0)
+    try {
+      const lock = await locker.acquire(r, { autoExtend: true })
+      await sleep(1_000) // more than 3 TTLs: renewed on {B, C}
+      expect(lock.isHeld()).toBe(true)
+      expect(lock.signal.aborted).toBe(false)
+      // Someone deletes our key on B: C alone is no majority.
+      await nodes.admins[1]!.del(keysOf(r).lock)
+      await waitUntil(() => lock.signal.aborted, { timeoutMs: 1_000, what: 'the signal to abort' })
+      expect(lock.signal.reason).toBeInstanceOf(LockLostError)
+    } finally {
+      nodes.mend(0)
+    }
+  })
+
+  it('without autoExtend the signal aborts when the validity runs out', async () => {
+    const locker = nodes.locker({ ttlMs: 200 })
+    const lock: Lock = await locker.acquire(unique('q-expiry'))
+    const t = performance.now()
+    await waitUntil(() => lock.signal.aborted, { timeoutMs: 1_000, what: 'the signal to abort' })
+    expect(performance.now() - t).toBeLessThan(200)
+    expect(locker.heldCount).toBe(0)
+  })
+})
+
+describe('quorum mode: waiting', () => {
+  it('a waiter in another Locker is woken by the release (pub/sub), not by polling', async () => {
+    const r = unique('q-wake')
+    const holder = nodes.locker()
+    const waiter = nodes.locker({ pollMs: 30_000 })
+    const lock = await holder.acquire(r)
+    const waiting = waiter.acquire(r, { waitMs: 10_000 })
+    await sleep(200)
+    const before = await Promise.all(nodes.admins.map(commandCalls))
+    const t = performance.now()
+    await lock.release()
+    const next = await waiting
+    expect(performance.now() - t).toBeLessThan(200)
+    expect(next.token).toBeGreaterThan(lock.token)
+    const after = await Promise.all(nodes.admins.map(commandCalls))
+    // About one try per node after the release (a wake per node's message may add one), no polling.
+    for (const [i, calls] of after.entries()) expect((calls['evalsha'] ?? 0) - (before[i]!['evalsha'] ?? 0)).toBeLessThanOrEqual(6)
+    await next.release()
+  })
+
+  it('the fair queue holds across Lockers: 8 Lockers looping on one key are served in turn, none waits past 1.5× the fair wait', async () => {
+    // As the single-node test of the queue (queue.test.ts), over three nodes: every node's queue
+    // orders the lockers by the ticket of their first try, so a release hands the lock to the
+    // same locker on every node.
+    const n = 8
+    const holdMs = 150
+    const lockers = Array.from({ length: n }, () => nodes.locker({ pollMs: 300, commandTimeoutMs: 500 }))
+    for (const locker of lockers) await (await locker.acquire(unique('q-warm'))).release()
+    const r = unique('q-fair')
+    const fairWaitMs = (n - 1) * holdMs
+    const grants = lockers.map(() => 0)
+    const failures: unknown[] = []
+    let longestWaitMs = 0
+    const until = performance.now() + 4_000
+    await Promise.all(
+      lockers.map(async (locker, i) => {
+        while (performance.now() < until) {
+          const start = performance.now()
+          try {
+            const lock = await locker.acquire(r, { ttlMs: 5_000, waitMs: 2 * fairWaitMs + 1_000 })
+            longestWaitMs = Math.max(longestWaitMs, performance.now() - start)
+            grants[i]!++
+            await sleep(holdMs)
+            await lock.release()
+          } catch (error) {
+            failures.push(error)
+          }
+        }
+      }),
+    )
+    expect({ failures, neverServed: grants.filter((g) => g === 0).length }).toEqual({ failures: [], neverServed: 0 })
+    expect(longestWaitMs).toBeLessThanOrEqual(1.5 * fairWaitMs)
+  })
+
+  it('close() leaves the queue on every node', async () => {
+    const r = unique('q-close')
+    const holder = nodes.locker()
+    const waiter = nodes.locker()
+    const lock = await holder.acquire(r)
+    const waiting = settle(waiter.acquire(r, { waitMs: 5_000 }))
+    await waitUntil(async () => (await Promise.all(nodes.admins.map((a) => a.zcard(keysOf(r).queue)))).every((n) => n === 1), { what: 'queued on every node' })
+    await waiter.close()
+    expect((await waiting).error).toBeInstanceOf(LockUnavailableError)
+    await waitUntil(async () => (await Promise.all(nodes.admins.map((a) => a.zcard(keysOf(r).queue)))).every((n) => n === 0), { what: 'out of every queue' })
+    await lock.release()
+  })
+})
