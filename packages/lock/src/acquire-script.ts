@@ -78,51 +78,60 @@ export type JoinMode = 'join' | 'stay'
 /**
  * The acquire of a locker that waits. A free key is taken with `SET NX` as above, and a key
  * handed to our locker is taken over. Any other miss puts our locker in the resource's queue
- * (once: a sorted set, ordered by `ticket`) and renews its lease there, and marks the holder's
- * key (`APPEND` keeps its TTL), so that the holder's release hands the lock to the lockers in
- * the order they came, not to whoever asks fastest. A locker whose lease runs out (it stopped
- * trying: a crashed process) is skipped by the next hand-off.
+ * (a sorted set, by ticket) and renews its lease there, and marks the holder's key (`APPEND`
+ * keeps its TTL), so that the holder's release hands the lock to the lockers in the order they
+ * came, not to whoever asks fastest. A locker whose lease runs out (it stopped trying: a crashed
+ * process) is skipped by the next hand-off.
  *
- * `ticket`: where a locker that joins stands (ms; ties go by locker id). Empty: the server's
- * clock, the order of arrival. Quorum mode sends the same ticket to every node, so that the
- * nodes' queues agree on who is first although the joins reach them in different orders. A
- * locker already queued keeps its place.
+ * `ticket`: where our locker stands (ms; ties go by locker id). Empty: the server's clock when it
+ * joins, the order of arrival, and a locker already queued keeps its place. Otherwise the
+ * locker's own ticket, set as given on every try: quorum mode sends the same to every node, for
+ * as long as the locker waits, so that every node's queue agrees on who came first although the
+ * tries reach the nodes in different orders and a node may have dropped the locker meanwhile.
  *
- * `mode`: `join`, or `stay` when more of our waiters wait, so that our locker keeps its place
- * after a grant (otherwise a grant takes it out of the queue). A lock we take while other lockers
- * are queued is marked, so that our release hands it on (our own waiters are woken locally).
+ * `mode`: `join`, or `stay` when more of our waiters wait, so that our locker stays queued after
+ * a grant, at `stayTicket` (empty: the server's clock): the back of the line, as a newcomer
+ * (otherwise a grant takes it out of the queue). A lock we take while other lockers are queued
+ * is marked, so that our release hands it on (our own waiters are woken locally).
  */
 export const queuedAcquireScript = defineScript({
   keys: ['lock', 'fence', 'queue', 'leases'],
-  args: ['ownerId', 'ttlMs', 'fenceTtlMs', 'lockerId', 'leaseMs', 'mode', 'reseed', 'ticket'],
+  args: ['ownerId', 'ttlMs', 'fenceTtlMs', 'lockerId', 'leaseMs', 'mode', 'reseed', 'ticket', 'stayTicket'],
   lua: (k, a) => `
+local function enqueue(ticket)
+  local t = redis.call('TIME')
+  local nowMs = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+  local joined = redis.call('HSET', ${k.leases}, ${a.lockerId}, nowMs + tonumber(${a.leaseMs})) == 1
+  if ticket ~= '' then
+    redis.call('ZADD', ${k.queue}, ticket, ${a.lockerId})
+  elseif joined then
+    redis.call('ZADD', ${k.queue}, nowMs, ${a.lockerId})
+  end
+  redis.call('PEXPIRE', ${k.queue}, 2 * tonumber(${a.leaseMs}))
+  redis.call('PEXPIRE', ${k.leases}, 2 * tonumber(${a.leaseMs}))
+end
 local handed = false
-local free = redis.call('SET', ${k.lock}, ${a.ownerId}, 'NX', 'PX', ${a.ttlMs})
-if not free then
+if not redis.call('SET', ${k.lock}, ${a.ownerId}, 'NX', 'PX', ${a.ttlMs}) then
   local v = redis.call('GET', ${k.lock})
   handed = v == ${LUA.handedTo(a.lockerId)}
-  if (not handed) or ${a.mode} == 'stay' then
-    local t = redis.call('TIME')
-    local nowMs = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
-    if redis.call('HSET', ${k.leases}, ${a.lockerId}, nowMs + tonumber(${a.leaseMs})) == 1 then
-      redis.call('ZADD', ${k.queue}, ${a.ticket} == '' and nowMs or ${a.ticket}, ${a.lockerId})
-    end
-    redis.call('PEXPIRE', ${k.queue}, 2 * tonumber(${a.leaseMs}))
-    redis.call('PEXPIRE', ${k.leases}, 2 * tonumber(${a.leaseMs}))
-  end
   if not handed then
+    enqueue(${a.ticket})
     if v and ${LUA.isUnmarkedHolder('v')} then
       redis.call('APPEND', ${k.lock}, ${LUA.waitingMark})
     end
     return {0, redis.call('PTTL', ${k.lock})}
   end
-elseif ${a.mode} ~= 'stay' and redis.call('HDEL', ${k.leases}, ${a.lockerId}) == 1 then
+end
+-- Granted. More of our waiters wait: stay queued, at the back; else leave the queue.
+if ${a.mode} == 'stay' then
+  enqueue(${a.stayTicket})
+elseif redis.call('HDEL', ${k.leases}, ${a.lockerId}) == 1 then
   redis.call('ZREM', ${k.queue}, ${a.lockerId})
 end
 -- Other lockers queued (our own waiters are woken locally): mark the lock, so that our release
 -- hands it on. A locker that stays is in the queue itself.
 local others = redis.call('ZCARD', ${k.queue})
-if others > 0 and ${a.mode} == 'stay' and redis.call('HEXISTS', ${k.leases}, ${a.lockerId}) == 1 then
+if ${a.mode} == 'stay' then
   others = others - 1
 end
 if handed then

@@ -14,6 +14,7 @@ export {
   LOCK_DEFAULTS,
   MAX_DURATION_MS,
   MAX_RESOURCE_BYTES,
+  MIN_QUORUM_TTL_MS,
   type LockerOptions,
   type AcquireOptions,
   type TryAcquireOptions,

@@ -2,7 +2,7 @@ import type { LockBackend, LockResource, ReleaseOutcome } from './backend.js'
 import type { Deadlines, Pending } from './deadline.js'
 import { asError, LockLostError, LockUnavailableError, type LockLostReason } from './errors.js'
 import type { LockEvent } from './events.js'
-import { checkInteger, MAX_DURATION_MS } from './options.js'
+import { checkTtl, type TtlFloor } from './options.js'
 
 /** What a {@link Lock} needs from the {@link Locker} that granted it. */
 export interface LockHost {
@@ -10,6 +10,8 @@ export interface LockHost {
   /** The Locker's clock of deadlines; a lock keeps the end of its validity on it. */
   readonly deadlines: Deadlines
   readonly commandTimeoutMs: number
+  /** The shortest lease `extend(ttlMs)` takes (longer in quorum mode). */
+  readonly ttlFloor: TtlFloor
   /** True when someone listens to events: hot paths skip building the event otherwise. */
   readonly listening: boolean
   emit(event: LockEvent): void
@@ -115,7 +117,7 @@ export class Lock {
    * @throws LockUnavailableError when Redis did not answer in time; the lock's state is unchanged.
    */
   async extend(ttlMs: number = this.#ttlMs): Promise<void> {
-    checkInteger('ttlMs', ttlMs, 1, MAX_DURATION_MS)
+    checkTtl(ttlMs, this.#host.ttlFloor)
     if (this.#state !== 'held') throw this.#notOwned()
     let validUntil: number | undefined
     try {

@@ -6,12 +6,15 @@ import type { LockEvent } from './events.js'
 import { Lock, type LockHost } from './lock.js'
 import {
   checkResource,
+  QUORUM_TTL_FLOOR,
   resolveAcquireOptions,
   resolveLockerOptions,
   type AcquireOptions,
   type LockerOptions,
   type ResolvedAcquire,
   type ResolvedLockerOptions,
+  SINGLE_TTL_FLOOR,
+  type TtlFloor,
   type TryAcquireOptions,
   type UsingOptions,
 } from './options.js'
@@ -47,6 +50,7 @@ export class Locker {
   readonly #listeners = new Set<(event: LockEvent) => void>()
   readonly #lockHost: LockHost
   readonly #nodes: number
+  readonly #ttlFloor: TtlFloor
   #closed = false
 
   /**
@@ -57,10 +61,11 @@ export class Locker {
    */
   constructor(redis: RedisClient | readonly RedisClient[], options: LockerOptions = {}) {
     const clients = checkClients(redis)
-    const o = resolveLockerOptions(options)
     this.#nodes = isClientList(clients) ? clients.length : 1
+    this.#ttlFloor = this.#nodes > 1 ? QUORUM_TTL_FLOOR : SINGLE_TTL_FLOOR
+    const o = resolveLockerOptions(options, this.#ttlFloor)
     this.#options = o
-    this.#defaultAcquire = resolveAcquireOptions(undefined, o)
+    this.#defaultAcquire = resolveAcquireOptions(undefined, o, false, this.#ttlFloor)
     if (o.onEvent) this.#listeners.add(o.onEvent)
     // A queued locker that stops trying (a crashed process) is dropped after this lease. Waiters
     // try at least every 1.2 × pollMs (the safety poll), so a live one always renews it in time.
@@ -84,6 +89,7 @@ export class Locker {
       backend: this.#backend,
       deadlines: this.#deadlines,
       commandTimeoutMs: o.commandTimeoutMs,
+      ttlFloor: this.#ttlFloor,
       get listening() {
         return listeners.size > 0
       },
@@ -137,7 +143,7 @@ export class Locker {
    */
   async acquire(resource: string, options?: AcquireOptions): Promise<Lock> {
     const r = this.#backend.resource(resource)
-    const o = options === undefined ? this.#defaultAcquire : resolveAcquireOptions(options, this.#options)
+    const o = options === undefined ? this.#defaultAcquire : resolveAcquireOptions(options, this.#options, false, this.#ttlFloor)
     this.#assertOpen(resource)
     const start = performance.now()
     if (o.signal?.aborted) throw this.#aborted(resource, start, o.signal)
@@ -151,7 +157,7 @@ export class Locker {
    */
   async tryAcquire(resource: string, options?: TryAcquireOptions): Promise<Lock | null> {
     const r = this.#backend.resource(resource)
-    const o = options === undefined ? this.#defaultAcquire : resolveAcquireOptions(options, this.#options)
+    const o = options === undefined ? this.#defaultAcquire : resolveAcquireOptions(options, this.#options, false, this.#ttlFloor)
     this.#assertOpen(resource)
     const start = performance.now()
     const attempt = await this.#attempt(r, o, start, undefined, true, 'none')
@@ -173,7 +179,7 @@ export class Locker {
   async using<T>(resource: string, fn: (lock: Lock) => Promise<T> | T, options: UsingOptions = {}): Promise<T> {
     if (typeof fn !== 'function') throw new InvalidLockOptionError('fn', 'must be a function', fn)
     const name = checkResource(resource)
-    const o = resolveAcquireOptions(options, this.#options, true)
+    const o = resolveAcquireOptions(options, this.#options, true, this.#ttlFloor)
     const lock = await this.acquire(name, o)
     try {
       return await fn(lock)

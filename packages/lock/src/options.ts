@@ -102,12 +102,32 @@ export interface ResolvedLockerOptions {
   readonly onEvent: ((event: LockEvent) => void) | undefined
 }
 
-/** Checks an integer duration in milliseconds; the message names the field and its range. */
-export function checkInteger(field: string, value: unknown, min: number, max: number): number {
+/** Checks an integer duration in milliseconds; the message names the field, its range and why (if given). */
+export function checkInteger(field: string, value: unknown, min: number, max: number, why?: string): number {
   if (typeof value !== 'number' || !Number.isInteger(value) || value < min || value > max) {
-    throw new InvalidLockOptionError(field, `must be an integer from ${min} to ${max}`, value)
+    throw new InvalidLockOptionError(field, `must be an integer from ${min} to ${max}${why ? ` (${why})` : ''}`, value)
   }
   return value
+}
+
+/**
+ * The shortest lease quorum mode takes: its validity is `ttlMs` less the clock drift (1 % + 2 ms),
+ * and the grant's round trips come out of it.
+ */
+export const MIN_QUORUM_TTL_MS = 10
+
+/** The shortest lease a Locker takes, and why: 1 ms on one Redis, {@link MIN_QUORUM_TTL_MS} in quorum mode. */
+export interface TtlFloor {
+  readonly minMs: number
+  readonly why: string | undefined
+}
+
+export const SINGLE_TTL_FLOOR: TtlFloor = Object.freeze({ minMs: 1, why: undefined })
+export const QUORUM_TTL_FLOOR: TtlFloor = Object.freeze({ minMs: MIN_QUORUM_TTL_MS, why: 'quorum mode: the lease less the clock drift must leave time for the grant' })
+
+/** Checks a lease time against the Locker's floor. */
+export function checkTtl(value: unknown, floor: TtlFloor = SINGLE_TTL_FLOOR): number {
+  return checkInteger('ttlMs', value, floor.minMs, MAX_DURATION_MS, floor.why)
 }
 
 export function checkResource(resource: unknown): string {
@@ -146,7 +166,7 @@ function checkBoolean(field: string, value: unknown): boolean {
   return value
 }
 
-export function resolveLockerOptions(options: unknown): ResolvedLockerOptions {
+export function resolveLockerOptions(options: unknown, ttlFloor: TtlFloor = SINGLE_TTL_FLOOR): ResolvedLockerOptions {
   const o = checkObject('options', options)
   const prefix = or(o.prefix, LOCK_DEFAULTS.prefix)
   if (typeof prefix !== 'string' || prefix.length > 256 || /[{}]/.test(prefix)) {
@@ -155,7 +175,7 @@ export function resolveLockerOptions(options: unknown): ResolvedLockerOptions {
   if (o.onEvent !== undefined && typeof o.onEvent !== 'function') {
     throw new InvalidLockOptionError('onEvent', 'must be a function', o.onEvent)
   }
-  const ttlMs = checkInteger('ttlMs', or(o.ttlMs, LOCK_DEFAULTS.ttlMs), 1, MAX_DURATION_MS)
+  const ttlMs = checkTtl(or(o.ttlMs, LOCK_DEFAULTS.ttlMs), ttlFloor)
   return {
     ttlMs,
     waitMs: checkInteger('waitMs', or(o.waitMs, LOCK_DEFAULTS.waitMs), 0, MAX_DURATION_MS),
@@ -175,10 +195,10 @@ export interface ResolvedAcquire {
   readonly autoExtend: boolean
 }
 
-export function resolveAcquireOptions(options: unknown, defaults: ResolvedLockerOptions, forceAutoExtend = false): ResolvedAcquire {
+export function resolveAcquireOptions(options: unknown, defaults: ResolvedLockerOptions, forceAutoExtend = false, ttlFloor: TtlFloor = SINGLE_TTL_FLOOR): ResolvedAcquire {
   const o = checkObject('options', options)
   return {
-    ttlMs: checkInteger('ttlMs', or(o.ttlMs, defaults.ttlMs), 1, MAX_DURATION_MS),
+    ttlMs: checkTtl(or(o.ttlMs, defaults.ttlMs), ttlFloor),
     waitMs: checkInteger('waitMs', or(o.waitMs, defaults.waitMs), 0, MAX_DURATION_MS),
     signal: checkSignal(o.signal),
     autoExtend: forceAutoExtend || checkBoolean('autoExtend', o.autoExtend),

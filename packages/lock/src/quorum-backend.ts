@@ -51,6 +51,9 @@ export function majorityOf(n: number): number {
  */
 const STALL_MS = 50
 
+/** Tickets a backend keeps (resources its locker waits for); past this it starts over. */
+const TICKETS_KEPT = 1_024
+
 /** When any node of the quorum last answered (performance.now()). */
 interface QuorumClock {
   answeredAt: number
@@ -153,12 +156,12 @@ class QuorumNode {
     this.clock.answeredAt = this.#answeredAt
   }
 
+  /** Stops listening to the client; calls made afterwards (a late grant's release) still go out. */
   detach(): void {
     if (typeof (this.client as Partial<RedisClient>).off === 'function') {
       this.client.off('close', this.#closed)
       this.client.off('ready', this.#ready)
     }
-    this.#closed()
   }
 }
 
@@ -186,6 +189,8 @@ export class QuorumBackend implements LockBackend {
   readonly #nodes: readonly QuorumNode[]
   readonly #quorum: number
   readonly #options: RedisBackendOptions
+  /** Resource → our locker's ticket in its queues (Date.now() ms) while it waits for it. */
+  readonly #tickets = new Map<string, number>()
 
   /**
    * @param clients one ioredis client per node (3 or more, checked by the Locker); never closed here.
@@ -221,8 +226,23 @@ export class QuorumBackend implements LockBackend {
       return Promise.resolve({ granted: false, error: new Error(`a ttlMs of ${request.ttlMs} leaves no validity after the clock drift allowed for`), cut: false })
     }
     const ownerId = newOwnerId()
-    // One ticket for every node: their queues then agree on who came first (see queuedAcquireScript).
-    const ticket = request.queue === 'none' ? '' : String(Date.now())
+    // Where our locker stands in every node's queue: the time it began to wait for the resource,
+    // the same on every node and on every try until it is granted, so that the nodes' queues
+    // agree on who came first (see queuedAcquireScript). After a grant with more of our waiters
+    // waiting (`stay`), the back of the line: the time of this try.
+    const now = Date.now()
+    let ticket = ''
+    let stayTicket = ''
+    if (request.queue !== 'none') {
+      let mine = this.#tickets.get(resource.name)
+      if (mine === undefined) {
+        if (this.#tickets.size >= TICKETS_KEPT) this.#tickets.clear()
+        mine = now
+        this.#tickets.set(resource.name, mine)
+      }
+      ticket = String(mine)
+      stayTicket = String(now)
+    }
     // No node's answer is worth waiting for past the validity, nor past the caller's wait; but the
     // first attempt of an acquire gets its round trip (as on a single Redis), measured on the
     // nodes that have answered before: the others are never waited for longer than that, so a
@@ -262,6 +282,9 @@ export class QuorumBackend implements LockBackend {
               return fail({ granted: false, error: new Error(`the grant took longer than its validity (${Math.round(validMs)} ms: ttlMs less the clock drift)`), cut: false })
             }
             state = 'held'
+            // Granted: our place in the queues is spent (or, staying, at the back of the line).
+            if (request.queue === 'stay') this.#tickets.set(resource.name, now)
+            else this.#tickets.delete(resource.name)
             resolve({ granted: true, ownerId, token, validUntil, handedOver: grants.some((g) => g.handedOver) })
           },
           (error: unknown) => {
@@ -292,7 +315,7 @@ export class QuorumBackend implements LockBackend {
       for (const node of asked) {
         node
           .send(
-            () => node.backend.acquireAs(resource, request, ownerId, maxMs, ticket),
+            () => node.backend.acquireAs(resource, request, ownerId, maxMs, ticket, stayTicket),
             (outcome) => (outcome.granted || outcome.error === undefined ? false : outcome.cut ? undefined : true),
             // The connection closed and the node was counted as failed; its grant came after all.
             (outcome) => {
@@ -436,6 +459,7 @@ export class QuorumBackend implements LockBackend {
   }
 
   leave(resource: LockResource): void {
+    this.#tickets.delete(resource.name)
     for (const node of this.#nodes) node.backend.leave(resource)
   }
 

@@ -72,8 +72,9 @@ class AcquireCall implements Handling<AcquireOutcome> {
     readonly generation: number,
     /** Whether it mints from the clock too: the resource's first grant in this generation. */
     reseedNeeded: boolean,
-    /** Where a locker joining the queue stands (see queuedAcquireScript); '' for the server's clock. */
+    /** Where our locker stands in the queue, and after a grant in `stay` mode (see queuedAcquireScript); '' for the server's clock. */
     readonly ticket: string,
+    readonly stayTicket: string,
   ) {
     this.reseed = reseedNeeded ? '1' : '0'
     this.fenceTtlMs = options.fenceTtlMs
@@ -187,10 +188,10 @@ export class RedisBackend implements LockBackend {
   /**
    * {@link acquire} writing `ownerId` (quorum mode writes one owner id on every node), its call
    * given up after `maxMs` at most (quorum mode: nothing is worth waiting for past the validity),
-   * joining the queue at `ticket` (quorum mode gives every node the same; default: the server's
-   * clock, the order of arrival).
+   * standing in the queue at `ticket`, and at `stayTicket` after a grant in `stay` mode (quorum
+   * mode gives every node the same; default: the server's clock, the order of arrival).
    */
-  acquireAs(resource: LockResource, request: AcquireRequest, ownerId: string, maxMs = Number.POSITIVE_INFINITY, ticket = ''): Promise<AcquireOutcome> {
+  acquireAs(resource: LockResource, request: AcquireRequest, ownerId: string, maxMs = Number.POSITIVE_INFINITY, ticket = '', stayTicket = ''): Promise<AcquireOutcome> {
     const timeout = this.#options.commandTimeoutMs
     // The caller's wait bounds how long we wait for a held lock, not how far away Redis may be:
     // the first attempt of an acquire always gets its round trip, a few smoothed round trips
@@ -210,7 +211,7 @@ export class RedisBackend implements LockBackend {
     }
     const generation = this.#generation
     const reseed = this.#seeded.get(resource.name) !== generation
-    const call = new AcquireCall(this, this.#deadlines, resource, ownerId, request.ttlMs, ms, request.sentAt, mode, this.#options, this.#leaves, generation, reseed, ticket)
+    const call = new AcquireCall(this, this.#deadlines, resource, ownerId, request.ttlMs, ms, request.sentAt, mode, this.#options, this.#leaves, generation, reseed, ticket, stayTicket)
     if (mode === 'none') return acquireScript.run(this.#client, resource.keys, call, call)
     this.#members.set(resource.name, resource)
     return queuedAcquireScript.run(this.#client, resource.keys, call, call)

@@ -7,7 +7,7 @@
 import { Redis } from 'ioredis'
 import { describe, expect, it } from 'vitest'
 import { acquireOnce } from '../src/acquire-script.js'
-import { InvalidLockOptionError, LOCK_SCRIPTS, LockLostError, LockTimeoutError, LockUnavailableError, Locker, resourceKeys, type Lock } from '../src/index.js'
+import { InvalidLockOptionError, LOCK_SCRIPTS, LockLostError, MIN_QUORUM_TTL_MS, LockTimeoutError, LockUnavailableError, Locker, resourceKeys, type Lock } from '../src/index.js'
 import { newOwnerId } from '../src/owner-id.js'
 import { clockDriftMs, majorityOf } from '../src/quorum-backend.js'
 import { commandCalls, connect, makeLocker, ready, unique } from './support/connections.js'
@@ -50,7 +50,7 @@ async function naiveGrant(resource: string, on: readonly number[], admins: reado
 }
 
 describe('quorum mode: the Locker over N clients', () => {
-  it('refuses a bad array before any I/O, naming the element and the rule', () => {
+  it('refuses a bad array, and a lease too short for a validity, before any I/O, naming the field and the rule', async () => {
     let calls = 0
     const fake = () => ({ evalsha: () => calls++, eval: () => calls++, duplicate: () => calls++ })
     const cases: [unknown, string][] = [
@@ -72,7 +72,16 @@ describe('quorum mode: the Locker over N clients', () => {
     }
     const one = fake()
     expect(() => new Locker([one, fake(), one] as never)).toThrow(/redis\[2\].*must not repeat a client/)
+    // A lease must leave a validity after the clock drift: 10 ms at least, however it is given.
+    expect(() => new Locker([fake(), fake(), fake()] as never, { ttlMs: MIN_QUORUM_TTL_MS - 1 })).toThrow(/ttlMs.*from 10 .*quorum mode/)
+    const locker = new Locker([fake(), fake(), fake()] as never)
+    await expect(locker.acquire('r', { ttlMs: 5 })).rejects.toMatchObject({ name: 'InvalidLockOptionError', field: 'ttlMs' })
+    await expect(locker.tryAcquire('r', { ttlMs: 5 })).rejects.toMatchObject({ name: 'InvalidLockOptionError', field: 'ttlMs' })
+    await expect(locker.using('r', () => 1, { ttlMs: 5 })).rejects.toMatchObject({ name: 'InvalidLockOptionError', field: 'ttlMs' })
     expect(calls).toBe(0)
+    const lock = await nodes.locker().acquire(unique('q-short-extend'))
+    await expect(lock.extend(5)).rejects.toMatchObject({ name: 'InvalidLockOptionError', field: 'ttlMs' })
+    await lock.release()
   })
 
   it('writes one owner id on every node, returns a token a majority knows, and releases everywhere', async () => {
@@ -166,8 +175,8 @@ describe('quorum mode: tokens strictly increase across changing majorities', () 
     expect(second).toBeLessThan(first)
   })
 
-  it('a node restarted without persistence: the counter a majority knows still wins over its clock seed', async () => {
-    // Own servers: this test restarts one and kills another.
+  it('a node restarted without persistence and the far-ahead node gone: the third node carries the token, because the second phase raised it', async () => {
+    // Own servers, reached directly: this test restarts one, stops one and pauses one.
     const servers = await Promise.all([0, 1, 2].map(() => startRedisServer()))
     const admins = servers.map((s) => connect({ port: s.port }))
     for (const [i, a] of admins.entries()) await ready(a, servers[i]!.url)
@@ -175,31 +184,29 @@ describe('quorum mode: tokens strictly increase across changing majorities', () 
     const r = unique('q-amnesia')
     const naive = unique('q-amnesia-naive')
     for (const resource of [r, naive]) await admins[0]!.set(keysOf(resource).fence, FAR_AHEAD.toString())
+    const fenceOf = async (i: number, resource: string) => BigInt((await admins[i]!.get(keysOf(resource).fence)) ?? '0')
+
+    // Grant 1 on {A, B} (C stopped for it): A's far-ahead counter is the token; the second phase
+    // raises B, and C once it answers again.
+    servers[2]!.pause()
     const first = await locker.acquire(r)
+    servers[2]!.resume()
     await first.release()
     expect(first.token).toBeGreaterThan(FAR_AHEAD)
-    // A majority knew the token when it was returned; the second phase raises every node it can.
-    const knowing = async () => (await Promise.all(admins.map(async (a) => BigInt((await a.get(keysOf(r).fence))!)))).filter((f) => f >= first.token).length
-    expect(await knowing()).toBeGreaterThanOrEqual(2)
-    await waitUntil(async () => (await knowing()) === 3, { what: 'every node raised' })
-    // Unprotected twin: the maximum of all three, nothing written back.
-    const ks = keysOf(naive)
-    const naiveFirst = [] as bigint[]
-    for (const a of admins) {
-      const reply = await acquireOnce(a, ks, { ownerId: newOwnerId(), ttlMs: 5_000, fenceTtlMs: 86_400_000, lockerId: 'naive' })
-      if (reply.granted) naiveFirst.push(reply.token)
-      await a.del(ks.lock)
-    }
-    const naiveToken = naiveFirst.reduce((a, b) => (a > b ? a : b))
+    await waitUntil(async () => (await fenceOf(1, r)) >= first.token && (await fenceOf(2, r)) >= first.token, { what: 'B and C raised to the token' })
+    // Unprotected twin: the same grant without a second phase leaves B and C where they were.
+    const naiveFirst = await naiveGrant(naive, [0, 1], admins)
+    expect(naiveFirst).toBeGreaterThan(FAR_AHEAD)
 
-    await servers[1]!.restart() // B forgets everything
+    await servers[1]!.restart() // B forgets everything: its next counter is a clock seed
     await servers[0]!.stop() // A, whose counter was far ahead, is gone: the majority is {B, C}
     const second = await locker.acquire(r, { waitMs: 3_000 })
     expect(second.token).toBeGreaterThan(first.token)
     await second.release()
-    // B seeded its counter from its clock, far below; the grant raised it.
-    expect(BigInt((await admins[1]!.get(keysOf(r).fence))!)).toBeGreaterThanOrEqual(second.token)
-    expect(await naiveGrant(naive, [1, 2], admins)).toBeLessThan(naiveToken)
+    // B seeded its counter from its clock, far below; the grant raised it (or it minted the token).
+    expect(await fenceOf(1, r)).toBeGreaterThanOrEqual(second.token)
+    // Without the second phase, {B, C} would give a clock seed: far below the earlier token.
+    expect(await naiveGrant(naive, [1, 2], admins)).toBeLessThan(naiveFirst)
     await Promise.all(servers.map((s) => s.dispose()))
   })
 
@@ -438,7 +445,16 @@ describe('quorum mode: waiting', () => {
     const waiter = nodes.locker()
     const lock = await holder.acquire(r)
     const waiting = settle(waiter.acquire(r, { waitMs: 5_000 }))
-    await waitUntil(async () => (await Promise.all(nodes.admins.map((a) => a.zcard(keysOf(r).queue)))).every((n) => n === 1), { what: 'queued on every node' })
+    let queued: number[] = []
+    await waitUntil(
+      async () => {
+        queued = await Promise.all(nodes.admins.map((a) => a.zcard(keysOf(r).queue)))
+        return queued.every((n) => n === 1)
+      },
+      { what: 'queued on every node' },
+    ).catch((error: Error) => {
+      throw new Error(`${error.message}: ${JSON.stringify(queued)}`)
+    })
     await waiter.close()
     expect((await waiting).error).toBeInstanceOf(LockUnavailableError)
     await waitUntil(async () => (await Promise.all(nodes.admins.map((a) => a.zcard(keysOf(r).queue)))).every((n) => n === 0), { what: 'out of every queue' })
