@@ -31,7 +31,14 @@ export default tseslint.config(
   },
   {
     files: ['**/*.ts', '**/*.tsx', '**/*.mts'],
-    languageOptions: { parserOptions: { projectService: true, tsconfigRootDir: import.meta.dirname } },
+    languageOptions: {
+      parserOptions: {
+        // prisma.config.ts sits at the root, where no tsconfig.json is: it gets the scripts' options
+        // (scripts/tsconfig.json also typechecks it).
+        projectService: { allowDefaultProject: ['prisma.config.ts'], defaultProject: 'scripts/tsconfig.json' },
+        tsconfigRootDir: import.meta.dirname,
+      },
+    },
     rules: {
       '@typescript-eslint/no-floating-promises': 'error',
       '@typescript-eslint/no-misused-promises': 'error',

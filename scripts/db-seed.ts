@@ -12,9 +12,10 @@
 import { resolve } from 'node:path'
 import { pathToFileURL } from 'node:url'
 import { PrismaPg } from '@prisma/adapter-pg'
+import pg from 'pg'
 import { PrismaClient } from '../generated/prisma/client.js'
 import { EXIT_CODES, runCommand, stringFlag, type CliSpec } from '@fencelock/devkit/cli'
-import { databaseTarget, redact } from '@fencelock/devkit/database-url'
+import { connectDatabase, databaseTarget, redact } from '@fencelock/devkit/database-url'
 
 /** A product of the demo, as seeded. */
 export interface DemoProduct {
@@ -80,13 +81,19 @@ const CLI: CliSpec = {
     reset: { type: 'boolean', description: 'also reset the existing products (their orders and payments are deleted)' },
     schema: { type: 'string', value: '<name>', description: 'the PostgreSQL schema', default: '?schema= of DATABASE_URL, else public' },
   },
-  notes: 'Run `npm run db:migrate` first. DATABASE_URL: default postgresql://postgres@127.0.0.1:5432/test. Exit codes: 0; 1 it failed (nothing changed); 2 a bad command line.',
+  notes: 'Run `npm run db:migrate` first. DATABASE_URL: default postgresql://postgres@127.0.0.1:5432/test.',
+  failure: 'it failed (nothing changed)',
 }
 
 if (process.argv[1] !== undefined && import.meta.url === pathToFileURL(resolve(process.argv[1])).href) {
   await runCommand(CLI, process.argv.slice(2), async (values) => {
     const target = databaseTarget()
     const schema = stringFlag(values, 'schema') ?? target.schema
+    // Reached first with a plain connection: a database that is not there is a run that could not
+    // start (exit 2), not a failed seed.
+    const probe = new pg.Client({ connectionString: target.connectionString })
+    await connectDatabase(probe, target.connectionString)
+    await probe.end()
     const db = new PrismaClient({ adapter: new PrismaPg({ connectionString: target.connectionString }, { schema }) })
     try {
       const results = await seedProducts(db, { reset: values.reset === true })

@@ -8,7 +8,7 @@ import { PrismaPg } from '@prisma/adapter-pg'
 import pg from 'pg'
 import { PrismaClient } from '../../../generated/prisma/client.js'
 import { applyMigrations, quoteIdent } from '@fencelock/devkit/migrations'
-import { databaseTarget, redact } from '@fencelock/devkit/database-url'
+import { connectDatabase, databaseTarget, redact } from '@fencelock/devkit/database-url'
 
 export { PrismaClient, databaseTarget, redact, quoteIdent }
 
@@ -57,12 +57,7 @@ export function createPrisma(location: DatabaseLocation, poolSize: number): Pris
 
 async function withClient<T>(connectionString: string, fn: (client: pg.Client) => Promise<T>): Promise<T> {
   const client = new pg.Client({ connectionString })
-  try {
-    await client.connect()
-  } catch (cause) {
-    const why = cause instanceof Error ? cause.message : String(cause)
-    throw new Error(`cannot connect to PostgreSQL at ${redact(connectionString)}: ${why}`, { cause })
-  }
+  await connectDatabase(client, connectionString)
   try {
     return await fn(client)
   } finally {

@@ -14,12 +14,12 @@
  * by PID. Flags: `npm run demo -- --help`.
  */
 import { createServer } from 'node:net'
-import { integerFlag, KEEP_RUNNING, runCommand, type CliSpec, type CliValues } from '@fencelock/devkit/cli'
-import { databaseTarget, redact, startEmbeddedDatabase } from './database.js'
+import { CannotStartError, EXIT_CODES, integerFlag, KEEP_RUNNING, runCommand, type CliSpec, type CliValues } from '@fencelock/devkit/cli'
+import { databaseTarget, redact, startEmbeddedDatabase, type EmbeddedDatabase } from './database.js'
 import { FLASH_SALE_DEFAULTS, FlashSaleAbortedError, runFlashSale, type FlashSaleOptions, type FlashSaleReport } from './flash-sale.js'
 import { startLiveShop, type LiveShop } from './live-shop.js'
 import { startDashboard } from './dashboard/start-dashboard.js'
-import { NO_REDIS_HELP, resolveRedis, type RedisEndpoint } from '@fencelock/devkit/redis-endpoint'
+import { resolveRedis, type RedisEndpoint } from '@fencelock/devkit/redis-endpoint'
 import { formatReport, progressWriter } from './report-format.js'
 
 const LIVE_BASE_PORT = 3001
@@ -45,8 +45,8 @@ export const DEMO_CLI: CliSpec = {
     buyers: { type: 'string', value: '<n>', description: 'buyers per sale, 1-100000', default: '600, 200 on the embedded database' },
     stock: { type: 'string', value: '<n>', description: 'units per sale, 1-100000', default: '60, 20 on the embedded database' },
   },
-  notes: `REDIS_URL, else 127.0.0.1:6379 when it answers, else a redis-server it spawns. DATABASE_URL (its ?schema= names the live shop's schema, default demo_shop, reset at start), else an embedded PGlite.
-Exit codes: 0 done (--once); 1 it failed (no Redis, the shop did not start); 2 a bad command line; 130 interrupted (Ctrl-C: stops everything it started).`,
+  notes: "REDIS_URL, else 127.0.0.1:6379 when it answers, else a redis-server it spawns. DATABASE_URL (its ?schema= names the live shop's schema, default demo_shop, reset at start), else an embedded PGlite. Ctrl-C or SIGTERM stops everything it started.",
+  failure: 'it failed while running (a sale of --once broke off with an error)',
 }
 
 interface DemoArgs {
@@ -80,19 +80,20 @@ async function main(args: DemoArgs): Promise<typeof KEEP_RUNNING> {
   const interrupt = new AbortController()
   let selling = false
   process.on('SIGINT', () => {
-    if (interrupt.signal.aborted) process.exit(130)
+    if (interrupt.signal.aborted) process.exit(EXIT_CODES.interrupted)
     interrupt.abort()
     console.error('\nStopping what the demo started… (Ctrl-C again to force)')
-    if (!selling) void stopAll(130)
+    if (!selling) void stopAll(EXIT_CODES.interrupted)
   })
-  process.on('SIGTERM', () => void stopAll(143))
+  process.on('SIGTERM', () => void stopAll(EXIT_CODES.terminated))
 
   let redis: RedisEndpoint
   try {
     redis = await resolveRedis()
-  } catch {
-    console.error(NO_REDIS_HELP)
-    return stopAll(1)
+  } catch (error) {
+    if (!(error instanceof CannotStartError)) throw error
+    console.error(`demo: could not start: ${error.message}`)
+    return stopAll(EXIT_CODES.cannotStart)
   }
   cleanups.push(() => redis.stop())
   let database: { connectionString: string; origin: string }
@@ -103,7 +104,13 @@ async function main(args: DemoArgs): Promise<typeof KEEP_RUNNING> {
     if (new URL(process.env.DATABASE_URL).searchParams.has('schema')) liveSchema = target.schema
   } else {
     console.log('Starting an embedded PostgreSQL (PGlite, 2-4 s)…')
-    const embedded = await startEmbeddedDatabase()
+    let embedded: EmbeddedDatabase
+    try {
+      embedded = await startEmbeddedDatabase()
+    } catch (error) {
+      console.error(`demo: could not start: the embedded PostgreSQL did not start: ${error instanceof Error ? error.message : String(error)}`)
+      return stopAll(EXIT_CODES.cannotStart)
+    }
     cleanups.push(() => embedded.stop())
     database = { connectionString: embedded.connectionString, origin: 'embedded PGlite over pglite-socket' }
   }
@@ -135,7 +142,7 @@ async function main(args: DemoArgs): Promise<typeof KEEP_RUNNING> {
       throw error
     })
     selling = false
-    if (report === undefined) return stopAll(130)
+    if (report === undefined) return stopAll(EXIT_CODES.interrupted)
     progress.end()
     console.log(`${formatReport(report)}\n`)
     reports.push({ title, report })
@@ -152,7 +159,7 @@ async function main(args: DemoArgs): Promise<typeof KEEP_RUNNING> {
   console.log('\nThe lock keeps contenders out most of the time; the fencing token makes every store that checks it safe,')
   console.log('and the idempotency key the one that cannot (the charge at the gateway).\n')
 
-  return stopAll(0)
+  return stopAll(EXIT_CODES.ok)
 
   /** The live shop and the dashboard, until Ctrl-C. */
   async function serveLive(): Promise<typeof KEEP_RUNNING> {
@@ -175,8 +182,8 @@ async function main(args: DemoArgs): Promise<typeof KEEP_RUNNING> {
         seed: 7,
       })
     } catch (error) {
-      console.error(`The live shop did not start: ${error instanceof Error ? error.message : String(error)}`)
-      return stopAll(1)
+      console.error(`demo: could not start: the live shop did not start: ${error instanceof Error ? error.message : String(error)}`)
+      return stopAll(EXIT_CODES.cannotStart)
     }
     cleanups.push(() => shop.stop())
     const dashboard = await startDashboard({

@@ -37,8 +37,8 @@ export const FLASH_SALE_CLI: CliSpec = {
     verbose: { type: 'boolean', description: "show the instances' and the gateway's logs" },
   },
   notes: `Uses REDIS_URL, else 127.0.0.1:6379, else a redis-server it spawns (always its own for
---chaos redis-restart); DATABASE_URL, else an embedded PGlite. Exit codes: 0; 1 when a violation
-happens in fenced mode; 2 for a bad command line or a run that could not start; 130 interrupted.`,
+--chaos redis-restart); DATABASE_URL, else an embedded PGlite.`,
+  failure: 'a violation happened in fenced mode (the one mode that promises none), or the run broke off with an error',
 }
 
 /** The usage text (without line cutting), for messages and docs. */

@@ -3,10 +3,11 @@
  *
  * Prints a progress line on stderr while the sale runs, then the report (a table, or JSON with
  * `--json`) on stdout. Exit code: 0, or 1 when a violation happened in `fenced` mode (the mode
- * that promises none), or 2 for a bad command line or a run that could not start.
+ * that promises none), or 2 for a bad command line or a run that could not start (runCommand, on
+ * the FlashSaleSetupError the run throws).
  */
 import { EXIT_CODES, runCommand } from '@fencelock/devkit/cli'
-import { exitCodeOf, FlashSaleAbortedError, FlashSaleSetupError, runFlashSale } from './flash-sale.js'
+import { exitCodeOf, FlashSaleAbortedError, runFlashSale } from './flash-sale.js'
 import { FLASH_SALE_CLI, parseFlashSaleArgs } from './flash-sale-args.js'
 import { formatReport, progressWriter, reportJson } from './report-format.js'
 
@@ -38,10 +39,6 @@ await runCommand(FLASH_SALE_CLI, process.argv.slice(2), async () => {
   } catch (error) {
     progress.end()
     if (error instanceof FlashSaleAbortedError) return EXIT_CODES.interrupted
-    if (error instanceof FlashSaleSetupError) {
-      console.error(`flash-sale: ${error.message}`)
-      return EXIT_CODES.usage
-    }
     throw error
   }
 })

@@ -10,6 +10,7 @@ import type { InstanceStats } from './instance.js'
 import { runLoad, type LoadTotals } from './load-generator.js'
 import type { ProtectionMode } from './protection.js'
 import { seededRandom } from './random.js'
+import { CannotStartError } from '@fencelock/devkit/cli'
 import { resolveRedis, type RedisEndpoint } from '@fencelock/devkit/redis-endpoint'
 import { countShop } from './shop-counts.js'
 import { startGateway } from './gateway/start-gateway.js'
@@ -115,11 +116,25 @@ export function exitCodeOf(report: Pick<FlashSaleReport, 'violations'> & { optio
   return report.options.mode === 'fenced' && report.violations > 0 ? 1 : 0
 }
 
-/** A run refused before it started (e.g. `redis-restart` on a Redis the demo does not own). */
-export class FlashSaleSetupError extends Error {
-  constructor(message: string) {
-    super(message)
+/**
+ * A run that could not start: refused (`redis-restart` on a Redis the demo does not own), or its
+ * database, payment gateway or instances did not come up. A command exits 2 on it, as on every
+ * {@link CannotStartError}.
+ */
+export class FlashSaleSetupError extends CannotStartError {
+  constructor(message: string, options?: ErrorOptions) {
+    super(message, options)
     this.name = 'FlashSaleSetupError'
+  }
+}
+
+/** Runs one start-up step; its failure is a {@link FlashSaleSetupError} naming `what`. */
+async function startStep<T>(what: string, step: () => Promise<T>): Promise<T> {
+  try {
+    return await step()
+  } catch (error) {
+    if (error instanceof CannotStartError) throw error
+    throw new FlashSaleSetupError(`${what} did not start: ${error instanceof Error ? error.message : String(error)}`, { cause: error })
   }
 }
 
@@ -181,7 +196,7 @@ export async function runFlashSale(
       if (process.env.DATABASE_URL) {
         database = { connectionString: databaseTarget(process.env.DATABASE_URL).connectionString, origin: 'DATABASE_URL' }
       } else {
-        const embedded: EmbeddedDatabase = await startEmbeddedDatabase()
+        const embedded: EmbeddedDatabase = await startStep('the embedded PostgreSQL', startEmbeddedDatabase)
         cleanups.push(() => embedded.stop())
         database = { connectionString: embedded.connectionString, origin: 'embedded PGlite (pglite-socket)' }
       }
@@ -189,33 +204,39 @@ export async function runFlashSale(
     checkSignal()
     const embedded = database.origin.startsWith('embedded')
     const location: DatabaseLocation = { connectionString: database.connectionString, schema: `flash_sale_${runId.replaceAll('-', '_')}` }
-    await prepareShopSchema(location, [{ sku: FLASH_SALE_DEFAULTS.sku, name: 'Flash-sale sneakers', priceCents: FLASH_SALE_DEFAULTS.priceCents, stock: options.stock }])
+    await startStep("the shop's database schema", () =>
+      prepareShopSchema(location, [{ sku: FLASH_SALE_DEFAULTS.sku, name: 'Flash-sale sneakers', priceCents: FLASH_SALE_DEFAULTS.priceCents, stock: options.stock }]),
+    )
     if (!options.keepData) cleanups.push(() => dropShopSchema(location))
 
     const url = new URL(location.connectionString)
     url.searchParams.set('schema', location.schema)
     // The payment gateway: a process of its own with its own ledger, never paused by the chaos.
-    const gateway = await startGateway({
-      databaseUrl: url.toString(),
-      latencyMs: options.gatewayLatencyMs,
-      dbPoolSize: embedded ? 1 : 8,
-      stderr: options.instanceLogs ?? 'ignore',
-    })
+    const gateway = await startStep('the payment gateway', () =>
+      startGateway({
+        databaseUrl: url.toString(),
+        latencyMs: options.gatewayLatencyMs,
+        dbPoolSize: embedded ? 1 : 8,
+        stderr: options.instanceLogs ?? 'ignore',
+      }),
+    )
     cleanups.push(() => gateway.stop())
-    const supervisor = await Supervisor.start({
-      instances: options.instances,
-      stderr: options.instanceLogs ?? 'ignore',
-      env: {
-        REDIS_URL: redis.url,
-        DATABASE_URL: url.toString(),
-        SHOP_MODE: options.mode,
-        SHOP_RUN_ID: runId,
-        SHOP_LOCK_TTL_MS: String(options.ttlMs),
-        SHOP_GATEWAY_URL: gateway.url,
-        // PGlite is one session behind the socket: one connection per instance, and expect serialization.
-        SHOP_DB_POOL_SIZE: embedded ? '1' : '4',
-      },
-    })
+    const supervisor = await startStep('the shop instances', () =>
+      Supervisor.start({
+        instances: options.instances,
+        stderr: options.instanceLogs ?? 'ignore',
+        env: {
+          REDIS_URL: redis.url,
+          DATABASE_URL: url.toString(),
+          SHOP_MODE: options.mode,
+          SHOP_RUN_ID: runId,
+          SHOP_LOCK_TTL_MS: String(options.ttlMs),
+          SHOP_GATEWAY_URL: gateway.url,
+          // PGlite is one session behind the socket: one connection per instance, and expect serialization.
+          SHOP_DB_POOL_SIZE: embedded ? '1' : '4',
+        },
+      }),
+    )
     cleanups.push(() => supervisor.stop())
 
     checkSignal()

@@ -9,15 +9,44 @@ import { parseArgs } from 'node:util'
 /**
  * The exit codes of every command: 0 it did what was asked; 1 it ran and found a failure (a
  * violation where none is promised, a failed migration, a test of a claim that did not hold); 2 a
- * bad command line, or a run that could not start; 130 interrupted (Ctrl-C).
+ * bad command line, or a run that could not start (a service it needs does not answer, a program
+ * it runs is missing: {@link CannotStartError}), so that 1 always means the run itself failed;
+ * 130 interrupted (Ctrl-C, SIGINT) and 143 terminated (SIGTERM), the shell's 128 + signal number.
  */
-export const EXIT_CODES = Object.freeze({ ok: 0, failed: 1, usage: 2, interrupted: 130 })
+export const EXIT_CODES = Object.freeze({ ok: 0, failed: 1, usage: 2, cannotStart: 2, interrupted: 130, terminated: 143 })
+
+/**
+ * The closing block of every usage text: the exit codes of {@link EXIT_CODES}, one per line (so a
+ * narrow terminal cuts none of them); `failure` says what exit 1 means for the command.
+ */
+export function exitCodesNote(failure: string): string {
+  return [
+    'Exit codes:',
+    '  0    done',
+    `  1    ${failure}`,
+    '  2    a bad command line, or a run that could not start (a service it needs does not answer)',
+    '  130  interrupted (Ctrl-C)',
+    '  143  terminated (SIGTERM)',
+  ].join('\n')
+}
 
 /** A bad command line: the command prints the message and its usage, and exits 2. */
 export class UsageError extends Error {
   constructor(message: string) {
     super(message)
     this.name = 'UsageError'
+  }
+}
+
+/**
+ * A run that could not start: a service it needs does not answer (Redis, PostgreSQL), a program
+ * it spawns is missing. The message says what to do; {@link runCommand} prints it (no stack) and
+ * exits {@link EXIT_CODES}.cannotStart.
+ */
+export class CannotStartError extends Error {
+  constructor(message: string, options?: ErrorOptions) {
+    super(message, options)
+    this.name = 'CannotStartError'
   }
 }
 
@@ -38,8 +67,13 @@ export interface CliSpec {
   readonly command: string
   readonly summary: string
   readonly flags: Readonly<Record<string, CliFlag>>
-  /** Environment variables, exit codes, examples: printed after the flags. */
+  /** Environment variables, examples: printed after the flags. */
   readonly notes?: string
+  /**
+   * What exit 1 means for this command (`a scenario failed its acceptance`); when given, the usage
+   * ends with every exit code ({@link exitCodesNote}).
+   */
+  readonly failure?: string
 }
 
 /** The usage text of `spec`, each line cut to `width` columns. */
@@ -55,6 +89,7 @@ export function usageOf(spec: CliSpec, width = Number.POSITIVE_INFINITY): string
     ...flags.map(([, f], i) => `${(left[i] as string).padEnd(pad)}${f.description}${f.default === undefined ? '' : ` (default ${String(f.default)})`}`),
   ]
   if (spec.notes) lines.push('', spec.notes)
+  if (spec.failure) lines.push('', exitCodesNote(spec.failure))
   return lines.map((l) => (l.length > width ? `${l.slice(0, Math.max(1, width - 1))}…` : l)).join('\n')
 }
 
@@ -174,8 +209,8 @@ export const KEEP_RUNNING: unique symbol = Symbol('keep running')
  * Runs a command: parses `argv` against `spec`, prints the usage on `--help` (stdout, exit 0) or
  * with the message of a bad command line (stderr, exit 2), else runs `main` and exits with what
  * it returns. An error `main` throws is printed (stderr) and exits 1; a {@link UsageError} it
- * throws (a bad value found later) exits 2. A `main` that returns {@link KEEP_RUNNING} leaves the
- * process running.
+ * throws (a bad value found later) exits 2, and so does a {@link CannotStartError} (its message,
+ * without a stack). A `main` that returns {@link KEEP_RUNNING} leaves the process running.
  *
  * @example
  * ```ts
@@ -194,6 +229,9 @@ export async function runCommand(spec: CliSpec, argv: readonly string[], main: (
     if (error instanceof UsageError) {
       reportUsageError(spec, error)
       code = EXIT_CODES.usage
+    } else if (error instanceof CannotStartError) {
+      process.stderr.write(`${commandName(spec)}: could not start: ${error.message}\n`)
+      code = EXIT_CODES.cannotStart
     } else {
       process.stderr.write(`${commandName(spec)}: ${error instanceof Error ? (error.stack ?? error.message) : String(error)}\n`)
       code = EXIT_CODES.failed

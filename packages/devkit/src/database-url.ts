@@ -5,6 +5,7 @@
  * that parameter and `@prisma/adapter-pg` takes the schema as an option instead, so we split
  * it off here and hand it to each explicitly.
  */
+import { CannotStartError } from './cli.js'
 
 /** Used when `DATABASE_URL` is not set: the machine's PostgreSQL (trust auth), database `test`. */
 export const DEFAULT_DATABASE_URL = 'postgresql://postgres@127.0.0.1:5432/test'
@@ -48,5 +49,28 @@ export function redact(url: string): string {
     return parsed.toString()
   } catch {
     return '(unparseable URL)'
+  }
+}
+
+/**
+ * Connects `client` (a `pg.Client`, or anything with `connect()`), or throws
+ * {@link CannotStartError} naming the address (password hidden), the server's answer and what to
+ * do: a command that cannot reach its database could not start, it did not fail.
+ *
+ * @example
+ * ```ts
+ * const client = new pg.Client({ connectionString })
+ * await connectDatabase(client, connectionString)
+ * ```
+ */
+export async function connectDatabase(client: { connect(): Promise<unknown> }, connectionString: string): Promise<void> {
+  try {
+    await client.connect()
+  } catch (cause) {
+    const why = cause instanceof Error ? cause.message : String(cause)
+    throw new CannotStartError(
+      `PostgreSQL at ${redact(connectionString)} cannot be reached (${why}). Start it or set DATABASE_URL; with the default address, \`npm test\` says what is missing (scripts/ensure-system.mjs).`,
+      { cause },
+    )
   }
 }

@@ -1,4 +1,4 @@
-/** Loopback networking the tools and tests need: a free port, and a raw PING of a Redis. */
+/** Loopback networking the tools and tests need: a free port, a raw PING of a Redis, a bare TCP check. */
 import { createServer, Socket } from 'node:net'
 
 /** A TCP port nobody listens on now, on `host` (the OS picks it; another process may take it later). */
@@ -25,5 +25,22 @@ export function answersPing(host: string, port: number, ms = 300): Promise<boole
     socket.once('error', () => done(false))
     socket.once('data', (data) => done(data.toString().startsWith('+PONG')))
     socket.connect(port, host, () => socket.write('PING\r\n'))
+  })
+}
+
+/**
+ * Whether something accepts a TCP connection on host:port within `ms` (it need not speak any
+ * protocol: a Redis behind a password or TLS counts).
+ */
+export function acceptsConnections(host: string, port: number, ms = 1_000): Promise<boolean> {
+  return new Promise((resolve) => {
+    const socket = new Socket()
+    const done = (ok: boolean) => {
+      socket.destroy()
+      resolve(ok)
+    }
+    socket.setTimeout(ms, () => done(false))
+    socket.once('error', () => done(false))
+    socket.connect(port, host, () => done(true))
   })
 }

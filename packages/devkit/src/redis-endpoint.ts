@@ -6,12 +6,16 @@
  * restarted or stopped.
  */
 import { spawnSync } from 'node:child_process'
-import { answersPing } from './net.js'
+import { CannotStartError } from './cli.js'
+import { acceptsConnections, answersPing } from './net.js'
 import { redisServerBin, startRedisServer, type RedisServer } from './redis-server.js'
 
 /** How to get a Redis when none is found; shown in the error. */
 export const NO_REDIS_HELP =
   'No Redis: set REDIS_URL, start one on 127.0.0.1:6379, or install redis-server (apt-get install redis-server) so the demo can spawn one.'
+
+/** How long `REDIS_URL`'s host gets to accept a connection before the command gives up. */
+const REDIS_URL_CONNECT_MS = 2_000
 
 /** A Redis to use. `owned` is set only when it was spawned for this process. */
 export interface RedisEndpoint {
@@ -34,8 +38,10 @@ export interface ResolveRedisOptions {
 }
 
 /**
- * Resolves the Redis to use (see the module comment for the order).
- * @throws Error with {@link NO_REDIS_HELP} when none is found and none can be spawned.
+ * Resolves the Redis to use (see the module comment for the order). `REDIS_URL`'s host must accept
+ * a TCP connection (a password or TLS is the client's business, not checked here).
+ * @throws CannotStartError with {@link NO_REDIS_HELP} when none is found and none can be spawned,
+ * or when `REDIS_URL` is set and nothing answers there.
  * @example
  * ```ts
  * const redis = await resolveRedis()
@@ -45,11 +51,32 @@ export interface ResolveRedisOptions {
  */
 export async function resolveRedis(options: ResolveRedisOptions = {}): Promise<RedisEndpoint> {
   const fromEnv = process.env.REDIS_URL
-  if (fromEnv) return { url: fromEnv, origin: 'REDIS_URL', owned: undefined, stop: async () => {} }
+  if (fromEnv) {
+    await checkRedisUrl(fromEnv)
+    return { url: fromEnv, origin: 'REDIS_URL', owned: undefined, stop: async () => {} }
+  }
   if (!options.preferOwned && (await answersPing('127.0.0.1', 6379, 500))) {
     return { url: 'redis://127.0.0.1:6379', origin: '127.0.0.1:6379', owned: undefined, stop: async () => {} }
   }
-  if (spawnSync(redisServerBin(), ['--version']).status !== 0) throw new Error(NO_REDIS_HELP)
+  if (spawnSync(redisServerBin(), ['--version']).status !== 0) throw new CannotStartError(NO_REDIS_HELP)
   const owned = await startRedisServer()
   return { url: owned.url, origin: `redis-server spawned on port ${owned.port}`, owned, stop: () => owned.dispose() }
+}
+
+/** Throws {@link CannotStartError} when `url` is not a Redis URL or nothing accepts a connection there. */
+async function checkRedisUrl(url: string): Promise<void> {
+  let parsed: URL | undefined
+  try {
+    parsed = new URL(url)
+  } catch {
+    // Reported below.
+  }
+  if (parsed === undefined || (parsed.protocol !== 'redis:' && parsed.protocol !== 'rediss:') || parsed.hostname === '') {
+    throw new CannotStartError(`REDIS_URL must be a redis:// or rediss:// URL (got ${JSON.stringify(url.replace(/\/\/[^@/]*@/, '//***@'))})`)
+  }
+  const host = parsed.hostname.replace(/^\[(.*)\]$/, '$1')
+  const port = parsed.port === '' ? 6379 : Number(parsed.port)
+  if (!(await acceptsConnections(host, port, REDIS_URL_CONNECT_MS))) {
+    throw new CannotStartError(`nothing answers at REDIS_URL (${host}:${port}) within ${REDIS_URL_CONNECT_MS} ms: start that Redis, or unset REDIS_URL to use 127.0.0.1:6379 or a redis-server of the command's own.`)
+  }
 }

@@ -13,6 +13,7 @@ import { execFileSync, spawn, type ChildProcess } from 'node:child_process'
 import { mkdtempSync, rmSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
+import { CannotStartError } from './cli.js'
 import { answersPing, freePort } from './net.js'
 
 export interface RedisServerOptions {
@@ -89,7 +90,13 @@ export class RedisServer {
     }
     child.stdout?.on('data', keep)
     child.stderr?.on('data', keep)
-    this.#exited = new Promise((resolve) => child.once('exit', () => resolve()))
+    this.#exited = new Promise((resolve) => {
+      child.once('exit', () => resolve())
+      // A binary that cannot be spawned (ENOENT) emits 'error' and never 'exit'.
+      child.once('error', () => {
+        if (child.pid === undefined) resolve()
+      })
+    })
     const spawnError = new Promise<never>((_, reject) => child.once('error', reject))
     spawnError.catch(() => {})
     live.add(this)
@@ -154,7 +161,10 @@ export class RedisServer {
   }
 }
 
-/** Spawns a redis-server on a free loopback port (retrying another port if one is taken). */
+/**
+ * Spawns a redis-server on a free loopback port (retrying another port if one is taken).
+ * @throws CannotStartError when the binary cannot be run at all (not installed, not executable).
+ */
 export async function startRedisServer(options: RedisServerOptions = {}): Promise<RedisServer> {
   let lastError: unknown
   for (let i = 0; i < 5; i++) {
@@ -166,6 +176,11 @@ export async function startRedisServer(options: RedisServerOptions = {}): Promis
     } catch (error) {
       lastError = error
       await server.dispose()
+      // Another port will not help a binary that is missing.
+      const code = (error as NodeJS.ErrnoException).code
+      if (code === 'ENOENT' || code === 'EACCES') {
+        throw new CannotStartError(`${redisServerBin()} cannot be run (${code}): install Debian's redis-server, or set REDIS_SERVER_BIN`, { cause: error })
+      }
     }
   }
   throw lastError

@@ -4,7 +4,7 @@ import { mkdtempSync, rmSync, writeFileSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { afterAll, describe, expect, it } from 'vitest'
-import { choiceFlag, integerFlag, parseCommandLine, usageOf, UsageError, type CliSpec } from '../src/cli.js'
+import { choiceFlag, EXIT_CODES, exitCodesNote, integerFlag, parseCommandLine, usageOf, UsageError, type CliSpec } from '../src/cli.js'
 
 const SPEC: CliSpec = {
   command: 'npm run example --',
@@ -63,6 +63,16 @@ describe('usageOf', () => {
     expect(text).toContain('Exit codes: 0 ok')
     for (const line of usageOf(SPEC, 30).split('\n')) expect(line.length).toBeLessThanOrEqual(30)
   })
+
+  it('ends with every exit code of the convention when the command says what 1 means', () => {
+    const text = usageOf({ ...SPEC, notes: 'REDIS_URL: the Redis.', failure: 'a scenario failed' })
+    expect(text.endsWith(exitCodesNote('a scenario failed'))).toBe(true)
+    expect(text).toMatch(/^ {2}1 +a scenario failed$/m)
+    // Each code of EXIT_CODES has its line: one convention, generated in one place.
+    for (const code of new Set(Object.values(EXIT_CODES))) expect(text).toMatch(new RegExp(`^  ${code} +\\S`, 'm'))
+    expect(text).toMatch(/^ {2}2 +a bad command line, or a run that could not start/m)
+    expect(usageOf(SPEC)).not.toContain('could not start')
+  })
 })
 
 describe('runCommand, in a real process', () => {
@@ -71,11 +81,12 @@ describe('runCommand, in a real process', () => {
   const script = join(dir, 'command.mts')
   writeFileSync(
     script,
-    `import { runCommand, integerFlag } from ${JSON.stringify(join(import.meta.dirname, '..', 'src', 'cli.ts'))}
+    `import { runCommand, integerFlag, CannotStartError } from ${JSON.stringify(join(import.meta.dirname, '..', 'src', 'cli.ts'))}
 const spec = ${JSON.stringify(SPEC)}
 await runCommand(spec, process.argv.slice(2), async (values) => {
   const rounds = integerFlag(values, 'rounds', 3, 1, 10)
   if (rounds === 7) throw new Error('seven fails')
+  if (rounds === 8) throw new CannotStartError('nothing answers at REDIS_URL', { cause: new Error('ECONNREFUSED') })
   process.stdout.write('ran ' + rounds + '\\n')
   return 0
 })
@@ -103,5 +114,12 @@ await runCommand(spec, process.argv.slice(2), async (values) => {
     const failed = run('--rounds', '7')
     expect(failed.status).toBe(1)
     expect(failed.stderr).toContain('seven fails')
+  })
+
+  it('a run that could not start: its message (no stack) on stderr, nothing on stdout, exit 2', () => {
+    const r = run('--rounds', '8')
+    expect(r.status).toBe(EXIT_CODES.cannotStart)
+    expect(r.stdout).toBe('')
+    expect(r.stderr).toBe('example: could not start: nothing answers at REDIS_URL\n')
   })
 })

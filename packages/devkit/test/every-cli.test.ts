@@ -2,13 +2,17 @@
  * Every command of the root package.json that runs a TypeScript entry (`node --import tsx <file>`)
  * answers `--help` with its usage and exit 0, and refuses an unknown flag with exit 2 before it
  * starts anything (no Redis, no database, no child process: each answer comes within seconds).
- * The list is read from package.json, so a new command is checked without editing this file.
+ * Given a Redis, a PostgreSQL and a redis-server binary that are all missing, each says it could
+ * not start and exits 2 (not 1, which means the run itself failed): the one convention of
+ * EXIT_CODES, which every --help ends with. The list is read from package.json, so a new command is
+ * checked without editing this file.
  */
 import { spawnSync } from 'node:child_process'
 import { readFileSync } from 'node:fs'
 import { dirname, join, resolve } from 'node:path'
 import { fileURLToPath } from 'node:url'
 import { describe, expect, it } from 'vitest'
+import { EXIT_CODES, exitCodesNote } from '../src/cli.js'
 
 const root = resolve(dirname(fileURLToPath(import.meta.url)), '../../..')
 const scripts = (JSON.parse(readFileSync(join(root, 'package.json'), 'utf8')) as { scripts: Record<string, string> }).scripts
@@ -16,10 +20,26 @@ const commands = Object.entries(scripts)
   .map(([name, line]) => ({ name, entry: /node --import tsx (\S+\.ts)\b/.exec(line)?.[1] }))
   .filter((c): c is { name: string; entry: string } => c.entry !== undefined)
 
+/**
+ * Commands whose entry still spells out its exit codes by hand (a `notes` line instead of the
+ * spec's `failure`) and, for bench:lock, runs outside runCommand, so a could-not-start exits 1
+ * there. Their files are being reworked elsewhere; move them to `failure` and runCommand, then empty
+ * this list.
+ */
+const NOT_YET_ON_THE_CONVENTION = new Set(['chaos', 'bench:lock'])
+/** Flags that keep a command from writing docs, should it get further than it may. */
+const HARMLESS_ARGS: Readonly<Record<string, string[]>> = {
+  chaos: ['--short', '--no-write'],
+  'bench:fencing': ['--no-docs'],
+  'bench:shop': ['--no-docs', '--rounds', '1'],
+  'bench:metrics': ['--quick', '--no-write'],
+}
+
 function run(entry: string, args: string[]) {
   const started = performance.now()
-  // No Redis or database addresses: a command that tried to reach one before parsing would hang or fail differently.
-  const env = { ...process.env, REDIS_URL: 'redis://127.0.0.1:1', DATABASE_URL: 'postgresql://nobody@127.0.0.1:1/none' }
+  // No Redis, database or redis-server binary: a command that tried to reach one before parsing
+  // would hang or fail differently, and one that needs one cannot start.
+  const env = { ...process.env, REDIS_URL: 'redis://127.0.0.1:1', DATABASE_URL: 'postgresql://nobody@127.0.0.1:1/none', REDIS_SERVER_BIN: '/nonexistent/redis-server' }
   const result = spawnSync(process.execPath, ['--import', 'tsx', entry, ...args], { cwd: root, env, encoding: 'utf8', timeout: 30_000 })
   return { ...result, ms: performance.now() - started }
 }
@@ -31,13 +51,30 @@ describe('every command line', () => {
     )
   })
 
-  it.each(commands)('$name: --help prints the usage on stdout, exit 0', ({ name, entry }) => {
+  it.each(commands)('$name: --help prints the usage on stdout, ending with the exit codes, exit 0', ({ name, entry }) => {
     const result = run(entry, ['--help'])
     expect(result.stderr).not.toMatch(/Error|at .*\.ts:\d+/)
     expect(result.status).toBe(0)
     expect(result.stdout).toMatch(new RegExp(`^Usage: npm run ${name} -- \\[options\\]`))
     expect(result.stdout).toMatch(/Exit codes?:/)
+    if (NOT_YET_ON_THE_CONVENTION.has(name)) return
+    // The closing block is the devkit's, generated from EXIT_CODES; only what 1 means is the command's.
+    const usage = result.stdout.trimEnd()
+    const failure = /^ {2}1 +(.*)$/m.exec(usage)?.[1] ?? '(no line for exit 1)'
+    expect(usage.endsWith(exitCodesNote(failure))).toBe(true)
   })
+
+  it.each(commands.filter((c) => c.name !== 'bench:lock'))(
+    '$name: with no Redis, no PostgreSQL and no redis-server to spawn, it could not start: the reason on stderr, exit 2',
+    ({ name, entry }) => {
+      const result = run(entry, HARMLESS_ARGS[name] ?? [])
+      expect(result.stderr).toContain(`${name}: could not start: `)
+      expect(result.stderr).toMatch(/REDIS_URL|PostgreSQL at|redis-server cannot be run/)
+      expect(result.stderr).not.toMatch(/^\s+at /m)
+      expect(result.status).toBe(EXIT_CODES.cannotStart)
+      expect(result.ms).toBeLessThan(20_000)
+    },
+  )
 
   it.each(commands)('$name: an unknown flag is refused with exit 2, naming it, before anything starts', ({ name, entry }) => {
     const result = run(entry, ['--shrot'])

@@ -7,9 +7,8 @@ import { LockLostError, LockTimeoutError, LockAbortedError, LockUnavailableError
 import { Registry } from 'prom-client'
 import { describe, expect, it } from 'vitest'
 import { instrument } from '../src/index.js'
-import { startBlackholeProxy } from './support/blackhole-proxy.js'
 import { histogramOf, valueOf } from './support/metric-values.js'
-import { connect, connectShared, makeLocker, resourceIn, sleep, uniqueGroup } from './support/redis.js'
+import { connectShared, connectThroughProxy, makeLocker, resourceIn, sleep, uniqueGroup } from './support/redis.js'
 
 const redis = await connectShared()
 
@@ -149,8 +148,7 @@ describe('instrument(locker)', () => {
   })
 
   it('counts Redis calls that get no answer: acquire errors, renew errors, a lock lost when its validity runs out', async () => {
-    const proxy = await startBlackholeProxy()
-    const client = connect({ host: proxy.host, port: proxy.port }, { maxRetriesPerRequest: null })
+    const { proxy, client } = await connectThroughProxy({ maxRetriesPerRequest: null })
     await client.ping()
     const registry = new Registry()
     const locker = makeLocker(client, { commandTimeoutMs: 80 })
@@ -176,8 +174,7 @@ describe('instrument(locker)', () => {
   })
 
   it('takes a lock whose release got no answer off held without counting a release', async () => {
-    const proxy = await startBlackholeProxy()
-    const client = connect({ host: proxy.host, port: proxy.port }, { maxRetriesPerRequest: null })
+    const { proxy, client } = await connectThroughProxy({ maxRetriesPerRequest: null })
     await client.ping()
     const registry = new Registry()
     const locker = makeLocker(client, { commandTimeoutMs: 80 })
