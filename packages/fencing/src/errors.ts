@@ -21,8 +21,8 @@ export class FencingError extends Error {
  * it, where the database guard keeps its fence), so the caller's lock is no longer current (it
  * paused past its TTL, or another holder took over). Nothing of the refused call is kept: a
  * one-statement write changed nothing, and a write of several statements (`updateMany`,
- * `deleteMany`, `upsert`, `delete` with relations) ran in a transaction — or a savepoint of
- * yours — that was rolled back. Inside your own transaction, let it propagate so what you wrote
+ * `deleteMany`, `upsert`, `delete`) ran in a transaction — or a savepoint of yours — that was
+ * rolled back. Inside your own transaction, let it propagate so what you wrote
  * before it rolls back too.
  */
 export class StaleFencingTokenError extends FencingError {
@@ -70,6 +70,12 @@ export class MissingFenceTokenError extends FencingError {
 export type UnsupportedFencedWriteReason =
   /** `data` sets the fence column itself; under `$fenced` the extension owns that column. */
   | 'fence-column'
+  /**
+   * The filter of `deleteMany` reads the fence column. A fenced `deleteMany` raises the fence of
+   * the rows it deletes to the token first (so the guard's tombstone keeps the deleting token,
+   * not the rows' older fences), and the filter would then be read on the raised fence.
+   */
+  | 'fence-filter'
   /** A nested write (relation field in `data`) would write rows of a fenced model without the condition. */
   | 'nested-write'
   /**
@@ -82,8 +88,8 @@ export type UnsupportedFencedWriteReason =
   | 'argument'
   /**
    * A write of several statements (`updateMany`, `updateManyAndReturn`, `deleteMany`, `upsert`,
-   * `delete` with relations) as an element of the array form of `$transaction`, which runs one
-   * statement per element. Refused before the batch starts: nothing of it runs.
+   * `delete`) as an element of the array form of `$transaction`, which runs one statement per
+   * element. Refused before the batch starts: nothing of it runs.
    */
   | 'batch-transaction'
 
@@ -96,7 +102,7 @@ export class UnsupportedFencedWriteError extends FencingError {
   declare readonly model: string
   readonly operation: string
   readonly reason: UnsupportedFencedWriteReason
-  /** The argument or field at fault: a field of `data` (`fence-column`, `nested-write`), or the argument (`limit`, `where`, `data`, ...). */
+  /** The argument or field at fault: a field of `data` (`fence-column`, `nested-write`), the fence column (`fence-filter`), or the argument (`limit`, `where`, `data`, ...). */
   readonly field: string
 
   /** `detail` says what is wrong with an argument (reason `argument`). */
@@ -141,6 +147,8 @@ function explain(reason: UnsupportedFencedWriteReason, field: string, detail: st
   switch (reason) {
     case 'fence-column':
       return `data sets the fence column "${field}", which the extension sets to the token itself`
+    case 'fence-filter':
+      return `the filter "where" reads the fence column "${field}": a fenced deleteMany raises the fence of its rows to the token before it deletes them, and would then read the filter on the raised fence; select the rows first (their keys), or filter without the fence column`
     case 'nested-write':
       return `the nested write through "${field}" would write a fenced model without the fencing condition; write that row through $fenced on its own and set foreign keys as scalars`
     case 'limit':

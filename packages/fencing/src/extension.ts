@@ -12,11 +12,12 @@ import { resolveFencingOptions, type FencingOptions, type ResolvedFencingOptions
  *
  * `db.$fenced(token)` returns the same client with conditional writes on the fenced models:
  * `update`, `updateMany`, `updateManyAndReturn`, `upsert`, `delete` and `deleteMany` add
- * `fence <= token` to the filter and set `fence = token`; `create`, `createMany` and
- * `createManyAndReturn` set `fence = token`. A refused write throws `StaleFencingTokenError` and
- * keeps nothing of the call; a missing row fails exactly as without the extension. What cannot
- * be fenced (`limit`, nested writes into fenced models, arguments that are not objects) is
- * refused with `UnsupportedFencedWriteError` before any query. With the database guard
+ * `fence <= token` to the filter and set `fence = token` (a delete sets it, then deletes, so the
+ * guard keeps the deleting token); `create`, `createMany` and `createManyAndReturn` set
+ * `fence = token`. A refused write throws `StaleFencingTokenError` and keeps nothing of the call;
+ * a missing row fails exactly as without the extension. What cannot be fenced (`limit`, nested
+ * writes into fenced models, arguments that are not objects, a `deleteMany` filter on the fence)
+ * is refused with `UnsupportedFencedWriteError` before any query. With the database guard
  * (`fenceGuardSql`) installed, its refusals become `StaleFencingTokenError` too. Reads, unfenced models and everything
  * written outside `$fenced` pass through untouched. Without an argument, `$fenced()` uses the
  * token of the enclosing `withFenceToken`.

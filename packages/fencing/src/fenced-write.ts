@@ -9,8 +9,13 @@
  * version), so no interleaving lets an older token write after a newer one.
  *
  * A write that needs more than that one statement (a check after a many-row write, the retry of
- * an upsert, the relations of a deleted row) runs in a transaction of its own — a savepoint when
+ * an upsert, the fence raised before a delete) runs in a transaction of its own — a savepoint when
  * the caller is already in one — so a refusal leaves nothing of it behind.
+ *
+ * A delete raises the fence to the token before it deletes. A DELETE carries no token to the
+ * database (its `fence <= token` is a filter, which no trigger sees): the guard's tombstone can
+ * only keep the fence the row holds when it goes, so an unraised row would leave its older fence
+ * behind, and a token between the two could recreate what the newer one deleted.
  */
 import type { DataModel } from './data-model.js'
 import { delegateKey } from './data-model.js'
@@ -149,21 +154,36 @@ function planCall(call: Call, args: unknown): WritePlan<unknown> {
 
     case 'delete': {
       const where = requireFields(call, 'where', a.where)
-      // Prisma deletes a row with relations in its selection by reading it first and then
-      // deleting without checking the count: a fenced DELETE that removed nothing would
-      // still return the row. Such a delete raises the fence (and takes the row lock) first.
-      if (selectsRelations(call, a)) return severalStatements(call, () => deleteWithRelations(call, a, where))
-      return oneStatement(call, { ...a, where: withCondition(where, field, { lte: token }) }, where)
+      return severalStatements(call, () => deleteRaised(call, a, where))
     }
 
     case 'updateMany':
-    case 'updateManyAndReturn':
+    case 'updateManyAndReturn': {
+      if (isSent(a.limit)) throw new UnsupportedFencedWriteError(call.model, operation, 'limit', 'limit')
+      const where = a.where === undefined ? {} : requireFields(call, 'where', a.where)
+      const data = requireFields(call, 'data', a.data)
+      checkData(call, data)
+      const args: Fields = { ...a, where: withCondition(where, field, { lte: token }), data: withToken(data, field, token) }
+      return severalStatements(call, () => writeMany(call, where, (delegate) => invoke(delegate, operation, args)))
+    }
+
     case 'deleteMany': {
       if (isSent(a.limit)) throw new UnsupportedFencedWriteError(call.model, operation, 'limit', 'limit')
       const where = a.where === undefined ? {} : requireFields(call, 'where', a.where)
-      const data = operation === 'deleteMany' ? undefined : requireFields(call, 'data', a.data)
-      if (data !== undefined) checkData(call, data)
-      return severalStatements(call, () => writeMany(call, a, where, data))
+      // The rows are deleted after their fence is raised: a filter on the fence would then be
+      // read on the raised fence, not the one the caller meant.
+      if (filtersOn(where, field, 0)) throw new UnsupportedFencedWriteError(call.model, operation, 'fence-filter', field)
+      const raise: Fields = { where: withCondition(where, field, { lte: token }), data: withToken({}, field, token) }
+      // Only rows whose fence is the token now: ours (locked since the raise), or written since
+      // by the same token. A row committed since with an older fence is left alone, as if this
+      // call had run before it; deleting it would tombstone its older fence.
+      const remove: Fields = { ...a, where: withCondition(where, field, { equals: token }) }
+      return severalStatements(call, () =>
+        writeMany(call, where, async (delegate) => {
+          await invoke(delegate, 'updateMany', raise)
+          return invoke(delegate, 'deleteMany', remove)
+        }),
+      )
     }
 
     case 'upsert': {
@@ -229,19 +249,18 @@ function guardToStale(call: Call, error: unknown): unknown {
 }
 
 /**
- * `updateMany`, `updateManyAndReturn`, `deleteMany`: the conditional write, then a check that
- * the caller's filter matched no row with a newer token, in one transaction (or savepoint): a
- * row the fence kept out means the token is stale, and then nothing of the call is kept.
+ * `updateMany`, `updateManyAndReturn`, `deleteMany`: the conditional write (for `deleteMany`, the
+ * raise of the fence, then the delete), then a check that the caller's filter matched no row with
+ * a newer token, in one transaction (or savepoint): a row the fence kept out means the token is
+ * stale, and then nothing of the call is kept.
  */
-function writeMany(call: Call, a: Fields, where: Fields, data: Fields | undefined): Promise<unknown> {
+function writeMany(call: Call, where: Fields, write: (delegate: object) => Promise<unknown>): Promise<unknown> {
   const { field, scope } = call
-  const args: Fields = { ...a, where: withCondition(where, field, { lte: scope.token }) }
-  if (data !== undefined) args.data = withToken(data, field, scope.token)
   return atomically(call.client, async (tx) => {
     const delegate = delegateOf(tx, call.model)
     let result: unknown
     try {
-      result = await invoke(delegate, call.operation, args)
+      result = await write(delegate)
     } catch (error) {
       throw guardToStale(call, error)
     }
@@ -259,11 +278,14 @@ function writeMany(call: Call, a: Fields, where: Fields, data: Fields | undefine
 }
 
 /**
- * `delete` returning relations: raise the fence with the caller's selection (the row lock is
- * ours from here to the end of the transaction), then delete the row, in one transaction. The
- * record returned is the row as it was deleted, its fence raised to the token.
+ * `delete`: raise the fence with the caller's filter and selection (the row lock is ours from
+ * here to the end of the transaction), then delete that row, in one transaction (or savepoint).
+ * The DELETE then removes a row whose fence is the token, which is what the guard's tombstone
+ * keeps. It also serves a selection with relations, for which Prisma would read the row first and
+ * delete without checking the count (a fenced DELETE that removed nothing would still return the
+ * row). The record returned is the row as it was deleted, its fence raised to the token.
  */
-function deleteWithRelations(call: Call, a: Fields, where: Fields): Promise<unknown> {
+function deleteRaised(call: Call, a: Fields, where: Fields): Promise<unknown> {
   const { field, scope } = call
   const selection = selectionOf(a)
   return atomically(call.client, async (tx) => {
@@ -278,11 +300,8 @@ function deleteWithRelations(call: Call, a: Fields, where: Fields): Promise<unkn
       }
       throw guardToStale(call, error)
     }
-    // The fence is the token now; a caller's own condition on the fence column was met above.
-    const unique = { ...where }
-    delete unique[field]
     try {
-      await invoke(delegate, 'delete', { where: withCondition(unique, field, { lte: scope.token }), select: { [field]: true } })
+      await invoke(delegate, 'delete', { where: withCondition(sameRow(call, where), field, { lte: scope.token }), select: { [field]: true } })
     } catch (error) {
       throw guardToStale(call, error)
     }
@@ -371,12 +390,33 @@ function selectionOf(a: Fields): Fields {
   return selection
 }
 
-/** Whether the call returns relations (`include`, a relation or `_count` in `select`). Without a data model, any selection counts. */
-function selectsRelations(call: Call, a: Fields): boolean {
-  if (isSent(a.include) && sentEntries(a.include).some(([, v]) => v !== false)) return true
-  if (!isSent(a.select)) return false
+/**
+ * The part of a unique filter that names the row, for the second statement on a row this
+ * transaction has locked: the filter's own columns but the fence (which the first statement
+ * raised), the unique selector among them; these cannot have changed since. `AND`, `OR`, `NOT`
+ * and relation filters were met by the first statement; read again they could see the raised
+ * fence or what other transactions wrote since. Without a data model relation filters stay (a
+ * miss then fails the call, and rolls it back).
+ */
+function sameRow(call: Call, where: Fields): Fields {
   const relations = call.scope.dataModel?.get(call.model)?.relations
-  return sentEntries(a.select).some(([key, v]) => v !== false && (relations === undefined || key === '_count' || relations.has(key)))
+  const row: Fields = {}
+  for (const key of Object.keys(where)) {
+    if (key === call.field || key === 'AND' || key === 'OR' || key === 'NOT' || relations?.has(key) === true) continue
+    row[key] = where[key]
+  }
+  return row
+}
+
+/** Whether a filter reads the model's own `field`: at its top, or inside `AND`, `OR`, `NOT` (a relation filter reads another model). */
+function filtersOn(where: unknown, field: string, depth: number): boolean {
+  // Prisma filters are shallow; past the cap (a cyclic object) assume it does.
+  if (depth > 64) return true
+  for (const [key, value] of sentEntries(where)) {
+    if (key === field) return true
+    if ((key === 'AND' || key === 'OR' || key === 'NOT') && (Array.isArray(value) ? value : [value]).some((part) => filtersOn(part, field, depth + 1))) return true
+  }
+  return false
 }
 
 /** Reads an argument as Prisma does, or refuses it before any query. */

@@ -6,8 +6,10 @@
  * The array form runs every element in one database transaction, and starts only when every
  * element has joined it (each one waits on the batch's lock before it sends anything). A write
  * that is one statement joins as that statement. A write that needs more than one (a check
- * after the write, a retry) cannot be one element of such a batch: it refuses instead, without
- * joining, so the batch never starts and nothing of it is written.
+ * after the write, a retry, the fence raised before a delete) cannot be one element of such a
+ * batch: it refuses instead, without joining, so the batch never starts and nothing of it is
+ * written. (Joining as two requests would break Prisma's batch: its lock counts one request per
+ * element, and its errors name the failed element by request index.)
  */
 
 /** What `$transaction([...])` hands to each element: Prisma's batch transaction (opaque here). */

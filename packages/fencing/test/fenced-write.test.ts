@@ -95,6 +95,44 @@ describe('delete', () => {
     expect(missing.error).toMatchObject({ code: 'P2025' })
     expect(missing.error).not.toBeInstanceOf(StaleFencingTokenError)
   })
+
+  it('returns the row as it was deleted, its fence raised to the token (which the guard keeps), with the caller’s selection', async () => {
+    const before = await seedProduct(t.base, 3n)
+    expect(await t.db.$fenced(8n).product.delete({ where: { id: before.id }, select: { sku: true, fenceToken: true } })).toEqual({ sku: before.sku, fenceToken: 8n })
+    expect(await t.base.productFenceTombstone.findUnique({ where: { sku: before.sku } })).toEqual({ sku: before.sku, fenceToken: 8n })
+  })
+
+  it('the caller’s filters decide as without the extension, on the fence column too (read before the fence is raised)', async () => {
+    const p = await seedProduct(t.base, 3n)
+    // Filters that fail: Prisma's not-found error, and the row stays with its fence.
+    for (const where of [{ id: p.id, stock: 0 }, { id: p.id, AND: [{ fenceToken: { gt: 3n } }] }, { id: p.id, NOT: { sku: p.sku } }]) {
+      expect((await settle(t.db.$fenced(8n).product.delete({ where }))).error).toMatchObject({ code: 'P2025' })
+    }
+    expect(await row(p.id)).toEqual(p)
+    // Filters on the fence column that hold on the stored fence, not on the raised one.
+    expect(await t.db.$fenced(8n).product.delete({ where: { id: p.id, fenceToken: 3n, AND: [{ fenceToken: { lt: 4n } }], OR: [{ stock: 10 }, { fenceToken: 3n }] } })).toMatchObject({
+      id: p.id,
+      fenceToken: 8n,
+    })
+    // A relation filter, met when the fence was raised.
+    const q = await seedProduct(t.base, 0n)
+    const order = await t.base.order.create({ data: { productId: q.id, buyerId: 'b', quantity: 1, fenceToken: 1n } })
+    expect(await t.db.$fenced(2n).order.delete({ where: { id: order.id, product: { is: { stock: 10 } } } })).toMatchObject({ id: order.id, fenceToken: 2n })
+  })
+
+  it('inside the caller’s transaction a refused delete rolls back to its savepoint: the caller may catch it and commit the rest', async () => {
+    const kept = await seedProduct(t.base, 9n)
+    const gone = await seedProduct(t.base, 1n)
+    const caught = await t.db.$transaction(async (tx) => {
+      const refused = await settle(tx.$fenced(5n).product.delete({ where: { id: kept.id } }))
+      await tx.$fenced(5n).product.delete({ where: { id: gone.id } })
+      return refused.error
+    })
+    expect(caught).toMatchObject({ name: 'StaleFencingTokenError', operation: 'delete', storedToken: 9n })
+    expect(await row(kept.id)).toEqual(kept)
+    expect(await t.base.product.findUnique({ where: { id: gone.id } })).toBeNull()
+    expect(await t.base.productFenceTombstone.findUnique({ where: { sku: gone.sku } })).toEqual({ sku: gone.sku, fenceToken: 5n })
+  })
 })
 
 describe('updateMany / deleteMany', () => {
@@ -131,6 +169,30 @@ describe('updateMany / deleteMany', () => {
     expect(await row(older.id)).toEqual(older)
     expect(await row(newer.id)).toEqual(newer)
     expect(await t.db.$fenced(9n).product.deleteMany({ where: { name } })).toEqual({ count: 2 })
+  })
+
+  it('deleteMany raises the fence of its rows before it deletes them: the guard keeps the deleting token for each', async () => {
+    const name = uniqueSku('del')
+    const rows = await Promise.all([2n, 4n].map((fenceToken) => t.base.product.create({ data: { sku: uniqueSku('d'), name, priceCents: 1, stock: 1, fenceToken } })))
+    expect(await t.db.$fenced(6n).product.deleteMany({ where: { name } })).toEqual({ count: 2 })
+    expect(await t.base.productFenceTombstone.findMany({ where: { sku: { in: rows.map((r) => r.sku) } }, select: { fenceToken: true } })).toEqual([
+      { fenceToken: 6n },
+      { fenceToken: 6n },
+    ])
+  })
+
+  it('deleteMany with a filter on the fence column is refused before any query, naming the column', async () => {
+    const p = await seedProduct(t.base, 2n)
+    const wheres = [{ fenceToken: { lt: 5n } }, { id: p.id, AND: [{ fenceToken: 2n }] }, { OR: [{ id: p.id }, { NOT: { fenceToken: 0n } }] }]
+    for (const where of wheres) {
+      const refused = await settle(t.db.$fenced(5n).product.deleteMany({ where }))
+      expect(refused.error).toBeInstanceOf(UnsupportedFencedWriteError)
+      expect(refused.error).toMatchObject({ reason: 'fence-filter', field: 'fenceToken', operation: 'deleteMany' })
+    }
+    expect(await row(p.id)).toEqual(p)
+    // A relation's fence column is another model's: allowed.
+    const order = await t.base.order.create({ data: { productId: p.id, buyerId: 'b', quantity: 1 } })
+    expect(await t.db.$fenced(5n).order.deleteMany({ where: { id: order.id, product: { fenceToken: 2n } } })).toEqual({ count: 1 })
   })
 })
 

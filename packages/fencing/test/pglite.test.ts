@@ -116,6 +116,19 @@ describe('on PGlite', () => {
     expect(await base.product.findUniqueOrThrow({ where: { id: p.id } })).toEqual(p)
   })
 
+  it('a row written under 20 and deleted under 30 (delete, deleteMany) cannot be recreated under 25, only above 30', async () => {
+    const data = (sku: string) => ({ sku, name: 't', priceCents: 1, stock: 1 })
+    const deletes = [(sku: string) => db.$fenced(30n).product.delete({ where: { sku } }), (sku: string) => db.$fenced(30n).product.deleteMany({ where: { sku } })]
+    for (const remove of deletes) {
+      const sku = uniqueSku('pgl-tomb')
+      await db.$fenced(20n).product.create({ data: data(sku) })
+      await remove(sku)
+      expect(await base.productFenceTombstone.findUnique({ where: { sku } })).toEqual({ sku, fenceToken: 30n })
+      expect((await settle(db.$fenced(25n).product.create({ data: data(sku) }))).error).toMatchObject({ name: 'StaleFencingTokenError', token: 25n, storedToken: 30n })
+      expect(await db.$fenced(31n).product.create({ data: data(sku) })).toMatchObject({ sku, fenceToken: 31n })
+    }
+  })
+
   it.each(BAD_TOKENS)('refuses %s before any query', (_label, value) => {
     expect(() => db.$fenced(value as bigint)).toThrow(InvalidFenceTokenError)
   })
