@@ -12,8 +12,9 @@
  * | `GET /metrics` | this instance's Prometheus metrics |
  * | `GET /healthz` | 200 when the process serves |
  *
- * Failures every route may give: 400 malformed JSON / buyerId / order id, 413 a body over
- * 16 KiB, 409 `stale_write_rejected` (the database, or the payment gateway, refused a call
+ * Failures every route may give: 400 malformed JSON / buyerId / order id / path encoding, a body
+ * that does not decompress, an unknown Content-Encoding or charset; 413 a body over 16 KiB (once
+ * decompressed); 409 `stale_write_rejected` (the database, or the payment gateway, refused a call
  * carrying an old fencing token: this instance's lock had expired), 502 `gateway_error` (the
  * payment gateway failed; a retried payment is safe in `fenced` mode), 503 `lock_timeout` or
  * `lock_unavailable` (retry later).
@@ -194,8 +195,9 @@ export function createApp(deps: AppDeps): Express {
     if (res.headersSent) return next(error)
     const parser = bodyParserFailure(error)
     if (parser?.kind === 'too-large') return fail(res, 413, 'body_too_large', `the body must be at most ${MAX_BODY_BYTES} bytes`)
-    if (parser?.kind === 'malformed') return fail(res, 400, 'malformed_json', 'the body is not valid JSON')
-    if (parser !== undefined) return fail(res, parser.status, 'unreadable_body', 'the request body could not be read')
+    if (parser !== undefined) return fail(res, 400, { malformed: 'malformed_json', unsupported: 'unsupported_encoding', unreadable: 'unreadable_body' }[parser.kind], parser.message)
+    // The router's: a path parameter (a sku, an order id) that is not valid percent-encoding.
+    if (error instanceof URIError) return fail(res, 400, 'malformed_path', 'the path is not valid percent-encoded UTF-8')
     if (deps.isStaleWrite(error)) {
       return fail(res, 409, 'stale_write_rejected', 'the database refused a write with an old fencing token: this instance lost its lock; nothing was written')
     }

@@ -1,6 +1,7 @@
 // The HTTP API on real dependencies (Redis, PostgreSQL, the lock and fencing): bad input gets
 // a 4xx and never a 500, and 200 concurrent connections are all answered.
 import { request as httpRequest } from 'node:http'
+import { brotliCompressSync, deflateSync, gzipSync } from 'node:zlib'
 import type { AddressInfo } from 'node:net'
 import type { Server } from 'node:http'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
@@ -23,9 +24,9 @@ interface Answer {
 }
 
 /** One request on its own connection (no keep-alive pooling), so concurrency means connections. */
-function call(method: string, path: string, body?: string | Buffer, contentType = 'application/json'): Promise<Answer> {
+function call(method: string, path: string, body?: string | Buffer, contentType = 'application/json', headers: Record<string, string> = {}): Promise<Answer> {
   return new Promise((resolve, reject) => {
-    const req = httpRequest(`${base}${path}`, { method, agent: false, headers: body === undefined ? {} : { 'content-type': contentType } }, (res) => {
+    const req = httpRequest(`${base}${path}`, { method, agent: false, headers: { ...(body === undefined ? {} : { 'content-type': contentType }), ...headers } }, (res) => {
       const chunks: Buffer[] = []
       res.on('data', (c: Buffer) => chunks.push(c))
       res.on('end', () => {
@@ -98,6 +99,30 @@ describe('bad input never gives a 500', () => {
     expect((await call('POST', '/api/products/flash-1/purchase', 'buyerId=b1', 'application/x-www-form-urlencoded')).status).toBe(400)
   })
 
+  it('answers 400 for a body its Content-Encoding cannot decode, or a coding or charset it does not know; reads a well-compressed one', async () => {
+    const json = JSON.stringify({ buyerId: 'b1' })
+    const cases: [string, Buffer, string, Record<string, string>, string][] = [
+      ['gzip garbage', Buffer.from(json), 'application/json', { 'content-encoding': 'gzip' }, 'unreadable_body'],
+      ['truncated gzip', gzipSync(json).subarray(0, 12), 'application/json', { 'content-encoding': 'gzip' }, 'unreadable_body'],
+      ['deflate garbage', Buffer.from('not deflate'), 'application/json', { 'content-encoding': 'deflate' }, 'unreadable_body'],
+      ['br garbage', Buffer.from('not brotli'), 'application/json', { 'content-encoding': 'br' }, 'unreadable_body'],
+      ['unknown encoding', Buffer.from(json), 'application/json', { 'content-encoding': 'compress' }, 'unsupported_encoding'],
+      ['charset outside utf-*', Buffer.from(json), 'application/json; charset=latin1', {}, 'unsupported_encoding'],
+      ['unknown charset', Buffer.from(json), 'application/json; charset=utf-99', {}, 'unsupported_encoding'],
+    ]
+    for (const [name, body, contentType, headers, error] of cases) {
+      const answer = await call('POST', '/api/products/gone/purchase', body, contentType, headers)
+      expect.soft(answer.status, `${name}: ${JSON.stringify(answer.body)}`).toBe(400)
+      expect.soft(answer.body.error, name).toBe(error)
+    }
+    const big = gzipSync(JSON.stringify({ buyerId: 'b1', pad: 'x'.repeat(16 * 1024) }))
+    expect((await call('POST', '/api/products/gone/purchase', big, 'application/json', { 'content-encoding': 'gzip' })).body.error, 'decompressed past 16 KiB').toBe('body_too_large')
+    // 409 sold out: the body was read (the product 'gone' has no stock, so nothing is sold).
+    for (const [encoding, compress] of [['gzip', gzipSync], ['deflate', deflateSync], ['br', brotliCompressSync]] as const) {
+      expect((await call('POST', '/api/products/gone/purchase', compress(json), 'application/json', { 'content-encoding': encoding })).status, encoding).toBe(409)
+    }
+  })
+
   it('answers 413 for a body over 16 KiB, and accepts one just under it', async () => {
     const big = JSON.stringify({ buyerId: 'b1', pad: 'x'.repeat(16 * 1024) })
     const answer = await call('POST', '/api/products/flash-1/purchase', big)
@@ -107,10 +132,11 @@ describe('bad input never gives a 500', () => {
     expect((await call('POST', '/api/products/gone/purchase', small)).status).toBe(409)
   })
 
-  it('answers 400 for a malformed order id and 404 for an unknown order', async () => {
-    for (const id of ['abc', '0', '-1', '1.5', '99999999999', '2147483648']) {
+  it('answers 400 for a malformed order id or path and 404 for an unknown order', async () => {
+    for (const id of ['abc', '0', '-1', '1.5', '99999999999', '2147483648', '%E0', '%']) {
       expect((await post(`/api/orders/${id}/pay`, {})).status, id).toBe(400)
     }
+    expect((await post('/api/products/%E0/purchase', { buyerId: 'b1' })).status).toBe(400)
     expect((await post('/api/orders/2147483647/pay', {})).status).toBe(404)
     expect((await call('GET', '/no/such/route')).status).toBe(404)
   })

@@ -11,8 +11,9 @@
  * | `GET /healthz` | 200 when it serves |
  *
  * Every answer takes the configured latency. Bad headers and bodies get 400 `invalid_request`
- * naming the parameter, a body over 16 KiB 413, an unknown route 404 — never a 500 (a 500 is a
- * bug, logged, and the process keeps serving).
+ * naming the parameter (a body that does not decompress, or an unknown `Content-Encoding` or
+ * charset, too), a body over 16 KiB (once decompressed) 413, an unknown route 404 — never a 500
+ * (a 500 is a bug, logged, and the process keeps serving).
  *
  * A charge takes its latency first, then runs in one database transaction: the fence (when the
  * request carries fencing headers: the token must still be the newest seen for its resource when
@@ -185,7 +186,7 @@ export function createGatewayApp(deps: GatewayDeps): Express {
     if (error instanceof KeyReused) return fail(res, 422, 'idempotency_key_reused', error.message, IDEMPOTENCY_KEY_HEADER)
     const parser = bodyParserFailure(error)
     if (parser?.kind === 'too-large') return fail(res, 413, 'body_too_large', `the body must be at most ${MAX_GATEWAY_BODY_BYTES} bytes`)
-    if (parser !== undefined) return fail(res, parser.status, 'invalid_request', parser.kind === 'malformed' ? 'the body is not valid JSON' : 'the request body could not be read')
+    if (parser !== undefined) return fail(res, 400, 'invalid_request', parser.message, parser.header ?? 'body')
     logError(error)
     return fail(res, 500, 'internal', 'unexpected error')
   }

@@ -1,5 +1,6 @@
 // The payment gateway as a provider's API, on the real database: every assertion counts rows in
 // its ledger (GatewayCharge), where the money moves.
+import { brotliCompressSync, deflateSync, gzipSync } from 'node:zlib'
 import { fencingHeaders } from '@fencelock/fencing'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { dropShopSchema, prepareShopSchema } from '../../src/database.js'
@@ -25,6 +26,9 @@ let nextOrder = 0
 const order = () => ++nextOrder
 const charge = (body: unknown, headers: Record<string, string> = {}) =>
   fetch(`${gateway.url}/v1/charges`, { method: 'POST', headers: { 'content-type': 'application/json', ...headers }, body: typeof body === 'string' ? body : JSON.stringify(body) })
+/** A raw body (bytes as sent, e.g. compressed) with its own headers. */
+const chargeRaw = (body: Uint8Array, headers: Record<string, string>) =>
+  fetch(`${gateway.url}/v1/charges`, { method: 'POST', headers: { 'content-type': 'application/json', ...headers }, body })
 const ledger = (orderId: number) => gateway.db.gatewayCharge.count({ where: { orderId } })
 
 describe('Idempotency-Key', () => {
@@ -104,17 +108,39 @@ describe('bad input gets 400 (or 404, 413, 422), never a 500', () => {
       [charge([orderId]), 400, 'body'],
       [charge('{"orderId": '), 400, 'invalid_request'],
       [charge({ orderId, amountCents: 1, pad: 'x'.repeat(20_000) }), 413, 'body_too_large'],
+      // A body its Content-Encoding cannot decode, a coding or a charset the gateway does not
+      // know: the request's fault, so 400 naming what to fix, like any other bad request.
+      [chargeRaw(Buffer.from(JSON.stringify({ orderId, amountCents: 1 })), { 'content-encoding': 'gzip' }), 400, 'invalid_request'],
+      [chargeRaw(gzipSync(JSON.stringify({ orderId, amountCents: 1 })).subarray(0, 12), { 'content-encoding': 'gzip' }), 400, 'invalid_request'],
+      [chargeRaw(Buffer.from('not deflate'), { 'content-encoding': 'deflate' }), 400, 'invalid_request'],
+      [chargeRaw(Buffer.from('not brotli'), { 'content-encoding': 'br' }), 400, 'invalid_request'],
+      [chargeRaw(Buffer.from(JSON.stringify({ orderId, amountCents: 1 })), { 'content-encoding': 'compress' }), 400, 'Content-Encoding'],
+      [chargeRaw(Buffer.from(JSON.stringify({ orderId, amountCents: 1 })), { 'content-type': 'application/json; charset=latin1' }), 400, 'Content-Type'],
+      [chargeRaw(Buffer.from(JSON.stringify({ orderId, amountCents: 1 })), { 'content-type': 'application/json; charset=utf-99' }), 400, 'Content-Type'],
+      // Decompressed past the limit: still too large.
+      [chargeRaw(gzipSync(JSON.stringify({ orderId, amountCents: 1, pad: 'x'.repeat(20_000) })), { 'content-encoding': 'gzip' }), 413, 'body_too_large'],
       [fetch(`${gateway.url}/v1/charges?orderId=abc`), 400, 'orderId'],
+      [fetch(`${gateway.url}/v1/charges?orderId=%E0`), 400, 'orderId'],
       [fetch(`${gateway.url}/v1/refunds`, { method: 'POST' }), 404, 'not_found'],
       [fetch(`${gateway.url}/v1/authorizations`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: '{"buyerId":"a b","amountCents":1}' }), 400, 'buyerId'],
     ]
-    for (const [pending, status, mention] of cases) {
+    // Soft: a failure names every case that fails (by its index), not just the first.
+    for (const [i, [pending, status, mention]] of cases.entries()) {
       const res = await pending
       const text = await res.text()
-      expect(res.status, text).toBe(status)
-      expect(text, String(status)).toContain(mention)
+      expect.soft(res.status, `case ${i}: ${text}`).toBe(status)
+      expect.soft(text, `case ${i}`).toContain(mention)
     }
     expect(await ledger(orderId)).toBe(0)
+  })
+
+  it('reads a body compressed with gzip, deflate or br', async () => {
+    for (const [encoding, compress] of [['gzip', gzipSync], ['deflate', deflateSync], ['br', brotliCompressSync]] as const) {
+      const orderId = order()
+      const res = await chargeRaw(compress(JSON.stringify({ orderId, amountCents: 3 })), { 'content-encoding': encoding })
+      expect(res.status, encoding).toBe(201)
+      expect(await ledger(orderId)).toBe(1)
+    }
   })
 
   it('lists an order’s charges; authorizes without moving money', async () => {
