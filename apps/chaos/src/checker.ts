@@ -3,7 +3,8 @@
  * safety violation. Pure: the unit tests feed it hand-made histories.
  *
  * - overlapping critical sections: two holders (different tokens) of one resource inside their
- *   sections at once, by CLOCK_MONOTONIC. A section is stamped after the grant and before the
+ *   sections at once, by CLOCK_MONOTONIC; "unwarned" when the first had not been told its lock
+ *   was lost (the Locker's `lost` event) by the time the second entered. A section is stamped after the grant and before the
  *   release, so a recorded section lies inside the real one: an overlap found is a real overlap.
  *   Overlaps are what the lock alone cannot prevent; they are a violation only of the lock's
  *   mutual exclusion, and with fencing they are expected and harmless.
@@ -13,13 +14,19 @@
  *   same resource entered before it was even asked for. Grants are ordered by when they were
  *   asked for and when they entered, not by entry alone: a process whose event loop is blocked
  *   enters late a section granted before the block, and that is no inversion.
+ * - acquires asked while a fault had a minority or a majority of a quorum down: how each ended
+ *   (granted while the nodes were still down, granted after, failed with which error, or never),
+ *   and the slowest, less the time its own process did not run (`stall` events: the lock's
+ *   deadlines cannot fire in a process that does not run). With a majority down no lock can be
+ *   granted, and an acquire must fail with the lock's typed error within its wait, never hang
+ *   (judged in scenarios.ts).
  * - oversold units and lost updates: counted from the shop's database; orders charged twice:
  *   counted from the payment gateway's ledger (`GatewayCharge`), where the money moves. The shop's
  *   payment rows cannot tell: a holder frozen inside its charge wakes up with the card charged,
  *   and the fence refuses only its payment row. Charges and payments are reported next to each
  *   other, not judged: a charge whose payment row was refused is money moved once.
  */
-import type { EnterEvent, ExitEvent, FaultEvent, HistoryEvent, WriteEvent } from './history.js'
+import type { AcquireFailedEvent, AskEvent, EnterEvent, ExitEvent, FaultEvent, HistoryEvent, LostEvent, StallEvent, WriteEvent } from './history.js'
 
 /** What the stores counted after a run (`countShop` of the demo shop). */
 export interface StoreCounts {
@@ -51,6 +58,40 @@ export interface Overlap {
   readonly second: Section
   /** How long both were inside, in ms. */
   readonly overlapMs: number
+  /**
+   * When the first holder's Locker told it the lock was lost (`lost`), or null when it never did.
+   * Told after `second` entered (or never): the lock was taken while its holder still believed it
+   * held it, so no holder code could have stopped in time ("unwarned").
+   */
+  readonly firstToldLostAt: number | null
+  /**
+   * Why it was lost, as the Locker said (`not-owner`: the nodes no longer held its key, e.g. a
+   * node restarted without persistence; `expired`: its lease ran out before a renewal
+   * succeeded), or null when it was never told.
+   */
+  readonly firstLostReason: string | null
+}
+
+/** How the acquires asked during the fault windows of one kind (a minority or a majority of a quorum down) ended. */
+export interface WindowAcquires {
+  /** Fault windows of the kind. */
+  readonly windows: number
+  /** Acquires asked while a window was open. */
+  readonly asked: number
+  /** Granted before their window closed: with a majority of the quorum down, a lock bug. */
+  readonly grantedDuring: { inst: string; res: string; token: string; asked: number; enter: number; windowEnd: number }[]
+  /** Granted after their window closed (the wait outlasted the fault). */
+  readonly grantedAfter: number
+  /** Failed, by the error's class name. */
+  readonly failed: Readonly<Record<string, number>>
+  /** Asked and never ended by the end of the history: hung. */
+  readonly unresolved: AskEvent[]
+  /**
+   * The acquire that took longest from its ask to its end (grant or error), less the time its
+   * own process did not run then (`stalledMs`: its `stall` events), or null when none ended.
+   * `ms` is the whole time, stalls included.
+   */
+  readonly slowest: { inst: string; res: string; asked: number; ms: number; stalledMs: number; outcome: string } | null
 }
 
 /** What the checker found. */
@@ -60,6 +101,8 @@ export interface CheckResult {
   readonly acceptedWrites: number
   readonly rejectedWrites: number
   readonly overlaps: Overlap[]
+  /** Overlaps whose first holder had not been told its lock was lost when the second entered. */
+  readonly unwarnedOverlaps: number
   readonly staleWritesAccepted: WriteEvent[]
   readonly nonIncreasingTokens: { res: string; previous: Section; next: Section }[]
   readonly oversoldUnits: number
@@ -70,6 +113,10 @@ export interface CheckResult {
   readonly gatewayCharges: number
   readonly payments: number
   readonly faults: number
+  /** Acquires asked while a minority of a quorum was down (availability: shown, not judged here). */
+  readonly minorityDown: WindowAcquires
+  /** Acquires asked while a majority of a quorum was down: none may be granted, none may hang. */
+  readonly majorityDown: WindowAcquires
   /** Per fault: ms from its end to the next grant (any resource), or null when none followed. */
   readonly recoveryMs: (number | null)[]
   /** Stale writes + oversold + orders charged twice (gateway ledger) + lost updates + non-increasing tokens: must be 0 with fencing. */
@@ -107,14 +154,21 @@ function byResource<T extends { res: string }>(items: readonly T[]): Map<string,
   return map
 }
 
-/** Overlapping sections of each resource (a sweep by entry time against the latest exit seen). */
-export function findOverlaps(sections: readonly Section[]): Overlap[] {
+/**
+ * Overlapping sections of each resource (a sweep by entry time against the latest exit seen),
+ * each with when its first holder was told its lock was lost (the `lost` events of `events`).
+ */
+export function findOverlaps(sections: readonly Section[], events: readonly HistoryEvent[] = []): Overlap[] {
+  const toldLost = new Map<string, LostEvent>()
+  const key = (inst: string, res: string, token: string) => `${inst}\u0000${res}\u0000${token}`
+  for (const e of events) if (e.k === 'lost' && !toldLost.has(key(e.inst, e.res, e.token))) toldLost.set(key(e.inst, e.res, e.token), e)
   const overlaps: Overlap[] = []
   for (const [res, list] of byResource(sections)) {
     let widest: Section | undefined
     for (const s of list) {
       if (widest !== undefined && s.enter < widest.exit && s.token !== widest.token) {
-        overlaps.push({ res, first: widest, second: s, overlapMs: Math.min(widest.exit, s.exit) - s.enter })
+        const lost = toldLost.get(key(widest.inst, res, widest.token))
+        overlaps.push({ res, first: widest, second: s, overlapMs: Math.min(widest.exit, s.exit) - s.enter, firstToldLostAt: lost?.mono ?? null, firstLostReason: lost?.reason ?? null })
       }
       if (widest === undefined || s.exit > widest.exit) widest = s
     }
@@ -162,6 +216,49 @@ export function findNonIncreasingTokens(sections: readonly Section[]): CheckResu
   return found
 }
 
+/**
+ * How the acquires asked during the faults that took down `down` of a quorum ended. An ask is
+ * matched with its end (an `enter` or an `acquire-failed` of the same instance and resource
+ * carrying its `asked`); one with neither never ended.
+ */
+export function acquiresDuring(events: readonly HistoryEvent[], down: 'minority' | 'majority'): WindowAcquires {
+  const windows = events.filter((e): e is FaultEvent => e.k === 'fault' && e.quorumDown === down)
+  const key = (inst: string, res: string, asked: number) => `${inst}\u0000${res}\u0000${asked}`
+  const ends = new Map<string, EnterEvent | AcquireFailedEvent>()
+  for (const e of events) {
+    if (e.k === 'acquire-failed' || (e.k === 'enter' && e.asked !== undefined)) ends.set(key(e.inst, e.res, e.asked as number), e)
+  }
+  let asked = 0
+  let grantedAfter = 0
+  const grantedDuring: WindowAcquires['grantedDuring'] = []
+  const failed: Record<string, number> = {}
+  const unresolved: AskEvent[] = []
+  let slowest: WindowAcquires['slowest'] = null
+  const stalls = events.filter((e): e is StallEvent => e.k === 'stall')
+  const stalledMs = (inst: string, from: number, to: number) =>
+    stalls.reduce((sum, s) => (s.inst === inst ? sum + Math.max(0, Math.min(to, s.end) - Math.max(from, s.start)) : sum), 0)
+  for (const ask of events) {
+    if (ask.k !== 'ask') continue
+    const window = windows.find((w) => ask.mono >= w.start && ask.mono <= w.end)
+    if (window === undefined) continue
+    asked++
+    const end = ends.get(key(ask.inst, ask.res, ask.mono))
+    if (end === undefined) {
+      unresolved.push(ask)
+      continue
+    }
+    const outcome = end.k === 'enter' ? 'granted' : end.error
+    if (end.k === 'enter') {
+      if (end.mono < window.end) grantedDuring.push({ inst: end.inst, res: end.res, token: end.token, asked: ask.mono, enter: end.mono, windowEnd: window.end })
+      else grantedAfter++
+    } else failed[end.error] = (failed[end.error] ?? 0) + 1
+    const ms = end.mono - ask.mono
+    const stalled = stalledMs(ask.inst, ask.mono, end.mono)
+    if (slowest === null || ms - stalled > slowest.ms - slowest.stalledMs) slowest = { inst: ask.inst, res: ask.res, asked: ask.mono, ms, stalledMs: stalled, outcome }
+  }
+  return { windows: windows.length, asked, grantedDuring, grantedAfter, failed, unresolved, slowest }
+}
+
 /** For each fault, ms from its end to the first grant after it. */
 export function recoveryTimes(events: readonly HistoryEvent[]): (number | null)[] {
   const grants = events.filter((e) => e.k === 'enter').map((e) => e.mono).sort((a, b) => a - b)
@@ -177,13 +274,15 @@ export function checkHistory(events: readonly HistoryEvent[], counts: StoreCount
   const sections = sectionsOf(events)
   const staleWritesAccepted = findStaleWrites(events)
   const nonIncreasingTokens = findNonIncreasingTokens(sections)
+  const overlaps = findOverlaps(sections, events)
   const writes = events.filter((e): e is WriteEvent => e.k === 'write')
   return {
     sections: sections.length,
     operations: events.filter((e) => e.k === 'op').length,
     acceptedWrites: writes.filter((w) => w.outcome === 'accepted').length,
     rejectedWrites: writes.filter((w) => w.outcome === 'rejected').length,
-    overlaps: findOverlaps(sections),
+    overlaps,
+    unwarnedOverlaps: overlaps.filter((o) => o.firstToldLostAt === null || o.firstToldLostAt > o.second.enter).length,
     staleWritesAccepted,
     nonIncreasingTokens,
     oversoldUnits: counts.oversoldUnits,
@@ -192,6 +291,8 @@ export function checkHistory(events: readonly HistoryEvent[], counts: StoreCount
     gatewayCharges: counts.gatewayCharges,
     payments: counts.payments,
     faults: events.filter((e) => e.k === 'fault').length,
+    minorityDown: acquiresDuring(events, 'minority'),
+    majorityDown: acquiresDuring(events, 'majority'),
     recoveryMs: recoveryTimes(events),
     safetyViolations:
       staleWritesAccepted.length + nonIncreasingTokens.length + counts.oversoldUnits + counts.doubleChargedOrders + counts.lostUpdates,

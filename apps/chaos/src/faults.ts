@@ -1,6 +1,6 @@
 /**
  * The fault injectors. Each runs in the runner process, touches only processes the run started
- * (its worker PIDs through the Supervisor, its own redis-server by PID), records every fault with
+ * (its worker PIDs through the Supervisor, its own redis-servers by PID), records every fault with
  * its start and end on CLOCK_MONOTONIC, and undoes what is in progress when stopped.
  */
 import { writeFileSync } from 'node:fs'
@@ -12,7 +12,12 @@ import { monoNow, type Recorder } from './history.js'
 /** What an injector may touch. */
 export interface FaultContext {
   readonly supervisor: Supervisor
+  /** The run's redis-server (the first node in quorum mode). */
   readonly redis: RedisServer
+  /** Every redis-server of the run: one, or the N independent masters of quorum mode. */
+  readonly nodes: readonly RedisServer[]
+  /** How long a worker's acquire waits, in ms. */
+  readonly waitMs: number
   readonly recorder: Recorder
   readonly ttlMs: number
   /** The lock key prefix of the run (its keys only). */
@@ -199,4 +204,148 @@ export function jumpClock(ctx: FaultContext): Injector {
       writeFileSync(file, '+0\n')
     },
   }
+}
+
+/** Sleeps `ms`, or less when `stopped()` turns true (checked every 25 ms). */
+async function pauseFor(ms: number, stopped: () => boolean): Promise<void> {
+  const until = performance.now() + ms
+  while (!stopped() && performance.now() < until) await sleep(Math.min(25, until - performance.now()))
+}
+
+/** Takes a node down: SIGKILL (and waits until it is gone), or SIGSTOP. */
+async function takeDown(node: RedisServer, how: 'kill' | 'sigstop'): Promise<void> {
+  if (how === 'kill') await node.stop()
+  else node.pause()
+}
+
+/** Brings a node back: SIGCONT if it was SIGSTOPped, a fresh process (empty) if it was killed. */
+async function bringBack(node: RedisServer, how: 'kill' | 'sigstop'): Promise<void> {
+  if (how === 'sigstop') node.resume()
+  else if (!node.running) await node.spawn()
+}
+
+/**
+ * How the nodes of a majority fault go down, in turn: some killed and the others SIGSTOPped
+ * (both ways a node fails at once: a connection refused, and one that answers nothing), all
+ * SIGSTOPped, all killed.
+ */
+const MAJORITY_FAULTS = ['kill+sigstop', 'sigstop', 'kill'] as const
+
+/**
+ * Quorum mode (N independent masters, a majority needed): a majority down, then faults on the
+ * nodes one at a time, each on the next node, so that successive grants are won on different
+ * majorities, and again:
+ * - a majority down for `waitMs` + 2×TTL (`majority-kill+sigstop`, then `majority-sigstop`, then
+ *   `majority-kill`, in turn; see {@link MAJORITY_FAULTS}): no lock can be granted, and every
+ *   acquire asked then must fail with the lock's typed error within its wait;
+ * - `node-kill`: kill -9, down for 1.5-3×TTL (longer than a lease: Redlock's "delayed restart"),
+ *   then a fresh process on the same port, empty;
+ * - `node-restart`: kill -9 and a fresh process at once: restarted without persistence, every
+ *   lock and counter on it gone while their holders still count on it. Aimed: it waits (up to a
+ *   TTL) for a lock held on exactly a majority that includes this node (one granted during the
+ *   `node-kill` just before, whose node came back empty), the case where a restart without
+ *   persistence hands a live holder's lock to the next comer (Redlock's "delayed restarts");
+ * - `node-sigstop`: SIGSTOP for 1.5-3×TTL (its keys' expiry passes while it answers nothing),
+ *   then SIGCONT;
+ * 0.5-1×TTL between faults.
+ * Each fault is recorded with `quorumDown` and, as that field says, `start`..`end` is when its
+ * nodes were down for sure.
+ */
+export function quorumFaults(ctx: FaultContext): Injector {
+  const nodes = ctx.nodes
+  const n = nodes.length
+  if (n < 3) throw new Error(`the quorum faults need 3 or more nodes (got ${n})`)
+  const minority = Math.floor((n - 1) / 2)
+  const majority = n - minority
+  // One connection per node to look at the run's lock keys (never its lock's own connections).
+  const conns = nodes.map((node) => {
+    const conn = new Redis(node.port, node.host, { maxRetriesPerRequest: 1 })
+    conn.on('error', () => {})
+    return conn
+  })
+  // The majority first: the runs' acceptance needs one, and a short run may end before a turn does.
+  const steps = ['majority', 'node-kill', 'node-restart', 'node-sigstop'] as const
+  let step = 0
+  let next = 0
+  let majorities = 0
+  const stall = () => ctx.ttlMs * (1.5 + Math.random() * 1.5)
+  const injector = loop(
+    () => ctx.ttlMs * (0.5 + Math.random() * 0.5),
+    async (stopped) => {
+      const kind = steps[step++ % steps.length] as (typeof steps)[number]
+      if (kind === 'majority') {
+        const mix = MAJORITY_FAULTS[majorities++ % MAJORITY_FAULTS.length] as (typeof MAJORITY_FAULTS)[number]
+        const down = Array.from({ length: majority }, (_, i) => {
+          const how: 'kill' | 'sigstop' = mix === 'kill+sigstop' ? (i < majority / 2 ? 'kill' : 'sigstop') : mix
+          return { node: nodes[(next + i) % n] as RedisServer, how }
+        })
+        next = (next + 1) % n
+        try {
+          await Promise.all(down.map((d) => takeDown(d.node, d.how)))
+          const start = monoNow()
+          await pauseFor(ctx.waitMs + 2 * ctx.ttlMs, stopped)
+          const end = monoNow()
+          const detail = `${majority} of ${n} nodes (${down.map((d) => `${d.node.port} ${d.how === 'kill' ? 'killed' : 'SIGSTOPped'}`).join(', ')}) for ${Math.round(end - start)} ms`
+          ctx.recorder.record({ k: 'fault', kind: `majority-${mix}`, start, end, quorumDown: 'majority', detail })
+        } finally {
+          await Promise.all(down.map((d) => bringBack(d.node, d.how)))
+        }
+        return
+      }
+      const node = nodes[next] as RedisServer
+      const which = `node ${next} (${node.port})`
+      next = (next + 1) % n
+      if (kind === 'node-restart') {
+        const aimed = await heldOnBareMajority(conns, nodes.indexOf(node), majority, ctx.lockPrefix, ctx.ttlMs, stopped)
+        await node.stop()
+        const start = monoNow()
+        try {
+          const aim = aimed === undefined ? 'no lock was held on exactly a majority with it' : `${aimed} was held on exactly a majority with it`
+          ctx.recorder.record({ k: 'fault', kind, start, end: start, quorumDown: 'minority', detail: `${which}: SIGKILL and a fresh process at once, no persistence; ${aim}` })
+        } finally {
+          await node.spawn()
+        }
+        return
+      }
+      const how = kind === 'node-kill' ? 'kill' : 'sigstop'
+      try {
+        await takeDown(node, how)
+        const start = monoNow()
+        await pauseFor(stall(), stopped)
+        const end = monoNow()
+        ctx.recorder.record({ k: 'fault', kind, start, end, quorumDown: 'minority', detail: `${which} ${how === 'kill' ? 'killed, back empty' : 'SIGSTOPped'} after ${Math.round(end - start)} ms` })
+      } finally {
+        await bringBack(node, how)
+      }
+    },
+  )
+  return {
+    async stop() {
+      await injector.stop()
+      for (const conn of conns) conn.disconnect()
+    },
+  }
+}
+
+/** `promise`, or undefined after `ms` or when it fails. */
+function within<T>(promise: Promise<T>, ms: number): Promise<T | undefined> {
+  return Promise.race([promise.catch(() => undefined), sleep(ms).then(() => undefined)])
+}
+
+/**
+ * Waits up to `ms` for a lock key of the run that node `target` holds with exactly `majority - 1`
+ * other nodes (a bare majority: restarting `target` without persistence leaves its holder a
+ * minority), and returns it; undefined when none came.
+ */
+async function heldOnBareMajority(conns: readonly Redis[], target: number, majority: number, prefix: string, ms: number, stopped: () => boolean): Promise<string | undefined> {
+  const until = performance.now() + ms
+  while (!stopped() && performance.now() < until) {
+    const [, keys] = (await within((conns[target] as Redis).scan('0', 'MATCH', `${prefix}*:lock`, 'COUNT', 1000), 100)) ?? ['0', []]
+    for (const key of keys) {
+      const others = await Promise.all(conns.map((conn, i) => (i === target ? Promise.resolve(0) : within(conn.exists(key), 100))))
+      if (others.filter((found) => found === 1).length === majority - 1) return key
+    }
+    await sleep(20)
+  }
+  return undefined
 }

@@ -24,13 +24,36 @@ export interface Stamp {
   readonly wall: number
 }
 
+/**
+ * A lock asked for: the protected code called for the lock, and the acquire is sent right after.
+ * Its `mono` is the `asked` of the `enter` or `acquire-failed` that ends it (same instance and
+ * resource); an ask with neither never ended (an acquire that hangs).
+ */
+export interface AskEvent extends Stamp {
+  readonly k: 'ask'
+  readonly inst: string
+  readonly res: string
+}
+
+/** An acquire that ended without a lock: the class name of the error it threw (`LockUnavailableError`, ...). */
+export interface AcquireFailedEvent extends Stamp {
+  readonly k: 'acquire-failed'
+  readonly inst: string
+  readonly res: string
+  /** `mono` of its `ask`. */
+  readonly asked: number
+  readonly error: string
+  /** Its message (and its cause's), cut to 300 characters: the evidence, not for the checker. */
+  readonly detail?: string
+}
+
 /** A critical section entered: the lock was granted and the protected code starts. */
 export interface EnterEvent extends Stamp {
   readonly k: 'enter'
   readonly inst: string
   readonly res: string
   readonly token: string
-  /** `mono` when the protected code asked for the lock (the acquire was sent after it). */
+  /** `mono` when the protected code asked for the lock (its `ask`; the acquire was sent after it). */
   readonly asked?: number
 }
 
@@ -41,6 +64,37 @@ export interface ExitEvent extends Stamp {
   readonly res: string
   readonly token: string
 }
+
+/**
+ * The Locker told a holder its lock was lost (its `lost` event: the signal aborted), `reason` as
+ * the lock gives it. The section may go on; whether it was told before another holder entered
+ * tells a lease the lock let run out (its holder was warned in time) from a lock taken while its
+ * holder still believed it held it.
+ */
+export interface LostEvent extends Stamp {
+  readonly k: 'lost'
+  readonly inst: string
+  readonly res: string
+  readonly token: string
+  readonly reason: string
+}
+
+/**
+ * The process's event loop did not run from `start` to `end` (CLOCK_MONOTONIC ms): a timer due
+ * every {@link STALL_TICK_MS} came more than {@link STALL_MIN_MS} late. Starved of CPU (a busy
+ * shared machine), blocked or frozen: no deadline of its own could fire in the meantime.
+ */
+export interface StallEvent extends Stamp {
+  readonly k: 'stall'
+  readonly inst: string
+  readonly start: number
+  readonly end: number
+}
+
+/** Period of the stall sampler, in ms. */
+export const STALL_TICK_MS = 20
+/** Shortest stall recorded (beyond the tick), in ms. */
+export const STALL_MIN_MS = 50
 
 /**
  * A write transaction the database committed (`accepted`) or refused with a stale-token error
@@ -74,9 +128,15 @@ export interface FaultEvent extends Stamp {
   readonly start: number
   readonly end: number
   readonly detail?: string
+  /**
+   * Quorum mode: the fault takes down a minority or a majority of the nodes. Then `start`..`end`
+   * is when they were down for sure: from after the kill or SIGSTOP took effect to before they
+   * were brought back.
+   */
+  readonly quorumDown?: 'minority' | 'majority'
 }
 
-export type HistoryEvent = EnterEvent | ExitEvent | WriteEvent | OpEvent | FaultEvent
+export type HistoryEvent = AskEvent | AcquireFailedEvent | EnterEvent | ExitEvent | LostEvent | WriteEvent | OpEvent | FaultEvent | StallEvent
 
 /** CLOCK_MONOTONIC in ms with µs precision: the same clock in every process of the machine. */
 export function monoNow(): number {
@@ -131,4 +191,19 @@ export function readHistory(dir: string): HistoryEvent[] {
     }
   }
   return events.sort((a, b) => a.mono - b.mono)
+}
+
+/**
+ * Records every stall of this process's event loop (see {@link StallEvent}) as instance `inst`,
+ * until the returned function is called. The timer is unref'd.
+ */
+export function recordStalls(recorder: Recorder, inst: string): () => void {
+  let last = monoNow()
+  const timer = setInterval(() => {
+    const now = monoNow()
+    if (now - last > STALL_TICK_MS + STALL_MIN_MS) recorder.record({ k: 'stall', inst, start: last + STALL_TICK_MS, end: now })
+    last = now
+  }, STALL_TICK_MS)
+  timer.unref()
+  return () => clearInterval(timer)
 }

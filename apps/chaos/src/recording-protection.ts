@@ -1,13 +1,14 @@
 /**
  * Wraps a demo-shop {@link Protection} so that the history records what the business code did
- * under it: each critical section's entry and exit with its token, and each transaction that
+ * under it: each lock asked for, and how the acquire ended (an entry, or the error it failed
+ * with); each critical section's entry and exit with its token; and each transaction that
  * wrote, accepted (with its place in the row's commit order) or rejected for a stale token.
  * The business code itself (`ShopService`) is the shop's, unchanged.
  */
 import { StaleFencingTokenError } from '@fencelock/fencing'
 import { quoteIdent } from '@fencelock/demo-shop/database'
 import type { GuardedRow, Protection, Tx } from '@fencelock/demo-shop/protection'
-import { monoNow, type Recorder } from './history.js'
+import type { Recorder } from './history.js'
 
 /** The sequence that orders the accepted writes of a run (created by the runner in the run's schema). */
 export const WRITE_SEQUENCE = 'chaos_write_seq'
@@ -32,52 +33,68 @@ async function commitOrder(tx: Tx, schema: string): Promise<number | undefined> 
 export function recordingProtection(inner: Protection, recorder: Recorder, inst: string, schema: string): Protection {
   return {
     mode: inner.mode,
-    run: (resource, fn) => {
-      const asked = monoNow()
-      return inner.run(resource, async (guard) => {
-        const token = String(guard.token ?? 0n)
-        recorder.record({ k: 'enter', inst, res: resource, token, asked })
-        try {
-          // A step that writes: recorded accepted (with its place in the row's commit order) or
-          // rejected for a stale token.
-          const recorded =
-            (kind: 'write' | 'transaction') =>
-            async <T>(row: GuardedRow, work: (tx: Tx) => Promise<T>): Promise<T> => {
-              let seq: number | undefined
-              try {
-                const result = await guard[kind](row, async (tx) => {
-                  const out = await work(tx)
-                  seq = await commitOrder(tx, schema)
-                  return out
-                })
-                if (seq !== undefined) recorder.record({ k: 'write', inst, res: resource, row: rowName(row), token, outcome: 'accepted', seq })
-                return result
-              } catch (error) {
-                if (error instanceof StaleFencingTokenError) recorder.record({ k: 'write', inst, res: resource, row: rowName(row), token, outcome: 'rejected' })
-                throw error
+    run: async (resource, fn) => {
+      const asked = recorder.record({ k: 'ask', inst, res: resource }).mono
+      let entered = false
+      try {
+        return await inner.run(resource, async (guard) => {
+          entered = true
+          const token = String(guard.token ?? 0n)
+          recorder.record({ k: 'enter', inst, res: resource, token, asked })
+          try {
+            // A step that writes: recorded accepted (with its place in the row's commit order) or
+            // rejected for a stale token.
+            const recorded =
+              (kind: 'write' | 'transaction') =>
+              async <T>(row: GuardedRow, work: (tx: Tx) => Promise<T>): Promise<T> => {
+                let seq: number | undefined
+                try {
+                  const result = await guard[kind](row, async (tx) => {
+                    const out = await work(tx)
+                    seq = await commitOrder(tx, schema)
+                    return out
+                  })
+                  if (seq !== undefined) recorder.record({ k: 'write', inst, res: resource, row: rowName(row), token, outcome: 'accepted', seq })
+                  return result
+                } catch (error) {
+                  if (error instanceof StaleFencingTokenError) recorder.record({ k: 'write', inst, res: resource, row: rowName(row), token, outcome: 'rejected' })
+                  throw error
+                }
               }
-            }
-          return await fn({
-            resource: guard.resource,
-            token: guard.token,
-            outsideCall: (key) => guard.outsideCall(key),
-            // A read writes no business data (in fenced mode only the row's fence): its refusal
-            // is recorded, an accepted one is not a write of the history.
-            read: async (row) => {
-              try {
-                return await guard.read(row)
-              } catch (error) {
-                if (error instanceof StaleFencingTokenError) recorder.record({ k: 'write', inst, res: resource, row: rowName(row), token, outcome: 'rejected' })
-                throw error
-              }
-            },
-            write: recorded('write'),
-            transaction: recorded('transaction'),
-          })
-        } finally {
-          recorder.record({ k: 'exit', inst, res: resource, token })
-        }
-      })
+            return await fn({
+              resource: guard.resource,
+              token: guard.token,
+              outsideCall: (key) => guard.outsideCall(key),
+              // A read writes no business data (in fenced mode only the row's fence): its refusal
+              // is recorded, an accepted one is not a write of the history.
+              read: async (row) => {
+                try {
+                  return await guard.read(row)
+                } catch (error) {
+                  if (error instanceof StaleFencingTokenError) recorder.record({ k: 'write', inst, res: resource, row: rowName(row), token, outcome: 'rejected' })
+                  throw error
+                }
+              },
+              write: recorded('write'),
+              transaction: recorded('transaction'),
+            })
+          } finally {
+            recorder.record({ k: 'exit', inst, res: resource, token })
+          }
+        })
+      } catch (error) {
+        // Thrown before the protected code ran: the acquire failed (the lock's typed errors, or
+        // anything else, which the quorum scenario counts as unclean).
+        if (!entered) recorder.record({ k: 'acquire-failed', inst, res: resource, asked, error: error instanceof Error ? error.name : typeof error, detail: describeError(error) })
+        throw error
+      }
     },
   }
+}
+
+/** An error's message and its cause's, cut to 300 characters. */
+function describeError(error: unknown): string {
+  if (!(error instanceof Error)) return String(error).slice(0, 300)
+  const cause = error.cause instanceof Error ? ` (cause: ${error.cause.message})` : ''
+  return `${error.message}${cause}`.slice(0, 300)
 }

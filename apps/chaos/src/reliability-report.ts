@@ -1,8 +1,10 @@
 /**
- * The table of `docs/RELIABILITY.md`: one row per scenario, fenced vs lock-only side by side.
+ * The tables of `docs/RELIABILITY.md`: one row per scenario, fenced vs lock-only side by side;
+ * and for the quorum scenarios, how the acquires asked while nodes were down ended.
  */
 import { execFileSync } from 'node:child_process'
 import { cpus, release, totalmem } from 'node:os'
+import type { WindowAcquires } from './checker.js'
 import type { Scenario, RunResult } from './scenarios.js'
 
 /** One scenario's pair of runs and its verdict. */
@@ -14,7 +16,7 @@ export interface ScenarioOutcome {
   readonly problems: string[]
 }
 
-const pair = (f: number, l: number) => `${f} / ${l}`
+const pair = (f: number | string, l: number | string) => `${f} / ${l}`
 
 function recovery(r: RunResult): string {
   const ms = r.check.recoveryMs.filter((x): x is number => x !== null).sort((a, b) => a - b)
@@ -36,6 +38,7 @@ export function formatTable(outcomes: readonly ScenarioOutcome[]): string {
     'faults injected (fenced run; lock-only run)',
     'operations',
     'overlapping sections',
+    'overlaps unwarned',
     'stale writes accepted',
     'oversold',
     'orders charged twice (gateway ledger)',
@@ -52,6 +55,7 @@ export function formatTable(outcomes: readonly ScenarioOutcome[]): string {
     `${scenario.faults}: ${faultCount(f) || 'none'}; ${faultCount(l) || 'none'}`,
     pair(f.check.operations, l.check.operations),
     pair(f.check.overlaps.length, l.check.overlaps.length),
+    pair(f.check.unwarnedOverlaps, l.check.unwarnedOverlaps),
     pair(f.check.staleWritesAccepted.length, l.check.staleWritesAccepted.length),
     pair(f.check.oversoldUnits, l.check.oversoldUnits),
     pair(f.check.doubleChargedOrders, l.check.doubleChargedOrders),
@@ -63,6 +67,64 @@ export function formatTable(outcomes: readonly ScenarioOutcome[]): string {
     `${recovery(f)}; ${recovery(l)}`,
     problems.length === 0 ? `pass (${scenario.lockOnly === 'bite' ? 'lock-only bites' : scenario.lockOnly === 'quiet' ? 'changes nothing' : 'lock-only shown'})` : `**FAIL**: ${problems.join('; ')}`,
   ])
+  return [head, head.map(() => '---'), ...rows].map((cells) => `| ${cells.join(' | ')} |`).join('\n')
+}
+
+/** `3 LockUnavailableError, 1 LockTimeoutError`, or `0`. */
+function failures(failed: Readonly<Record<string, number>>): string {
+  const entries = Object.entries(failed).sort(([, a], [, b]) => b - a)
+  return entries.length === 0 ? '0' : entries.map(([error, n]) => `${n} ${error}`).join(', ')
+}
+
+/** `not-owner / expired / not told` counts of a run's overlaps. */
+function lossReasons(r: RunResult): string {
+  const count = (reason: string | null) => r.check.overlaps.filter((o) => o.firstLostReason === reason).length
+  return `${count('not-owner')} / ${count('expired')} / ${count(null)}`
+}
+
+function slowest(w: WindowAcquires): string {
+  return w.slowest === null ? '—' : `${Math.round(w.slowest.ms)} (${Math.round(w.slowest.ms - w.slowest.stalledMs)})`
+}
+
+/**
+ * The quorum table: for each scenario run over several Redis masters, the acquires asked while a
+ * majority was down (none may be granted, each must end with a typed error within its wait) and,
+ * for comparison, while a minority was down. Empty when no scenario ran in quorum mode.
+ */
+export function formatQuorumTable(outcomes: readonly ScenarioOutcome[]): string {
+  const quorum = outcomes.filter((o) => (o.scenario.redisNodes ?? 1) > 1)
+  if (quorum.length === 0) return ''
+  const head = [
+    'scenario',
+    'nodes',
+    'majority-down windows',
+    'acquires asked, majority down',
+    'ended with an error (by class)',
+    'granted while the majority was down',
+    'granted after it came back',
+    'never ended',
+    'slowest acquire, ms from ask to end (less its process\'s stalls)',
+    'acquires asked, minority down: granted / failed (by class)',
+    'overlaps by how the first holder lost its lock: not-owner / expired / not told',
+    'result',
+  ]
+  const rows = quorum.map(({ scenario, fenced, lock, problems }) => {
+    const side = (pick: (r: RunResult) => string) => `${pick(fenced)}; ${pick(lock)}`
+    return [
+      `\`${scenario.name}\``,
+      String(scenario.redisNodes),
+      pair(fenced.check.majorityDown.windows, lock.check.majorityDown.windows),
+      pair(fenced.check.majorityDown.asked, lock.check.majorityDown.asked),
+      side((r) => failures(r.check.majorityDown.failed)),
+      pair(fenced.check.majorityDown.grantedDuring.length, lock.check.majorityDown.grantedDuring.length),
+      pair(fenced.check.majorityDown.grantedAfter, lock.check.majorityDown.grantedAfter),
+      pair(fenced.check.majorityDown.unresolved.length, lock.check.majorityDown.unresolved.length),
+      pair(slowest(fenced.check.majorityDown), slowest(lock.check.majorityDown)),
+      side((r) => `${r.check.minorityDown.asked}: ${r.check.minorityDown.grantedDuring.length + r.check.minorityDown.grantedAfter} / ${failures(r.check.minorityDown.failed)}`),
+      side(lossReasons),
+      problems.length === 0 ? 'pass' : '**FAIL**',
+    ]
+  })
   return [head, head.map(() => '---'), ...rows].map((cells) => `| ${cells.join(' | ')} |`).join('\n')
 }
 

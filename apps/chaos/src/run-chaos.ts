@@ -4,14 +4,15 @@
  * 2 a bad command line (`npm run chaos -- --help`).
  *
  *   npm run chaos                      # the full set (15 s of faults per run), writes docs/RELIABILITY.md
- *   npm run chaos -- --short           # the CI version (5 s per run), prints the table only
+ *   npm run chaos -- --short           # the CI version (5 s per run, more where a scenario needs it), prints the tables only
  *   npm run chaos -- --only redis-stall,clock-jump --duration-ms 10000 --verbose
+ *   npm run chaos -- --only quorum --no-write  # quorum mode over 3 redis-servers, both tables
  */
 import { writeFileSync } from 'node:fs'
 import { fileURLToPath } from 'node:url'
 import { EXIT_CODES, integerFlag, runCommand, stringFlag, UsageError, type CliSpec } from '@fencelock/devkit/cli'
-import { describeMachine, formatTable } from './reliability-report.js'
-import { SCENARIOS } from './scenarios.js'
+import { describeMachine, formatQuorumTable, formatTable } from './reliability-report.js'
+import { OUTAGE_SLACK_MS, QUORUM_NODES, SCENARIOS, TTL_MS, WAIT_MS } from './scenarios.js'
 import { runSuite } from './suite.js'
 
 const RELIABILITY_MD = fileURLToPath(new URL('../../../docs/RELIABILITY.md', import.meta.url))
@@ -20,7 +21,7 @@ export const CHAOS_CLI: CliSpec = {
   command: 'npm run chaos --',
   summary: 'Every fault scenario, fenced then lock-only, each run checked from its recorded history and the stores; the table on stdout, and in docs/RELIABILITY.md for a full run.',
   flags: {
-    short: { type: 'boolean', description: 'the CI version: 5 s of faults per run, table printed only' },
+    short: { type: 'boolean', description: 'the CI version: 5 s of faults per run (more where a scenario needs it: redis-stall 20 s, quorum 9 s), tables printed only' },
     'duration-ms': { type: 'string', value: '<n>', description: 'faults per run, ms, 1000-600000', default: '15000, 5000 with --short' },
     only: { type: 'string', value: '<a,b>', description: `scenarios to run: ${SCENARIOS.map((s) => s.name).join(', ')}` },
     out: { type: 'string', value: '<file>', description: 'where to write the report', default: 'docs/RELIABILITY.md' },
@@ -55,39 +56,52 @@ await runCommand(CHAOS_CLI, process.argv.slice(2), async (values) => {
     durationMs,
     ...(only ? { only } : {}),
     verbose: values.verbose === true,
-    onRun: (r) =>
+    onRun: (r) => {
+      const m = r.check.majorityDown
+      const majority =
+        m.windows === 0
+          ? ''
+          : `; majority down ${m.windows}×: ${m.asked} acquires asked, ${Object.entries(m.failed).map(([e, n]) => `${n} ${e}`).join(', ') || 'none failed'}, ${m.grantedDuring.length} granted while down, ${m.unresolved.length} never ended, slowest ${m.slowest === null ? '—' : `${Math.round(m.slowest.ms)} ms (${Math.round(m.slowest.ms - m.slowest.stalledMs)} ms while its process ran)`}`
       console.error(
-        `  ${r.scenario} ${r.mode}: ${r.check.operations} ops, ${r.check.overlaps.length} overlaps, ${r.check.safetyViolations} violations (${r.check.doubleChargedOrders} order${r.check.doubleChargedOrders === 1 ? '' : 's'} charged twice (gateway ledger); ${r.check.gatewayCharges} charges, ${r.check.payments} payments recorded), ${r.check.faults} faults (${r.seconds.toFixed(1)} s)`,
-      ),
+        `  ${r.scenario} ${r.mode}: ${r.check.operations} ops, ${r.check.sections} grants, ${r.check.overlaps.length} overlaps (${r.check.unwarnedOverlaps} unwarned), ${r.check.safetyViolations} violations (${r.check.nonIncreasingTokens.length} tokens not increasing, ${r.check.doubleChargedOrders} order${r.check.doubleChargedOrders === 1 ? '' : 's'} charged twice (gateway ledger); ${r.check.gatewayCharges} charges, ${r.check.payments} payments recorded), ${r.check.faults} faults${majority} (${r.seconds.toFixed(1)} s)`,
+      )
+    },
   })
   const seconds = (performance.now() - began) / 1000
   const table = formatTable(outcomes)
+  const quorumTable = formatQuorumTable(outcomes)
   console.log(table)
+  if (quorumTable !== '') console.log(`\n${quorumTable}`)
   const failed = outcomes.filter((o) => o.problems.length > 0)
   console.log(`\n${outcomes.length - failed.length} of ${outcomes.length} scenarios pass — ${seconds.toFixed(0)} s`)
   if (out !== undefined) {
-    writeFileSync(out, reliabilityDoc(table, command, durationMs, seconds))
+    writeFileSync(out, reliabilityDoc(table, quorumTable, command, durationMs, seconds))
     console.error(`written: ${out}`)
   }
   return failed.length === 0 ? EXIT_CODES.ok : EXIT_CODES.failed
 })
 
-function reliabilityDoc(table: string, command: string, durationMs: number, seconds: number): string {
+function reliabilityDoc(table: string, quorumTable: string, command: string, durationMs: number, seconds: number): string {
   return `# Reliability: FenceLock under faults
 
 Measured by \`${command}\` on ${new Date().toISOString().slice(0, 10)}, ${describeMachine()}; ${(seconds / 60).toFixed(1)} min in all.
 
 Each scenario runs twice, **fenced** (lock + \`fencedTransaction\`) and **lock-only** (the same
 lock, plain transactions), each run with 3 worker processes (3 concurrent clients each) running
-the demo shop's purchase and payment code against a \`redis-server\` the suite spawned for that run,
-a PostgreSQL schema of its own and a payment gateway process of its own (its ledger in that
-schema; the faults never touch it), for ${durationMs / 1000} s of faults. TTL 500 ms. Every cell reads
-\`fenced / lock-only\`. How the suite works, and what each column means: \`apps/chaos/README.md\`.
+the demo shop's purchase and payment code against a \`redis-server\` the suite spawned for that run
+(${QUORUM_NODES}, independent masters, for \`quorum\`), a PostgreSQL schema of its own and a payment gateway
+process of its own (its ledger in that schema; the faults never touch it), for ${durationMs / 1000} s of
+faults (more where a scenario needs it: ${longer()}). TTL ${TTL_MS} ms, wait ${WAIT_MS} ms.
+Every cell reads \`fenced / lock-only\`. How the suite works, and what each column means:
+\`apps/chaos/README.md\`.
 
 ${table}
 
 - **overlapping sections**: two holders of one lock inside their critical sections at once
   (CLOCK_MONOTONIC). The lock alone cannot prevent it under a pause; fencing makes it harmless.
+  **unwarned**: of those, the ones where the first holder had not yet been told its lock was lost
+  (the Locker's \`lost\` event, which aborts \`lock.signal\`) when the second entered: no holder
+  code could have stopped in time (its own process was paused, or the lock was taken from under it).
 - **stale writes accepted**: a committed write whose token is below one already committed on that
   row. **oversold / lost updates**: counted from the shop's database after the run.
 - **orders charged twice (gateway ledger)**: orders with more than one charge in the payment
@@ -104,6 +118,40 @@ ${table}
 - **recovery**: from the end of each fault to the next lock granted (any resource).
 - A scenario **fails** when fenced shows any violation (an order charged twice at the gateway
   included), when a pause or stall scenario shows no overlap with the lock alone (it would not
-  bite), or when the clock jump changes anything.
+  bite), when the clock jump changes anything, or, in quorum mode, when an acquire asked while a
+  majority of the nodes was down was granted, hung, failed without the lock's typed error, or took
+  longer than its wait plus ${OUTAGE_SLACK_MS} ms.
+${quorumTable === '' ? '' : quorumSection(quorumTable)}`
+}
+
+/** Scenarios whose runs are longer than the suite's duration, as `name ≥ N s`. */
+function longer(): string {
+  return SCENARIOS.filter((s) => s.minDurationMs !== undefined).map((s) => `\`${s.name}\` ≥ ${(s.minDurationMs as number) / 1000} s`).join(', ')
+}
+
+function quorumSection(quorumTable: string): string {
+  return `
+## Quorum mode: a majority of the nodes down
+
+The \`quorum\` scenario runs the workers' \`Locker\` over ${QUORUM_NODES} independent redis-servers (a majority of
+${Math.floor(QUORUM_NODES / 2) + 1} must grant), one ioredis client per node with ioredis's stock options. In turn: a majority down
+for wait + 2×TTL (part killed and part SIGSTOPped, then all SIGSTOPped, then all killed); then one node at
+a time killed (back, empty, after 1.5-3×TTL), restarted without persistence (aimed at a lock held on
+exactly a majority that includes it), SIGSTOPped for 1.5-3×TTL; and again.
+
+The table above counts its runs like any other. This one counts the acquires asked while the nodes
+were down for sure (from after the kill or SIGSTOP took effect to before they were brought back), by
+how each ended. With a majority down no lock may be granted, and every acquire must end with the
+lock's typed error (\`LockUnavailableError\`; \`LockTimeoutError\` when the node still up said the lock was
+held) within its wait (${WAIT_MS} ms) plus ${OUTAGE_SLACK_MS} ms, less the time its own process did not run (its event
+loop's stalls: no deadline fires in a process that does not run). "Granted after" are waits that
+outlasted the outage. The last column sorts the overlaps by how the first holder's lock was lost:
+**not-owner** is a lock taken from a running holder, its key gone from a majority (the aimed restart
+leaves a holder granted while another node was down with its key on one node only: the hole Redlock
+closes with delayed restarts), told at the watchdog's next renewal if the section lasts that long;
+**expired** is a lease that ran out before a renewal succeeded (a majority down, or a starved worker).
+Fencing makes both harmless. Every cell reads \`fenced / lock-only\` or \`fenced; lock-only\`.
+
+${quorumTable}
 `
 }

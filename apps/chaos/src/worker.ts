@@ -1,8 +1,8 @@
 /**
  * One chaos worker process, forked by the demo shop's Supervisor (it speaks the shop instance's
  * IPC protocol: `ready`, `external-call`, `shutdown`). It runs the shop's business code
- * (`ShopService`) in `lock` or `fenced` mode with its own Redis connection, Locker and Prisma
- * client, from a few concurrent clients, and records its history (see history.ts) to
+ * (`ShopService`) in `lock` or `fenced` mode with its own Redis connection (one per node in
+ * quorum mode: `CHAOS_REDIS_URLS`), Locker and Prisma client, from a few concurrent clients, and records its history (see history.ts) to
  * `<CHAOS_HISTORY_DIR>/<instance>.jsonl`. No HTTP: the faults are about the lock and the
  * database, and a server would only add latency between the fault and the write.
  *
@@ -17,7 +17,7 @@ import { httpGateway } from '@fencelock/demo-shop/payment-gateway'
 import { createProtection, fencedShopClient, shopStores } from '@fencelock/demo-shop/protection'
 import { lockPrefixOf } from '@fencelock/demo-shop/shop-keys'
 import { ShopService, type ShopObserver } from '@fencelock/demo-shop/shop-service'
-import { monoNow, Recorder } from './history.js'
+import { monoNow, Recorder, recordStalls } from './history.js'
 import { recordingProtection } from './recording-protection.js'
 
 const env = (name: string): string => {
@@ -42,12 +42,25 @@ async function main(): Promise<void> {
   const clients = Number(process.env.CHAOS_CLIENTS ?? 3)
   const block = process.env.CHAOS_BLOCK === '1'
   const recorder = new Recorder(env('CHAOS_HISTORY_DIR'), inst)
+  // When this process did not run (a busy machine): a deadline of the lock cannot fire then, so
+  // the checker does not count it against the lock.
+  const stopStalls = recordStalls(recorder, inst)
 
-  const redis = new Redis(env('CHAOS_REDIS_URL'), { maxRetriesPerRequest: 2 })
-  redis.on('error', () => {
-    // ioredis reconnects by itself (across a kill -9 of redis-server); the lock reports failures.
+  // Quorum mode (CHAOS_REDIS_URLS, one URL per independent master): one client per node, with
+  // ioredis's stock options (offline queue on, 20 retries per command), since the lock promises
+  // its deadlines whatever the client options. Else one client on CHAOS_REDIS_URL.
+  const quorumUrls = process.env.CHAOS_REDIS_URLS?.split(',').filter(Boolean)
+  const redisClients = quorumUrls === undefined ? [new Redis(env('CHAOS_REDIS_URL'), { maxRetriesPerRequest: 2 })] : quorumUrls.map((url) => new Redis(url))
+  for (const client of redisClients) {
+    client.on('error', () => {
+      // ioredis reconnects by itself (across a kill -9 of redis-server); the lock reports failures.
+    })
+  }
+  const lockOptions = { ttlMs, waitMs, prefix: lockPrefixOf(env('CHAOS_RUN_ID')) }
+  const locker = quorumUrls === undefined ? new Locker(redisClients[0] as Redis, lockOptions) : new Locker(redisClients, lockOptions)
+  locker.listen((event) => {
+    if (event.type === 'lost') recorder.record({ k: 'lost', inst, res: event.resource, token: String(event.token), reason: event.reason })
   })
-  const locker = new Locker(redis, { ttlMs, waitMs, prefix: lockPrefixOf(env('CHAOS_RUN_ID')) })
   const prisma = createPrisma({ connectionString: env('CHAOS_DB_URL'), schema }, clients + 1)
   const stores = shopStores(prisma, fencedShopClient(prisma), { maxWait: 15_000, timeout: 15_000 })
   const protection = recordingProtection(createProtection(mode, { stores, locker, ttlMs, waitMs }), recorder, inst, schema)
@@ -118,7 +131,8 @@ async function main(): Promise<void> {
     await Promise.race([Promise.all(loops), sleep(20_000)])
     await locker.close().catch(() => {})
     await prisma.$disconnect().catch(() => {})
-    redis.disconnect()
+    for (const client of redisClients) client.disconnect()
+    stopStalls()
     recorder.close()
     process.disconnect?.()
     process.exit(0)

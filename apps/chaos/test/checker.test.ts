@@ -118,6 +118,52 @@ describe('checkHistory', () => {
     expect(checkHistory([...grant('9007199254740994', 0), ...grant('9007199254740993', 2)]).nonIncreasingTokens).toHaveLength(1)
   })
 
+  it('finds a token that went back when the granting majority changed (quorum mode)', () => {
+    // Node A's counter ran ahead: grant 1 won on {A, B} took A's 1_000_500. Had it not been
+    // written back to a majority, grant 2, won on {B, C} after grant 1 was released, would mint
+    // B's or C's smaller counter. The checker knows nothing of nodes: the order of grants is enough.
+    const r = checkHistory([
+      { k: 'ask', inst: 'w1', res: 'product:a', ...clocks(0) },
+      { k: 'enter', inst: 'w1', res: 'product:a', token: '1000500', asked: 0, ...clocks(1) },
+      { k: 'exit', inst: 'w1', res: 'product:a', token: '1000500', ...clocks(5) },
+      { k: 'ask', inst: 'w2', res: 'product:a', ...clocks(6) },
+      { k: 'enter', inst: 'w2', res: 'product:a', token: '1000200', asked: 6, ...clocks(7) },
+      { k: 'exit', inst: 'w2', res: 'product:a', token: '1000200', ...clocks(9) },
+      // Another resource's smaller tokens are no inversion: tokens are ordered per resource.
+      enter('w3', 'product:b', 5, 8), exit('w3', 'product:b', 5, 10),
+    ])
+    expect(r.nonIncreasingTokens).toHaveLength(1)
+    expect(r.nonIncreasingTokens[0]).toMatchObject({ res: 'product:a', previous: { inst: 'w1', token: '1000500' }, next: { inst: 'w2', token: '1000200' } })
+    expect(r.safetyViolations).toBe(1)
+  })
+
+  it('finds a token that went back even while the two sections overlap (a lock taken from a live holder)', () => {
+    // A node restarted without persistence forgot w1's key; w2 won a majority while w1 was still
+    // inside, and its token is below w1's: an overlap and an inversion, both counted.
+    const r = checkHistory([
+      { k: 'enter', inst: 'w1', res: 'r', token: '900', asked: 0, ...clocks(1) },
+      { k: 'enter', inst: 'w2', res: 'r', token: '899', asked: 3, ...clocks(4) },
+      { k: 'exit', inst: 'w2', res: 'r', token: '899', ...clocks(6) },
+      { k: 'exit', inst: 'w1', res: 'r', token: '900', ...clocks(8) },
+    ])
+    expect(r.overlaps).toHaveLength(1)
+    expect(r.nonIncreasingTokens.map((n) => [n.previous.token, n.next.token])).toEqual([['900', '899']])
+  })
+
+  it('tells overlaps whose first holder was told its lock was lost before the second entered from the unwarned ones', () => {
+    const lost = (inst: string, token: number, mono: number): HistoryEvent => ({ k: 'lost', inst, res: 'r', token: String(token), reason: 'expired', ...clocks(mono) })
+    const r = checkHistory([
+      // Warned: w1 told at 4, w2 entered at 5.
+      enter('w1', 'r', 1, 0), lost('w1', 1, 4), enter('w2', 'r', 2, 5), exit('w2', 'r', 2, 6), exit('w1', 'r', 1, 7),
+      // Told only after w4 entered (a frozen process, or a lock taken from under its holder).
+      enter('w3', 'r', 3, 10), enter('w4', 'r', 4, 12), lost('w3', 3, 13), exit('w4', 'r', 4, 14), exit('w3', 'r', 3, 15),
+      // Never told.
+      enter('w5', 'r', 5, 20), enter('w6', 'r', 6, 21), exit('w6', 'r', 6, 22), exit('w5', 'r', 5, 23),
+    ])
+    expect(r.overlaps.map((o) => [o.first.inst, o.firstToldLostAt, o.firstLostReason])).toEqual([['w1', 4, 'expired'], ['w3', 13, 'expired'], ['w5', null, null]])
+    expect(r.unwarnedOverlaps).toBe(2)
+  })
+
   it('counts oversold units and lost updates from the database, orders charged twice from the gateway ledger', () => {
     const r = checkHistory(clean, { oversoldUnits: 2, lostUpdates: 3, doubleChargedOrders: 1, gatewayCharges: 5, payments: 4 })
     expect(r).toMatchObject({ oversoldUnits: 2, doubleChargedOrders: 1, lostUpdates: 3, safetyViolations: 6 })
@@ -132,5 +178,54 @@ describe('checkHistory', () => {
     const r = checkHistory([...clean, fault(1, 3), fault(11, 11.5), fault(25, 30)])
     expect(r.faults).toBe(3)
     expect(r.recoveryMs).toEqual([9, 0.5, null])
+  })
+})
+
+describe('acquires asked while a quorum was down', () => {
+  const ask = (inst: string, mono: number): HistoryEvent => ({ k: 'ask', inst, res: 'r', ...clocks(mono) })
+  const failed = (inst: string, asked: number, mono: number, error = 'LockUnavailableError'): HistoryEvent => ({ k: 'acquire-failed', inst, res: 'r', asked, error, ...clocks(mono) })
+  const granted = (inst: string, asked: number, mono: number, token: number): HistoryEvent => ({ k: 'enter', inst, res: 'r', token: String(token), asked, ...clocks(mono) })
+  const down = (kind: string, quorumDown: 'minority' | 'majority', start: number, end: number): HistoryEvent => ({ k: 'fault', kind, start, end, quorumDown, ...clocks(end) })
+  const stall = (inst: string, start: number, end: number): HistoryEvent => ({ k: 'stall', inst, start, end, ...clocks(end) })
+
+  it('sorts each ask made while a majority was down by how it ended', () => {
+    const r = checkHistory([
+      down('majority-kill', 'majority', 100, 3_100),
+      ask('w1', 110), failed('w1', 110, 2_110),
+      // Granted while two of three nodes were down: impossible for a correct lock.
+      ask('w2', 120), granted('w2', 120, 150, 7),
+      // A wait that outlasted the outage.
+      ask('w3', 130), granted('w3', 130, 3_200, 8),
+      // Never ended: a hang.
+      ask('w4', 140),
+      ask('w5', 150), failed('w5', 150, 200, 'TypeError'),
+      // Asked before and after the window: not counted.
+      ask('w6', 90), failed('w6', 90, 2_090),
+      ask('w7', 3_150), granted('w7', 3_150, 3_160, 9),
+    ])
+    const m = r.majorityDown
+    expect(m).toMatchObject({ windows: 1, asked: 5, grantedAfter: 1, failed: { LockUnavailableError: 1, TypeError: 1 } })
+    expect(m.grantedDuring).toEqual([{ inst: 'w2', res: 'r', token: '7', asked: 120, enter: 150, windowEnd: 3_100 }])
+    expect(m.unresolved.map((a) => a.inst)).toEqual(['w4'])
+    expect(m.slowest).toMatchObject({ inst: 'w3', ms: 3_070, stalledMs: 0, outcome: 'granted' })
+    expect(r.minorityDown).toMatchObject({ windows: 0, asked: 0 })
+  })
+
+  it("judges the slowest less the time its own process did not run, and keeps minority windows apart", () => {
+    const r = checkHistory([
+      down('majority-sigstop', 'majority', 0, 3_000),
+      // 2 500 ms, of which 600 ms its process did not run: 1 900 ms of the lock's.
+      ask('w1', 10), stall('w1', 500, 1_100), stall('w2', 0, 2_000), failed('w1', 10, 2_510),
+      // 2 130 ms, all of it running: the slowest.
+      ask('w2', 2_100), failed('w2', 2_100, 4_230),
+      down('node-kill', 'minority', 5_000, 6_000),
+      ask('w1', 5_500), granted('w1', 5_500, 5_520, 3),
+      // A fault of a single Redis (no quorumDown) is neither.
+      { k: 'fault', kind: 'redis-kill-9', start: 7_000, end: 7_100, ...clocks(7_100) },
+      ask('w1', 7_050), failed('w1', 7_050, 9_050),
+    ])
+    expect(r.majorityDown.slowest).toMatchObject({ inst: 'w2', ms: 2_130, stalledMs: 0 })
+    expect(r.majorityDown.asked).toBe(2)
+    expect(r.minorityDown).toMatchObject({ windows: 1, asked: 1, grantedDuring: [{ inst: 'w1', token: '3' }] })
   })
 })

@@ -2,26 +2,49 @@
  * The CI version of `npm run chaos`: every scenario, fenced and lock-only, with short runs, held
  * to the same acceptance (see `verdict` in src/scenarios.ts), and no process left behind.
  */
-import { execFileSync } from 'node:child_process'
+import { execFileSync, spawn } from 'node:child_process'
+import { randomUUID } from 'node:crypto'
 import { fileURLToPath } from 'node:url'
 import { describe, expect, it } from 'vitest'
-import { formatTable } from '../src/reliability-report.js'
+import { formatQuorumTable, formatTable } from '../src/reliability-report.js'
 import { runSuite } from '../src/suite.js'
 
-/** PIDs of processes whose command line contains `text` (pgrep exits 1 when there are none). */
+/**
+ * PIDs of processes whose command line contains `text`. pgrep exits 1 when there are none; any
+ * other failure (pgrep missing, exit 2 or 3) throws, so it never passes for "no process left".
+ */
 function pgrep(text: string): number[] {
   try {
     return execFileSync('pgrep', ['-f', text], { encoding: 'utf8' }).trim().split('\n').filter(Boolean).map(Number)
-  } catch {
-    return []
+  } catch (error) {
+    if ((error as { status?: unknown }).status === 1) return []
+    throw new Error(`pgrep -f could not run (${(error as Error).message}): install Debian's procps (npm test does: scripts/ensure-system.mjs)`, { cause: error })
   }
 }
 
+describe('pgrep, which the suite counts leftover processes with', () => {
+  it('control: finds a process by its command line, and nothing for a text no process has', async () => {
+    const marker = `chaos-pgrep-control-${randomUUID()}`
+    const child = spawn(process.execPath, ['-e', 'setTimeout(() => {}, 30_000)', marker], { stdio: 'ignore' })
+    try {
+      await new Promise<void>((resolve, reject) => {
+        child.once('spawn', () => resolve())
+        child.once('error', reject)
+      })
+      expect(pgrep(marker)).toEqual([child.pid])
+    } finally {
+      child.kill('SIGKILL')
+    }
+    expect(pgrep(randomUUID())).toEqual([])
+  })
+})
+
 describe('chaos suite (short)', () => {
-  it('fenced: no stale write, oversell, order charged twice (gateway ledger) or lost update; lock-only bites under pauses and stalls; no process left', async () => {
+  it('fenced: no stale write, oversell, order charged twice (gateway ledger) or lost update; lock-only bites under pauses and stalls; a quorum with a majority down refuses in time; no process left', async () => {
     const began = performance.now()
     const outcomes = await runSuite({ durationMs: Number(process.env.CHAOS_CI_DURATION_MS ?? 5_000) })
     console.log(formatTable(outcomes))
+    console.log(formatQuorumTable(outcomes))
     console.log(`chaos CI run: ${((performance.now() - began) / 1000).toFixed(0)} s`)
     expect(outcomes.map((o) => ({ scenario: o.scenario.name, problems: o.problems }))).toEqual(
       outcomes.map((o) => ({ scenario: o.scenario.name, problems: [] })),

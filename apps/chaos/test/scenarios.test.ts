@@ -1,0 +1,60 @@
+import { describe, expect, it } from 'vitest'
+import { checkHistory } from '../src/checker.js'
+import type { HistoryEvent } from '../src/history.js'
+import { OUTAGE_SLACK_MS, SCENARIOS, verdict, WAIT_MS, type RunResult } from '../src/scenarios.js'
+
+// The quorum scenario's acceptance, on hand-made histories: a majority down must refuse every
+// acquire with a typed error, in time, and grant nothing.
+const clocks = (mono: number) => ({ mono, perf: mono, origin: 0, wall: 1_700_000_000_000 + mono })
+const quorum = SCENARIOS.find((s) => s.name === 'quorum')
+if (quorum === undefined) throw new Error('no quorum scenario')
+
+/** A run in `mode` whose history has a few grants, a majority down from 1 000 to 4 000, and `during`. */
+function run(mode: 'fenced' | 'lock', during: HistoryEvent[]): RunResult {
+  const events: HistoryEvent[] = [
+    { k: 'enter', inst: 'w1', res: 'r', token: '1', asked: 0, ...clocks(1) },
+    { k: 'exit', inst: 'w1', res: 'r', token: '1', ...clocks(2) },
+    { k: 'fault', kind: 'node-kill', quorumDown: 'minority', start: 10, end: 20, ...clocks(20) },
+    { k: 'fault', kind: 'majority-sigstop', quorumDown: 'majority', start: 1_000, end: 4_000, ...clocks(4_000) },
+    ...during,
+    { k: 'enter', inst: 'w1', res: 'r', token: '5', asked: 5_000, ...clocks(5_001) },
+    { k: 'exit', inst: 'w1', res: 'r', token: '5', ...clocks(5_002) },
+  ]
+  events.sort((a, b) => a.mono - b.mono)
+  return { scenario: 'quorum', mode, check: checkHistory(events), faultKinds: {}, seconds: 1 }
+}
+const ask = (inst: string, mono: number): HistoryEvent => ({ k: 'ask', inst, res: 'r', ...clocks(mono) })
+const failed = (inst: string, asked: number, mono: number, error = 'LockUnavailableError'): HistoryEvent => ({ k: 'acquire-failed', inst, res: 'r', asked, error, ...clocks(mono) })
+const refusedInTime = [ask('w2', 1_100), failed('w2', 1_100, 1_100 + WAIT_MS + 5), ask('w3', 1_200), failed('w3', 1_200, 1_200 + WAIT_MS, 'LockTimeoutError')]
+
+describe('verdict of the quorum scenario', () => {
+  it('passes acquires refused with typed errors within their wait', () => {
+    expect(verdict(quorum, run('fenced', refusedInTime), run('lock', refusedInTime))).toEqual([])
+  })
+
+  it('fails a lock granted while a majority was down', () => {
+    const granted = [...refusedInTime, ask('w4', 1_300), { k: 'enter', inst: 'w4', res: 'r', token: '3', asked: 1_300, ...clocks(1_320) } as HistoryEvent]
+    expect(verdict(quorum, run('fenced', granted), run('lock', refusedInTime))).toEqual(['fenced: 1 locks granted while a majority was down'])
+  })
+
+  it('fails an acquire that ends with an untyped error, or never ends', () => {
+    const problems = verdict(quorum, run('fenced', [...refusedInTime, ask('w4', 1_300), failed('w4', 1_300, 1_310, 'TypeError')]), run('lock', [...refusedInTime, ask('w5', 1_400)]))
+    expect(problems).toHaveLength(2)
+    expect(problems[0]).toMatch(/^fenced: acquires failed without the lock's typed error/)
+    expect(problems[1]).toBe('lock: 1 acquires asked while a majority was down never ended')
+  })
+
+  it('fails an acquire past its wait, not counting the time its own process did not run', () => {
+    const late = WAIT_MS + OUTAGE_SLACK_MS + 100
+    const slow = [ask('w4', 1_300), failed('w4', 1_300, 1_300 + late)]
+    const starved = [...slow, { k: 'stall', inst: 'w4', start: 1_500, end: 1_700, ...clocks(1_700) } as HistoryEvent]
+    expect(verdict(quorum, run('fenced', slow), run('lock', starved))).toEqual([
+      `fenced: an acquire asked while a majority was down took ${late} ms, ${late} ms while its process ran (LockUnavailableError; wait ${WAIT_MS} ms)`,
+    ])
+  })
+
+  it('fails a run in which no majority was ever down', () => {
+    const none: RunResult = { scenario: 'quorum', mode: 'lock', check: checkHistory([{ k: 'enter', inst: 'w1', res: 'r', token: '1', ...clocks(1) }, { k: 'fault', kind: 'node-kill', quorumDown: 'minority', start: 0, end: 1, ...clocks(1) }]), faultKinds: {}, seconds: 1 }
+    expect(verdict(quorum, run('fenced', refusedInTime), none)).toEqual(['lock: no majority of the quorum was ever down'])
+  })
+})
