@@ -18,7 +18,7 @@ import {
   type TryAcquireOptions,
   type UsingOptions,
 } from './options.js'
-import { QuorumBackend } from './quorum-backend.js'
+import { QuorumBackend, type QuorumBackendOptions } from './quorum-backend.js'
 import { RedisBackend, type RedisBackendOptions, type RedisClient } from './redis-backend.js'
 import { WaitQueues, type Attempt, type WaitHost } from './wait-queue.js'
 
@@ -71,6 +71,7 @@ export class Locker {
     // try at least every 1.2 × pollMs (the safety poll), so a live one always renews it in time.
     const queueLeaseMs = 3 * o.pollMs + o.commandTimeoutMs
     const backendOptions: RedisBackendOptions = { prefix: o.prefix, commandTimeoutMs: o.commandTimeoutMs, fenceTtlMs: o.fenceTtlMs, handoffMs: o.handoffMs, queueLeaseMs }
+    const quorumOptions: QuorumBackendOptions = { ...backendOptions, nodeRestartDelayMs: o.nodeRestartDelayMs }
     const listener: BackendListener = {
       released: (resource, handedTo, handoffMs, next) => {
         const me = this.#backend.lockerId
@@ -81,7 +82,7 @@ export class Locker {
       reconnected: () => this.#queues.wakeAll(),
     }
     this.#backend = isClientList(clients)
-      ? new QuorumBackend(clients, backendOptions, this.#deadlines, listener)
+      ? new QuorumBackend(clients, quorumOptions, this.#deadlines, listener)
       : new RedisBackend(clients, backendOptions, this.#deadlines, listener)
     const listeners = this.#listeners
     const emit = this.#emit

@@ -60,6 +60,15 @@ export interface LockerOptions {
    * waited longest, which gets this long to take it before anyone may; 1 ms to 60 s. Default 500.
    */
   handoffMs?: number
+  /**
+   * Quorum mode only: a node whose connection comes back after it restarted less than this long
+   * ago (its `INFO server` uptime) does not count toward the majority of an acquire until it has
+   * been up this long — a delayed restart, done by the client. A node that restarted without
+   * persistence has lost the keys of the locks held on it, so with it a second holder could win a
+   * majority while the first still holds the lock. 0 (off) to 24 h. Default: the Locker's `ttlMs`;
+   * set it to the longest lease any process takes on these nodes.
+   */
+  nodeRestartDelayMs?: number
   /** Receives typed events (acquired, contended, timeout, ...). Exceptions it throws are ignored. */
   onEvent?: (event: LockEvent) => void
 }
@@ -99,6 +108,8 @@ export interface ResolvedLockerOptions {
   readonly pollMs: number
   readonly fenceTtlMs: number
   readonly handoffMs: number
+  /** Quorum mode's delayed restart, ms (see LockerOptions); the Locker's ttlMs unless given. */
+  readonly nodeRestartDelayMs: number
   readonly onEvent: ((event: LockEvent) => void) | undefined
 }
 
@@ -184,6 +195,7 @@ export function resolveLockerOptions(options: unknown, ttlFloor: TtlFloor = SING
     pollMs: checkInteger('pollMs', or(o.pollMs, LOCK_DEFAULTS.pollMs), 10, 60_000),
     fenceTtlMs: checkInteger('fenceTtlMs', or(o.fenceTtlMs, LOCK_DEFAULTS.fenceTtlMs), 1_000, 30 * MAX_DURATION_MS),
     handoffMs: checkInteger('handoffMs', or(o.handoffMs, LOCK_DEFAULTS.handoffMs), 1, 60_000),
+    nodeRestartDelayMs: checkInteger('nodeRestartDelayMs', or(o.nodeRestartDelayMs, ttlMs), 0, MAX_DURATION_MS),
     onEvent: o.onEvent as ResolvedLockerOptions['onEvent'],
   }
 }

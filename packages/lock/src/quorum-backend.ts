@@ -59,6 +59,15 @@ interface QuorumClock {
   answeredAt: number
 }
 
+/** What the quorum backend needs to know: the single-node options, and the delayed restart. */
+export interface QuorumBackendOptions extends RedisBackendOptions {
+  /**
+   * A node whose connection comes back after it restarted less than this long ago does not count
+   * toward an acquire's majority until it has been up this long (0: off). See LockerOptions.
+   */
+  readonly nodeRestartDelayMs: number
+}
+
 /** One node of the quorum: its single-node backend, and whether a call to it is worth sending. */
 class QuorumNode {
   /** Calls sent to the node through this backend that have not settled yet. */
@@ -79,8 +88,17 @@ class QuorumNode {
     this.#down = true
     for (const giveUp of [...this.#onDown]) giveUp()
   }
+  /** The client has been connected before: a `ready` now is a reconnection. */
+  #connected = false
+  /**
+   * performance.now() until which the node takes no part in acquires: it restarted (maybe
+   * without its data) less than the delayed restart ago. Infinity while its uptime is being read.
+   */
+  #youngUntil = 0
   readonly #ready = (): void => {
     this.#down = false
+    if (this.#connected && this.restartDelayMs > 0) this.#checkRestart()
+    this.#connected = true
   }
 
   constructor(
@@ -88,7 +106,9 @@ class QuorumNode {
     readonly backend: RedisBackend,
     readonly client: RedisClient,
     readonly clock: QuorumClock,
+    readonly restartDelayMs: number,
   ) {
+    this.#connected = (client as { status?: unknown }).status === 'ready'
     // A client that emits no events still works: its calls then end by their deadlines.
     if (typeof (client as Partial<RedisClient>).on === 'function') {
       client.on('close', this.#closed)
@@ -150,6 +170,39 @@ class QuorumNode {
     return this.#down || this.backend.disconnected
   }
 
+  /** Usable, and not within the delayed restart: it may count toward an acquire's majority. */
+  get grants(): boolean {
+    return this.usable && performance.now() >= this.#youngUntil
+  }
+
+  /** Within the delayed restart after a restart seen on reconnection: ms left, else 0. */
+  get youngForMs(): number {
+    return Math.max(0, this.#youngUntil - performance.now())
+  }
+
+  /**
+   * The connection came back: if the node restarted less than the delayed restart ago (it may
+   * have lost the keys of locks still held), it sits out acquires until it has been up that long.
+   * Until its uptime is known it sits out; if it cannot be read, for the whole delay.
+   */
+  #checkRestart(): void {
+    this.#youngUntil = Number.POSITIVE_INFINITY
+    const asked = performance.now()
+    const fallback = (): void => {
+      this.#youngUntil = asked + this.restartDelayMs
+    }
+    const info = (this.client as { info?: (section: string) => Promise<string> }).info
+    if (typeof info !== 'function') return fallback()
+    info
+      .call(this.client, 'server')
+      .then((text) => {
+        const uptime = /^uptime_in_seconds:(\d+)/m.exec(text)
+        if (!uptime) return fallback()
+        const upMs = Number(uptime[1]) * 1000
+        this.#youngUntil = upMs >= this.restartDelayMs ? 0 : asked + this.restartDelayMs - upMs
+      }, fallback)
+  }
+
   #answered(): void {
     this.#failing = false
     this.#answeredAt = performance.now()
@@ -167,7 +220,12 @@ class QuorumNode {
 
 /** Why a node was not asked. */
 function skipped(node: QuorumNode): Error {
-  return new Error(`node ${node.index} was not asked: ${node.connectionDown ? 'its connection is down' : 'it has not answered its last calls'}`)
+  const why = node.connectionDown
+    ? 'its connection is down'
+    : node.usable
+      ? `it restarted lately and sits out acquires for ${Math.round(node.youngForMs)} ms more (nodeRestartDelayMs)`
+      : 'it has not answered its last calls'
+  return new Error(`node ${node.index} was not asked: ${why}`)
 }
 
 /** Many nodes' errors as one, naming how many failed and the first reason. */
@@ -196,12 +254,12 @@ export class QuorumBackend implements LockBackend {
    * @param clients one ioredis client per node (3 or more, checked by the Locker); never closed here.
    * @param listener gets the release messages of every node.
    */
-  constructor(clients: readonly RedisClient[], options: RedisBackendOptions, deadlines: Deadlines, listener: BackendListener) {
+  constructor(clients: readonly RedisClient[], options: QuorumBackendOptions, deadlines: Deadlines, listener: BackendListener) {
     // Names this locker in every node's queues and release messages. Not a secret.
     this.lockerId = options.lockerId ?? newOwnerId().slice(0, 16)
     const nodeOptions = { ...options, lockerId: this.lockerId }
     const clock: QuorumClock = { answeredAt: 0 }
-    this.#nodes = clients.map((client, i) => new QuorumNode(i, new RedisBackend(client, nodeOptions, deadlines, listener), client, clock))
+    this.#nodes = clients.map((client, i) => new QuorumNode(i, new RedisBackend(client, nodeOptions, deadlines, listener), client, clock, options.nodeRestartDelayMs))
     this.#quorum = majorityOf(clients.length)
     this.#options = options
   }
@@ -217,9 +275,9 @@ export class QuorumBackend implements LockBackend {
     const q = this.#quorum
     const validMs = request.ttlMs - clockDriftMs(request.ttlMs)
     const validUntil = request.sentAt + validMs
-    const asked = nodes.filter((node) => node.usable)
+    const asked = nodes.filter((node) => node.grants)
     if (asked.length < q) {
-      const errors = nodes.filter((node) => !node.usable).map(skipped)
+      const errors = nodes.filter((node) => !node.grants).map(skipped)
       return Promise.resolve({ granted: false, error: nodesFailed('no majority of the nodes can be asked', errors, n), cut: false })
     }
     if (validMs <= 0) {
@@ -253,7 +311,7 @@ export class QuorumBackend implements LockBackend {
     const maxMs = Math.min(validMs, request.waitUntil === undefined ? Number.POSITIVE_INFINITY : Math.max(floorMs, request.waitUntil - request.sentAt))
     return new Promise<AcquireOutcome>((resolve) => {
       const grants: NodeGrant[] = []
-      const errors: Error[] = nodes.filter((node) => !node.usable).map(skipped)
+      const errors: Error[] = nodes.filter((node) => !node.grants).map(skipped)
       let cutErrors = 0
       let holderTtlMs = -1
       /** Nodes asked that have not answered yet. */

@@ -89,6 +89,7 @@ const CONSTRUCTOR_CASES: (readonly [label: string, field: string, options: unkno
   ...[9, 60_001, 1.5, Number.NaN, '100'].map((v) => [`pollMs ${show(v)}`, 'pollMs', { pollMs: v }] as const),
   ...[999, 30 * MAX_DURATION_MS + 1, Number.NaN].map((v) => [`fenceTtlMs ${show(v)}`, 'fenceTtlMs', { fenceTtlMs: v }] as const),
   ...[0, 60_001, 1.5, Number.NaN, null, '500'].map((v) => [`handoffMs ${show(v)}`, 'handoffMs', { handoffMs: v }] as const),
+  ...[-1, 86_400_001, 1.5, Number.NaN, null, '500'].map((v) => [`nodeRestartDelayMs ${show(v)}`, 'nodeRestartDelayMs', { nodeRestartDelayMs: v }] as const),
 ]
 
 /** Runs `call` and returns the InvalidLockOptionError it threw or rejected with. */
@@ -281,8 +282,9 @@ describe('defaults', () => {
     expect(Object.isFrozen(LOCK_DEFAULTS)).toBe(true)
     expect(LOCK_DEFAULTS).toEqual({ ttlMs: 30_000, waitMs: 10_000, prefix: 'fencelock:', commandTimeoutMs: 2_000, pollMs: 1_000, fenceTtlMs: 86_400_000, handoffMs: 500 })
     const { client } = recordingClient()
-    expect(new Locker(client).options).toEqual({ ...LOCK_DEFAULTS })
-    expect(new Locker(client, { ttlMs: 500, prefix: 'x:' }).options).toEqual({ ...LOCK_DEFAULTS, ttlMs: 500, prefix: 'x:' })
+    // nodeRestartDelayMs (quorum mode) defaults to the Locker's ttlMs.
+    expect(new Locker(client).options).toEqual({ ...LOCK_DEFAULTS, nodeRestartDelayMs: LOCK_DEFAULTS.ttlMs })
+    expect(new Locker(client, { ttlMs: 500, prefix: 'x:' }).options).toEqual({ ...LOCK_DEFAULTS, ttlMs: 500, prefix: 'x:', nodeRestartDelayMs: 500 })
     expect(MAX_DURATION_MS).toBe(24 * 3600 * 1000)
     expect(MAX_RESOURCE_BYTES).toBe(1024)
   })

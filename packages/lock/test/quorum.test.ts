@@ -180,7 +180,8 @@ describe('quorum mode: tokens strictly increase across changing majorities', () 
     const servers = await Promise.all([0, 1, 2].map(() => startRedisServer()))
     const admins = servers.map((s) => connect({ port: s.port }))
     for (const [i, a] of admins.entries()) await ready(a, servers[i]!.url)
-    const locker = makeLocker(servers.map((s) => connect({ port: s.port })), { commandTimeoutMs: 300 })
+    // About tokens, not the delayed restart (tested below): the restarted node may grant at once.
+    const locker = makeLocker(servers.map((s) => connect({ port: s.port })), { commandTimeoutMs: 300, nodeRestartDelayMs: 0 })
     const r = unique('q-amnesia')
     const naive = unique('q-amnesia-naive')
     for (const resource of [r, naive]) await admins[0]!.set(keysOf(resource).fence, FAR_AHEAD.toString())
@@ -207,6 +208,39 @@ describe('quorum mode: tokens strictly increase across changing majorities', () 
     expect(await fenceOf(1, r)).toBeGreaterThanOrEqual(second.token)
     // Without the second phase, {B, C} would give a clock seed: far below the earlier token.
     expect(await naiveGrant(naive, [1, 2], admins)).toBeLessThan(naiveFirst)
+    await Promise.all(servers.map((s) => s.dispose()))
+  })
+
+  it('a node that restarted under a held lock sits out acquires for nodeRestartDelayMs: no second holder; with 0, a second holder wins a majority', async () => {
+    const servers = await Promise.all([0, 1, 2].map(() => startRedisServer()))
+    const admins = servers.map((s) => connect({ port: s.port }))
+    for (const [i, a] of admins.entries()) await ready(a, servers[i]!.url)
+    /** Whether a contender got the lock while the holder (on A and B, B then restarted) still held it. */
+    const secondHolder = async (nodeRestartDelayMs: number): Promise<boolean> => {
+      const r = unique('q-restarted')
+      const options = { ttlMs: 5_000, commandTimeoutMs: 300, nodeRestartDelayMs }
+      const holderClients = servers.map((s) => connect({ port: s.port }))
+      const contenderClients = servers.map((s) => connect({ port: s.port }))
+      for (const c of [...holderClients, ...contenderClients]) await ready(c, 'a node')
+      const holder = makeLocker(holderClients, options)
+      const contender = makeLocker(contenderClients, options)
+      holderClients[2]!.disconnect() // the holder cannot reach C: its key is on A and B only
+      const lock = await holder.acquire(r)
+      await servers[1]!.restart() // B forgets the holder's key
+      await waitUntil(() => contenderClients[1]!.status === 'ready', { what: 'the contender reconnected to B' })
+      await sleep(50) // its uptime read
+      const { value, error } = await settle(contender.acquire(r, { waitMs: 300 }))
+      expect(lock.isHeld()).toBe(true)
+      await lock.release()
+      if (value) {
+        await value.release()
+        return true
+      }
+      expect(error).toBeInstanceOf(LockTimeoutError)
+      return false
+    }
+    expect(await secondHolder(0)).toBe(true) // the hole: {B, C} is a majority
+    expect(await secondHolder(5_000)).toBe(false)
     await Promise.all(servers.map((s) => s.dispose()))
   })
 
@@ -407,25 +441,26 @@ describe('quorum mode: waiting', () => {
 
   it('the fair queue holds across Lockers: 8 Lockers looping on one key are served in turn, none waits past 1.5× the fair wait', async () => {
     // As the single-node test of the queue (queue.test.ts), over three nodes: every node's queue
-    // orders the lockers by the ticket of their first try, so a release hands the lock to the
-    // same locker on every node.
+    // orders the lockers by the ticket of their wait, so a release hands the lock to the same
+    // locker on every node. The fair wait is measured, not assumed: the back of the queue waits
+    // for the n − 1 lockers before it, each a hold plus a hand-off (longer on a loaded machine).
     const n = 8
     const holdMs = 150
     const lockers = Array.from({ length: n }, () => nodes.locker({ pollMs: 300, commandTimeoutMs: 500 }))
     for (const locker of lockers) await (await locker.acquire(unique('q-warm'))).release()
     const r = unique('q-fair')
-    const fairWaitMs = (n - 1) * holdMs
     const grants = lockers.map(() => 0)
     const failures: unknown[] = []
     let longestWaitMs = 0
-    const until = performance.now() + 4_000
+    const start = performance.now()
+    const until = start + 4_000
     await Promise.all(
       lockers.map(async (locker, i) => {
         while (performance.now() < until) {
-          const start = performance.now()
+          const asked = performance.now()
           try {
-            const lock = await locker.acquire(r, { ttlMs: 5_000, waitMs: 2 * fairWaitMs + 1_000 })
-            longestWaitMs = Math.max(longestWaitMs, performance.now() - start)
+            const lock = await locker.acquire(r, { ttlMs: 5_000, waitMs: 15_000 })
+            longestWaitMs = Math.max(longestWaitMs, performance.now() - asked)
             grants[i]!++
             await sleep(holdMs)
             await lock.release()
@@ -435,8 +470,10 @@ describe('quorum mode: waiting', () => {
         }
       }),
     )
+    const cycleMs = (performance.now() - start) / grants.reduce((a, b) => a + b, 0)
     expect({ failures, neverServed: grants.filter((g) => g === 0).length }).toEqual({ failures: [], neverServed: 0 })
-    expect(longestWaitMs).toBeLessThanOrEqual(1.5 * fairWaitMs)
+    expect(cycleMs).toBeGreaterThanOrEqual(holdMs)
+    expect(longestWaitMs).toBeLessThanOrEqual(1.5 * (n - 1) * cycleMs)
   })
 
   it('close() leaves the queue on every node', async () => {
