@@ -45,11 +45,12 @@ export function majorityOf(n: number): number {
 
 /**
  * A node whose calls in flight have had no answer for this long while other nodes answered is
- * stalled (SIGSTOP, a partition): it is sent no more calls until one answers or misses its
+ * stalled (SIGSTOP, a partition): it is sent no more acquires until one answers or misses its
  * deadline, so calls do not pile up for it meanwhile. Relative to the other nodes' answers, so a
- * pause of our own event loop (every reply waits unread) stalls no node.
+ * pause of our own event loop (every reply waits unread) stalls no node; long enough that a node
+ * merely starved of CPU for a moment on a busy machine is not taken for one.
  */
-const STALL_MS = 50
+const STALL_MS = 200
 
 /** Tickets a backend keeps (resources its locker waits for); past this it starts over. */
 const TICKETS_KEPT = 1_024
@@ -117,16 +118,23 @@ class QuorumNode {
   }
 
   /**
-   * Not while the client says its connection is down (a call would wait in the offline queue,
-   * and calls would pile up there for as long as the node stays down). While the node is failing
-   * or stalled (connected, but nothing answers), no call while one is in flight: its answer, or
-   * its deadline and then a probe, tells when the node is back.
+   * Whether a call is worth sending: not while the client says its connection is down (a call
+   * would wait in the offline queue, and calls would pile up there for as long as the node stays
+   * down), nor while its last call failed or missed its deadline and another is in flight (one
+   * call at a time, a probe, until one answers). Releases, renewals and the second phase go to
+   * every reachable node: each follows an acquire sent to it, so they are bounded as those are.
+   */
+  get reachable(): boolean {
+    return !this.#down && !this.backend.disconnected && !(this.#failing && this.#inflight > 0)
+  }
+
+  /**
+   * Reachable, and not stalled: its calls in flight have had answers lately, or the other nodes
+   * have not answered either. New acquires go only to such nodes.
    */
   get usable(): boolean {
-    if (this.#down || this.backend.disconnected) return false
-    if (this.#inflight === 0) return true
-    if (this.#failing) return false
-    return this.clock.answeredAt - Math.max(this.#answeredAt, this.#busySince) <= STALL_MS
+    if (!this.reachable) return false
+    return this.#inflight === 0 || this.clock.answeredAt - Math.max(this.#answeredAt, this.#busySince) <= STALL_MS
   }
 
   /**
@@ -222,9 +230,11 @@ class QuorumNode {
 function skipped(node: QuorumNode): Error {
   const why = node.connectionDown
     ? 'its connection is down'
-    : node.usable
-      ? `it restarted lately and sits out acquires for ${Math.round(node.youngForMs)} ms more (nodeRestartDelayMs)`
-      : 'it has not answered its last calls'
+    : !node.reachable
+      ? 'its last call failed and a probe is in flight'
+      : node.usable
+        ? `it restarted lately and sits out acquires for ${Math.round(node.youngForMs)} ms more (nodeRestartDelayMs)`
+        : 'its calls in flight have not been answered lately while other nodes answered'
   return new Error(`node ${node.index} was not asked: ${why}`)
 }
 
@@ -400,7 +410,7 @@ export class QuorumBackend implements LockBackend {
     for (const g of grants) if (g.token === token) knowing.add(g.node)
     const needed = this.#quorum - knowing.size
     if (needed <= 0) return Promise.resolve(token)
-    const targets = this.#nodes.filter((node) => !knowing.has(node) && node.usable)
+    const targets = this.#nodes.filter((node) => !knowing.has(node) && node.reachable)
     if (targets.length < needed) {
       return Promise.reject(new Error(`the token could not be made known to a majority: ${knowing.size + targets.length} of ${this.#nodes.length} nodes can be asked`))
     }
@@ -432,8 +442,8 @@ export class QuorumBackend implements LockBackend {
     const n = nodes.length
     const q = this.#quorum
     const validUntil = sentAt + ttlMs - clockDriftMs(ttlMs)
-    const asked = nodes.filter((node) => node.usable)
-    const errors: Error[] = nodes.filter((node) => !node.usable).map(skipped)
+    const asked = nodes.filter((node) => node.reachable)
+    const errors: Error[] = nodes.filter((node) => !node.reachable).map(skipped)
     if (asked.length < q) return Promise.reject(nodesFailed('no majority of the nodes can be asked', errors, n))
     return new Promise((resolve, reject) => {
       let extended = 0
@@ -473,16 +483,16 @@ export class QuorumBackend implements LockBackend {
   }
 
   /**
-   * On every node that can be asked (a node whose connection is down keeps our key until its TTL
-   * runs out). Freed when a majority freed it; otherwise not ours, or unknown when fewer than a
+   * On every reachable node (a node whose connection is down, or that is failing, keeps our key
+   * until its TTL runs out). Freed when a majority freed it; otherwise not ours, or unknown when fewer than a
    * majority answered.
    */
   release(resource: LockResource, ownerId: string): Promise<ReleaseOutcome> {
     const nodes = this.#nodes
     const n = nodes.length
     const q = this.#quorum
-    const asked = nodes.filter((node) => node.usable)
-    const errors: Error[] = nodes.filter((node) => !node.usable).map(skipped)
+    const asked = nodes.filter((node) => node.reachable)
+    const errors: Error[] = nodes.filter((node) => !node.reachable).map(skipped)
     return new Promise((resolve, reject) => {
       const freed: ReleaseOutcome[] = []
       let notOurs = 0
@@ -523,7 +533,7 @@ export class QuorumBackend implements LockBackend {
 
   /** Subscribes on every node that can be asked; resolves once a majority (or all asked) confirmed. */
   subscribe(resource: LockResource): Promise<void> {
-    const asked = this.#nodes.filter((node) => node.usable)
+    const asked = this.#nodes.filter((node) => node.reachable)
     const want = Math.min(this.#quorum, asked.length)
     return new Promise((resolve, reject) => {
       let ok = 0
