@@ -1,6 +1,7 @@
 // The lock implementations `npm run bench:lock` compares, in one registry. Each runs in its own
-// child process, set up the same way: one ioredis connection (created by the harness), the
-// library at its defaults unless a note below says otherwise.
+// child process, set up the same way: one ioredis connection per redis-server (created by the
+// harness, default options), the library at its defaults unless a note below says otherwise.
+// The quorum scenarios run on N redis-servers, one connection to each.
 //
 // Adding a contender (e.g. "ours with metrics" for issue 4): append an entry to CONTENDERS, or
 // keep it in its own module that exports `contenders: LockContender[]` and pass that module with
@@ -12,14 +13,30 @@ import { pathToFileURL } from 'node:url'
 import { resolve } from 'node:path'
 import { LOCK_SCRIPTS, Locker, resourceKeys } from '@fencelock/lock'
 import type { Redis } from 'ioredis'
-import { Mutex } from 'redis-semaphore'
+import { Mutex, RedlockMutex } from 'redis-semaphore'
 import Redlock from 'redlock'
 
 /**
- * `uncontended`: each worker its own key. `contended`: 20 workers, one key, 1 ms holds.
- * `fair`: 18 workers, one key, 400 ms holds, 15 s waits: is everyone served in turn?
+ * On one redis-server: `uncontended`: each worker its own key. `contended`: 20 workers, one key,
+ * 1 ms holds. `fair`: 18 workers, one key, 400 ms holds, 15 s waits: is everyone served in turn?
  */
-export type Scenario = 'uncontended' | 'contended' | 'fair'
+export type SingleScenario = 'uncontended' | 'contended' | 'fair'
+
+/**
+ * Quorum mode, on N redis-servers (issue 15): `quorum-uncontended` and `quorum-contended` as
+ * their single-server namesakes; `quorum-degraded`: 2 of 5 servers killed under load (and kept
+ * down); `quorum-majority-down`: 3 of 5 killed, then single acquires that must fail in time.
+ */
+export type QuorumScenario = 'quorum-uncontended' | 'quorum-contended' | 'quorum-degraded' | 'quorum-majority-down'
+
+export type Scenario = SingleScenario | QuorumScenario
+
+export const SINGLE_SCENARIOS: readonly SingleScenario[] = ['uncontended', 'contended', 'fair']
+export const QUORUM_SCENARIOS: readonly QuorumScenario[] = ['quorum-uncontended', 'quorum-contended', 'quorum-degraded', 'quorum-majority-down']
+
+export function isQuorumScenario(scenario: Scenario): scenario is QuorumScenario {
+  return scenario.startsWith('quorum-')
+}
 
 /** Releases a held lock; called exactly once. */
 export type Release = () => Promise<unknown>
@@ -32,8 +49,13 @@ export interface ContenderInstance {
 }
 
 export interface ContenderContext {
-  /** The connection this instance runs on; the harness closes it. */
+  /** The connection this instance runs on (the first of `nodes`); the harness closes it. */
   readonly redis: Redis
+  /**
+   * One connection per redis-server of the scenario, default ioredis options and an `'error'`
+   * listener: `[redis]` on one server, N of them in the quorum scenarios. The harness closes them.
+   */
+  readonly nodes: readonly Redis[]
   readonly scenario: Scenario
   /** Lease time given to every library, in ms (redis-semaphore's default, 10 s). */
   readonly ttlMs: number
@@ -202,6 +224,87 @@ function oursContender(id: string, label: string, layout: LockContender['layout'
   }
 }
 
+// --- quorum mode (issue 15): N independent redis-servers, one connection to each -------------
+
+/** redis-semaphore's RedlockMutex, one per acquisition as its README does. */
+const semaphoreRedlock: LockContender = {
+  id: 'semaphore-redlock',
+  label: 'redis-semaphore 5.8 RedlockMutex',
+  notes: {
+    'quorum-contended': `acquireTimeout ${SEMAPHORE_CONTENDED_ACQUIRE_TIMEOUT_MS / 1000} s instead of 10 s, so no worker gives up; retryInterval stays 10 ms`,
+    'quorum-majority-down': "acquireTimeout = the run's waitMs instead of 10 s; retryInterval stays 10 ms",
+  },
+  targets: false,
+  scenarios: ['quorum-uncontended', 'quorum-contended', 'quorum-degraded', 'quorum-majority-down'],
+  layout: 'shared',
+  async create({ nodes, scenario, waitMs }) {
+    const options =
+      scenario === 'quorum-contended' ? { acquireTimeout: SEMAPHORE_CONTENDED_ACQUIRE_TIMEOUT_MS } : scenario === 'quorum-majority-down' && waitMs !== undefined ? { acquireTimeout: waitMs } : {}
+    const clients = [...nodes]
+    return {
+      async acquire(key) {
+        const mutex = new RedlockMutex(clients, key, options)
+        await mutex.acquire()
+        return () => mutex.release()
+      },
+      async close() {},
+    }
+  },
+}
+
+/** redlock's default retry delay, the unit of its retry window. */
+const REDLOCK_RETRY_DELAY_MS = 200
+
+const redlockQuorum: LockContender = {
+  id: 'redlock-quorum',
+  label: 'redlock 5.0.0-beta.2 (N clients)',
+  notes: {
+    'quorum-contended': 'retryCount -1 (unlimited) instead of 10, so no worker gives up after ~2 s; retryDelay stays 200 ± 100 ms',
+    'quorum-majority-down': `retryCount = waitMs ÷ ${REDLOCK_RETRY_DELAY_MS} ms instead of 10, so its retry window is about the run's waitMs (it has no wait option); retryDelay stays 200 ± 100 ms`,
+  },
+  targets: false,
+  scenarios: ['quorum-uncontended', 'quorum-contended', 'quorum-degraded', 'quorum-majority-down'],
+  layout: 'shared',
+  async create({ nodes, scenario, ttlMs, waitMs }) {
+    const settings =
+      scenario === 'quorum-contended'
+        ? { retryCount: -1 }
+        : scenario === 'quorum-majority-down' && waitMs !== undefined
+          ? { retryCount: Math.max(0, Math.round(waitMs / REDLOCK_RETRY_DELAY_MS)) }
+          : {}
+    const lock = new Redlock([...nodes], settings)
+    return {
+      async acquire(key) {
+        const held = await lock.acquire([key], ttlMs)
+        return () => held.release()
+      },
+      async close() {},
+    }
+  },
+}
+
+/** Ours in quorum mode: one Locker over the N connections (`new Locker([a, b, c, ...])`). */
+function oursQuorumContender(id: string, label: string, layout: LockContender['layout'], scenarios: readonly QuorumScenario[]): LockContender {
+  return {
+    id,
+    label,
+    targets: true,
+    scenarios,
+    layout,
+    async create({ nodes, ttlMs, waitMs }) {
+      // Defaults but the common lease time and the wait where the scenario sets one, as `ours`.
+      const locker = new Locker([...nodes], waitMs === undefined ? { ttlMs } : { ttlMs, waitMs })
+      return {
+        async acquire(key) {
+          const lock = await locker.acquire(key)
+          return () => lock.release()
+        },
+        close: () => locker.close(),
+      }
+    },
+  }
+}
+
 /** The built-in contenders, in the order of the tables and of each round. */
 export const CONTENDERS: readonly LockContender[] = [
   raw,
@@ -214,6 +317,12 @@ export const CONTENDERS: readonly LockContender[] = [
   // The fair queue across processes under long holds (issue 13's starvation case).
   oursContender('ours-18', 'ours (18 Lockers)', 'per-worker', ['fair']),
   semaphoreContender('semaphore-18', 'redis-semaphore 5.8 Mutex (18 connections)', 'per-worker', ['fair']),
+  // Quorum mode: the anchors, then ours.
+  semaphoreRedlock,
+  redlockQuorum,
+  oursQuorumContender('ours-quorum', 'ours (1 Locker over N)', 'shared', ['quorum-uncontended', 'quorum-contended', 'quorum-degraded', 'quorum-majority-down']),
+  // Across processes: every worker its own Locker and N connections, like 20 processes.
+  oursQuorumContender('ours-quorum-20', 'ours (20 Lockers over N)', 'per-worker', ['quorum-contended']),
 ]
 
 /** Built-in contenders plus those exported (`contenders`) by each extra module, ids unique. */

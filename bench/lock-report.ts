@@ -2,6 +2,7 @@
 // ratios against the raw limit measured in the same run, and PASS/MISS against the issue's targets.
 import type { ContendedResult, UncontendedResult } from './lock-child.js'
 import type { LockContender } from './lock-contenders.js'
+import type { QuorumReport } from './lock-quorum-report.js'
 import type { ScriptCost } from './lock-script-costs.js'
 import type { MachineInfo } from './support/machine.js'
 import { max, median, min, quantile } from './support/stats.js'
@@ -41,6 +42,8 @@ export interface Report {
   fair?: ContendedResult[]
   /** What each script costs Redis per call (absent in older reports). */
   scriptCosts?: ScriptCost[]
+  /** Quorum mode on N servers (issue 15; absent in older reports and runs without its scenarios). */
+  quorum?: QuorumReport
   quick: boolean
 }
 
@@ -60,10 +63,10 @@ export const TARGETS = {
 /** The contender the uncontended targets compare with. */
 const PEER = 'semaphore'
 
-const fmt = (x: number, digits = 0) =>
+export const fmt = (x: number, digits = 0) =>
   Number.isFinite(x) ? x.toLocaleString('en-US', { minimumFractionDigits: digits, maximumFractionDigits: digits }) : '—'
-const pct = (x: number) => (Number.isFinite(x) ? `${(x * 100).toFixed(1)} %` : '—')
-const verdict = (ok: boolean) => (ok ? '**PASS**' : '**MISS**')
+export const pct = (x: number) => (Number.isFinite(x) ? `${(x * 100).toFixed(1)} %` : '—')
+export const verdict = (ok: boolean) => (ok ? '**PASS**' : '**MISS**')
 
 interface UncontendedRow {
   opsPerSec: number
@@ -140,7 +143,7 @@ function byCommand(r: UncontendedResult | ContendedResult, units: number): Array
     .map(([name, calls]) => ({ name, perOp: calls / n, usPerCall: (r.server.usec[name] ?? 0) / calls }))
 }
 
-const errorList = (errors: Record<string, number>) =>
+export const errorList = (errors: Record<string, number>) =>
   Object.entries(errors)
     .map(([k, v]) => `${v} ${k}`)
     .join(', ') || '0'
@@ -148,7 +151,7 @@ const errorList = (errors: Record<string, number>) =>
 const commandList = (list: Array<{ name: string; perOp: number; usPerCall: number }>) =>
   list.map((c) => `${c.name} ${c.perOp.toFixed(2)} × ${c.usPerCall.toFixed(1)} µs`).join(', ')
 
-interface ContendedRow {
+export interface ContendedRow {
   acqPerSec: number
   /** Over granted, failed and still-pending acquires alike (they all waited). */
   waitP50: number
@@ -173,7 +176,7 @@ interface ContendedRow {
   rounds: number
 }
 
-function summarizeContended(results: ContendedResult[], id: string): ContendedRow | undefined {
+export function summarizeContended(results: ContendedResult[], id: string): ContendedRow | undefined {
   const mine = results.filter((r) => r.contender === id)
   if (mine.length === 0) return undefined
   // Percentiles over every acquisition of every round (pooled), rates as the median round.
@@ -233,9 +236,12 @@ export function renderReport(report: Report): string {
       `- Other processes (a shared machine: other engineers' test suites run) used ${pct(median(busy))} of the CPUs in the second before a measurement (median; max ${pct(max(busy))})${gate}`,
     )
   }
-  out.push(
-    `- Layout: a redis-server of the run's own on a free loopback port (\`--save "" --appendonly no\`); each measurement a fresh Node child process with one ioredis 6 connection (defaults) shared by its workers; lease ${report.ttlMs / 1000} s for every library. Rounds interleave the contenders and rotate their order.`,
-  )
+  const single = report.uncontended.length + report.contended.length + (report.fair?.length ?? 0) + (report.scriptCosts?.length ?? 0) > 0
+  if (single) {
+    out.push(
+      `- Layout: a redis-server of the run's own on a free loopback port (\`--save "" --appendonly no\`); each measurement a fresh Node child process with one ioredis 6 connection (defaults) shared by its workers; lease ${report.ttlMs / 1000} s for every library. Rounds interleave the contenders and rotate their order.`,
+    )
+  }
   if (report.failures.length > 0) out.push(`- **Failed measurements (left out):** ${report.failures.join('; ')}`)
   out.push('')
 
@@ -251,7 +257,8 @@ export function renderReport(report: Report): string {
   const peer = label(PEER)
 
   // Targets first: that is what a reader of this file looks for.
-  const judged = report.contenders.filter((x) => x.targets)
+  const ranSingle = (id: string) => [...report.uncontended, ...report.contended, ...fairResults].some((r) => r.contender === id)
+  const judged = report.contenders.filter((x) => x.targets && ranSingle(x.id))
   if (judged.length > 0) {
     out.push('### Targets (issue 13)')
     out.push('')
@@ -406,9 +413,9 @@ export function renderReport(report: Report): string {
     out.push('')
   }
 
-  // Only the notes of scenarios the contender ran in this report.
+  // Only the notes of scenarios the contender ran in this report (the quorum part has its own).
   const ran = (id: string, scenario: string) =>
-    (scenario === 'uncontended' ? report.uncontended : scenario === 'contended' ? report.contended : fairResults).some((r) => r.contender === id)
+    (scenario === 'uncontended' ? report.uncontended : scenario === 'contended' ? report.contended : scenario === 'fair' ? fairResults : []).some((r) => r.contender === id)
   const notes = report.contenders.flatMap((x) =>
     Object.entries(x.notes ?? {})
       .filter(([scenario]) => ran(x.id, scenario))

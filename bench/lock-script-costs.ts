@@ -26,7 +26,27 @@ const CALLS = 20_000
 const IN_FLIGHT = 50
 const RAW_RELEASE_LUA = `if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('DEL', KEYS[1]) end return 0`
 
+/** The probe sends arguments by position: fail loudly, before any call, if a script's contract changed. */
+function expectContracts(): void {
+  const want: Partial<Record<keyof typeof LOCK_SCRIPTS, [keys: string[], args: string[]]>> = {
+    acquire: [['lock', 'fence'], ['ownerId', 'ttlMs', 'fenceTtlMs', 'lockerId', 'reseed']],
+    queuedAcquire: [['lock', 'fence', 'queue', 'leases'], ['ownerId', 'ttlMs', 'fenceTtlMs', 'lockerId', 'leaseMs', 'mode', 'reseed', 'ticket', 'stayTicket']],
+    release: [['lock'], ['ownerId']],
+    handoffRelease: [['lock', 'queue', 'leases'], ['ownerId', 'channel', 'lockerId', 'handoffMs']],
+    leave: [['lock', 'queue', 'leases'], ['channel', 'lockerId', 'handoffMs']],
+    extend: [['lock'], ['ownerId', 'ttlMs']],
+    raiseFence: [['fence'], ['token', 'fenceTtlMs']],
+  }
+  for (const [name, [keys, args]] of Object.entries(want) as [keyof typeof LOCK_SCRIPTS, [string[], string[]]][]) {
+    const script = LOCK_SCRIPTS[name]
+    if (script.keys.join() !== keys.join() || script.args.join() !== args.join()) {
+      throw new Error(`LOCK_SCRIPTS.${name} takes KEYS ${script.keys.join(', ')} and ARGV ${script.args.join(', ')}: update bench/lock-script-costs.ts`)
+    }
+  }
+}
+
 export async function measureScriptCosts(host: string, port: number): Promise<ScriptCost[]> {
+  expectContracts()
   const redis = new Redis({ host, port })
   const run = randomBytes(4).toString('hex')
   const lockerId = randomBytes(8).toString('hex')
@@ -40,6 +60,7 @@ export async function measureScriptCosts(host: string, port: number): Promise<Sc
     handoffRelease: await sha(LOCK_SCRIPTS.handoffRelease.lua),
     leave: await sha(LOCK_SCRIPTS.leave.lua),
     extend: await sha(LOCK_SCRIPTS.extend.lua),
+    raiseFence: await sha(LOCK_SCRIPTS.raiseFence.lua),
     rawRelease: await sha(RAW_RELEASE_LUA),
   }
   const costs: ScriptCost[] = []
@@ -100,9 +121,14 @@ export async function measureScriptCosts(host: string, port: number): Promise<Sc
       return redis.evalsha(shas.acquire, 2, k.lock, k.fence, owner(CALLS + i), 10_000, 86_400_000, lockerId, '0')
     })
     await measure('extend: ours', 'evalsha', (i) => redis.evalsha(shas.extend, 1, keysOf('held', i).lock, owner(i), 60_000))
+    // Quorum mode's second phase, on a node whose counter is behind the grant's token.
+    await measure('raise fence (quorum mode): counter behind, raised', 'evalsha', (i) =>
+      redis.evalsha(shas.raiseFence, 1, keysOf('held', i).fence, String(1_700_000_000_000_000 + CALLS + i), 86_400_000),
+    )
+    // ticket and stayTicket '': the server's clock places the joiner (a single node's order of arrival).
     await measure('queued acquire: missed, joins the queue and marks the holder', 'evalsha', (i) => {
       const k = keysOf('held', i)
-      return redis.evalsha(shas.queuedAcquire, 4, k.lock, k.fence, k.queue, k.leases, owner(CALLS + i), 10_000, 86_400_000, lockerId, 5_000, 'join', '0')
+      return redis.evalsha(shas.queuedAcquire, 4, k.lock, k.fence, k.queue, k.leases, owner(CALLS + i), 10_000, 86_400_000, lockerId, 5_000, 'join', '0', '', '')
     })
     await measure('release of a marked key: answers "hand it on"', 'evalsha', (i) => redis.evalsha(shas.release, 1, keysOf('held', i).lock, owner(i)))
     await measure('hand-off release: hands the lock to the queued locker, publishes', 'evalsha', (i) => {
@@ -111,12 +137,12 @@ export async function measureScriptCosts(host: string, port: number): Promise<Sc
     })
     await measure('queued acquire: takes the lock handed to it', 'evalsha', (i) => {
       const k = keysOf('held', i)
-      return redis.evalsha(shas.queuedAcquire, 4, k.lock, k.fence, k.queue, k.leases, owner(2 * CALLS + i), 10_000, 86_400_000, lockerId, 5_000, 'join', '0')
+      return redis.evalsha(shas.queuedAcquire, 4, k.lock, k.fence, k.queue, k.leases, owner(2 * CALLS + i), 10_000, 86_400_000, lockerId, 5_000, 'join', '0', '', '')
     })
     const now = await nowMs()
     await prepare((p, i) => {
       const k = keysOf('leave', i)
-      p.rpush(k.queue, lockerId)
+      p.zadd(k.queue, now, lockerId)
       p.hset(k.leases, lockerId, now + 60_000)
     })
     await measure('leave: out of the queue (no hand-off to pass on)', 'evalsha', (i) => {

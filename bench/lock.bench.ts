@@ -1,11 +1,18 @@
 // `npm run bench:lock`: our lock against the raw SET NX PX limit, redis-semaphore and redlock,
-// in one run, on a redis-server of its own. Prints a markdown report and writes it into
-// docs/BENCHMARKS.md between the bench:lock markers.
+// in one run, on a redis-server of its own; and our quorum mode against redis-semaphore's
+// RedlockMutex and redlock, on N redis-servers of its own (issue 15). Prints a markdown report
+// and writes it into docs/BENCHMARKS.md between the bench:lock markers.
 //
-//   npm run bench:lock                       full run (~15 min): 12 uncontended rounds, 3 contended
-//                                            and 3 fair-queue rounds, then the scripts' costs
-//   npm run bench:lock -- --quick --no-write smoke run (~1 min), file untouched
+//   npm run bench:lock                       full run (~30 min): 12 uncontended rounds, 3 contended
+//                                            and 3 fair-queue rounds, the quorum scenarios, then
+//                                            the scripts' costs
+//   npm run bench:lock -- --quick --no-write smoke run (~4 min), file untouched
+//   npm run bench:lock -- --scenarios quorum-uncontended,quorum-contended,quorum-degraded,quorum-majority-down
+//                                            the quorum part alone (~15 min)
 //   options: --rounds N  --contended-rounds N  --contenders raw,ours  --scenarios contended,fair
+//            --quorum-nodes 3,5 (quorum-uncontended node counts)  --degraded-seconds 60 (the
+//            window with 2 of 5 servers down)  --down-try-seconds 30 (3 of 5 down: when to give
+//            up on an acquire that has not settled)
 //            --no-script-costs (skip the per-script INFO commandstats probe)
 //            --contenders-module <file.ts> (extra contenders, see lock-contenders.ts)
 //            --workers 1,50 (uncontended worker counts)  --cpu-prof <dir> (V8 CPU profile of
@@ -25,8 +32,10 @@ import { dirname, join } from 'node:path'
 import { fileURLToPath } from 'node:url'
 import { loadavg } from 'node:os'
 import { commandLineOrExit, integerFlag, stringFlag, UsageError, type CliSpec, type CliValues } from '@fencelock/devkit/cli'
-import type { ChildJob, ChildResult, ContendedResult, UncontendedResult } from './lock-child.js'
-import { loadContenders, type Scenario } from './lock-contenders.js'
+import type { ChildJob, ChildMessage, ChildResult, ContendedResult, KilledMessage, ServerAddress, UncontendedResult } from './lock-child.js'
+import { isQuorumScenario, loadContenders, QUORUM_SCENARIOS, SINGLE_SCENARIOS, type Scenario } from './lock-contenders.js'
+import { faultMs, type DegradedResult, type FaultPlan, type MajorityDownResult } from './lock-quorum-faults.js'
+import { renderQuorumReport, type QuorumPlan } from './lock-quorum-report.js'
 import { renderReport, type Report } from './lock-report.js'
 import { measureScriptCosts, type ScriptCost } from './lock-script-costs.js'
 import { writeMarkedSection } from './support/docs-section.js'
@@ -36,14 +45,14 @@ import { startRedisServer, type BenchRedisServer } from './support/redis-server.
 const here = dirname(fileURLToPath(import.meta.url))
 const root = join(here, '..')
 
-const SCENARIO_NAMES: readonly Scenario[] = ['uncontended', 'contended', 'fair']
+const SCENARIO_NAMES: readonly Scenario[] = [...SINGLE_SCENARIOS, ...QUORUM_SCENARIOS]
 
 const CLI: CliSpec = {
   command: 'npm run bench:lock --',
   summary:
-    'Our lock against the raw SET NX PX limit, redis-semaphore and redlock, in one run on a redis-server of its own: uncontended throughput, contended latency, the fair queue, and the scripts\' costs. Writes its section of docs/BENCHMARKS.md.',
+    "Our lock against the raw SET NX PX limit, redis-semaphore and redlock, in one run on a redis-server of its own: uncontended throughput, contended latency, the fair queue, and the scripts' costs; and our quorum mode against redis-semaphore's RedlockMutex and redlock on N redis-servers of its own: throughput, contention, 2 of 5 servers killed, 3 of 5 killed. Writes its section of docs/BENCHMARKS.md.",
   flags: {
-    quick: { type: 'boolean', description: 'smoke run (~1 min): one short round of each' },
+    quick: { type: 'boolean', description: 'smoke run (~4 min, 1 without the quorum scenarios): one short round of each' },
     'no-write': { type: 'boolean', description: 'leave docs/BENCHMARKS.md untouched' },
     rounds: { type: 'string', value: '<n>', description: 'uncontended rounds, 1-100', default: '12, 1 with --quick' },
     'contended-rounds': { type: 'string', value: '<n>', description: 'contended and fair rounds, 1-100', default: '3, 1 with --quick' },
@@ -52,13 +61,17 @@ const CLI: CliSpec = {
     scenarios: { type: 'string', value: '<a,b>', description: SCENARIO_NAMES.join(', '), default: SCENARIO_NAMES.join(',') },
     'no-script-costs': { type: 'boolean', description: "skip the per-script INFO commandstats probe" },
     'cpu-prof': { type: 'string', value: '<dir>', description: 'V8 CPU profile of every child, into <dir>' },
-    workers: { type: 'string', value: '<n,m>', description: 'uncontended worker counts, each 1-1000', default: '1,50' },
+    workers: { type: 'string', value: '<n,m>', description: 'uncontended worker counts (quorum-uncontended too), each 1-1000', default: '1,50' },
+    'quorum-nodes': { type: 'string', value: '<n,m>', description: 'quorum-uncontended: redis-servers in the quorum, each 3-15', default: '3,5' },
+    'degraded-seconds': { type: 'string', value: '<s>', description: 'quorum-degraded: how long to run with 2 of 5 servers down, 5-600', default: '60, 6 with --quick' },
+    'down-try-seconds': { type: 'string', value: '<s>', description: 'quorum-majority-down: give up on an acquire still unsettled after this long, 1-900', default: '30, 3 with --quick' },
     save: { type: 'string', value: '<file.json>', description: 'raw results', default: 'a temp file' },
     pin: { type: 'boolean', description: 'children on CPU 0, redis-server on CPU 1 (taskset)' },
     'quiet-below': { type: 'string', value: '<share>', description: 'before each measurement, wait up to 3 min until other processes use less than this share of all CPUs, 0-1 (0 skips)', default: '0.2, 0 with --quick' },
     render: { type: 'string', value: '<file.json>', description: 're-render saved results, measuring nothing' },
   },
-  notes: `REDIS_SERVER_BIN (default redis-server). A full run takes ~15 min.
+  notes: `REDIS_SERVER_BIN (default redis-server). A full run takes ~30 min, half of it the quorum scenarios.
+--rounds and --contended-rounds apply to the quorum scenarios too (quorum-uncontended defaults to 6 rounds).
 Exit codes: 0 done (a missed target is reported, not an error); 1 it failed; 2 a bad command line; 130 interrupted.`,
 }
 
@@ -70,6 +83,8 @@ const args = commandLineOrExit(CLI, process.argv.slice(2), (values) => {
   if (bad.length > 0) throw new UsageError(`--scenarios must name ${SCENARIO_NAMES.join(', ')} (got ${bad.join(', ')})`)
   const workers = listFlag(values, 'workers')
   if (workers?.some((w) => !/^\d+$/.test(w) || Number(w) < 1 || Number(w) > 1_000)) throw new UsageError(`--workers must list integers from 1 to 1000 (got ${JSON.stringify(values.workers)})`)
+  const quorumNodes = listFlag(values, 'quorum-nodes')
+  if (quorumNodes?.some((n) => !/^\d+$/.test(n) || Number(n) < 3 || Number(n) > 15)) throw new UsageError(`--quorum-nodes must list integers from 3 to 15 (got ${JSON.stringify(values['quorum-nodes'])})`)
   const quietBelow = stringFlag(values, 'quiet-below')
   if (quietBelow !== undefined && !(/^\d+(\.\d+)?$/.test(quietBelow) && Number(quietBelow) <= 1)) throw new UsageError(`--quiet-below must be a number from 0 to 1 (got ${JSON.stringify(quietBelow)})`)
   const quick = values.quick === true
@@ -84,6 +99,9 @@ const args = commandLineOrExit(CLI, process.argv.slice(2), (values) => {
     'no-script-costs': values['no-script-costs'] === true,
     'cpu-prof': stringFlag(values, 'cpu-prof'),
     workers: workers?.map(Number),
+    'quorum-nodes': quorumNodes?.map(Number),
+    'degraded-seconds': values['degraded-seconds'] === undefined ? undefined : integerFlag(values, 'degraded-seconds', 60, 5, 600),
+    'down-try-seconds': values['down-try-seconds'] === undefined ? undefined : integerFlag(values, 'down-try-seconds', 30, 1, 900),
     save: stringFlag(values, 'save'),
     pin: values.pin === true,
     'quiet-below': quietBelow === undefined ? undefined : Number(quietBelow),
@@ -92,7 +110,7 @@ const args = commandLineOrExit(CLI, process.argv.slice(2), (values) => {
 })
 
 function publish(report: Report): void {
-  const markdown = renderReport(report)
+  const markdown = [renderReport(report), renderQuorumReport(report)].filter((part) => part !== '').join('\n')
   console.log(markdown)
   if (!args['no-write']) {
     writeMarkedSection(join(root, 'docs', 'BENCHMARKS.md'), 'bench:lock', markdown)
@@ -139,6 +157,48 @@ const PLAN = {
   },
 }
 
+/** Quorum mode (issue 15): N redis-servers of the run's own, one connection to each per instance. */
+const QUORUM_PLAN: QuorumPlan = {
+  // As the single-server uncontended runs, at each quorum size; fewer rounds (3 contenders × 2 sizes).
+  uncontended: {
+    nodes: args['quorum-nodes'] ?? [3, 5],
+    workers: args.workers ?? [1, 50],
+    warmupMs: quick ? 300 : 500,
+    durationMs: quick ? 1_000 : 2_000,
+    rounds: args.rounds ?? (quick ? 1 : 6),
+  },
+  contended: {
+    nodes: 5,
+    workers: 20,
+    holdMs: 1,
+    warmupMs: quick ? 300 : 1_000,
+    durationMs: quick ? 2_000 : 10_000,
+    rounds: args['contended-rounds'] ?? args.rounds ?? (quick ? 1 : 3),
+  },
+  // 10 workers loop acquire → release on keys of their own; 2 of 5 servers SIGKILLed after the
+  // all-up window and kept down for the degraded one. The RSS cap only spares the machine.
+  degraded: {
+    nodes: 5,
+    kill: 2,
+    workers: 10,
+    warmupMs: quick ? 300 : 1_000,
+    allUpMs: quick ? 1_500 : 5_000,
+    windowMs: (args['degraded-seconds'] ?? (quick ? 6 : 60)) * 1000,
+    rssCapMb: 1024,
+  },
+  // 3 of 5 killed, then single acquires one after another (waitMs 1 s where a library has a
+  // wait); a try unsettled after tryDeadlineMs is given up, and no try starts after windowMs.
+  majorityDown: {
+    nodes: 5,
+    kill: 3,
+    waitMs: 1_000,
+    warmupMs: 300,
+    tries: quick ? 3 : 20,
+    tryDeadlineMs: (args['down-try-seconds'] ?? (quick ? 3 : 30)) * 1000,
+    windowMs: quick ? 6_000 : 60_000,
+  },
+}
+
 const scenarios = args.scenarios
 const modules = args['contenders-module']
 const all = await loadContenders(modules)
@@ -150,16 +210,22 @@ function fail(message: string): never {
   process.exit(2)
 }
 
-// --- processes we own: the redis-server and at most one child at a time -------------------------
+// --- processes we own: the redis-server(s) and at most one child at a time -----------------------
 
 let server: BenchRedisServer | undefined
+/** The quorum scenarios' servers (the first N of them for a quorum of N). */
+const quorumServers: BenchRedisServer[] = []
 let child: ChildProcess | undefined
 let interrupted = false
+
+async function stopServers(): Promise<void> {
+  await Promise.allSettled([server, ...quorumServers].map((s) => s?.stop()))
+}
 
 process.on('SIGINT', () => {
   interrupted = true
   if (child?.pid !== undefined && child.exitCode === null) process.kill(child.pid, 'SIGKILL')
-  void (server?.stop() ?? Promise.resolve()).finally(() => process.exit(130))
+  void stopServers().finally(() => process.exit(130))
 })
 
 /** The 1-minute load average when each child started (it counts our own processes too). */
@@ -185,9 +251,30 @@ async function awaitQuiet(): Promise<void> {
 }
 
 async function runChild(job: ChildJob): Promise<ChildResult> {
+  const young = respawnedReadyAt - performance.now()
+  if (young > 0) await new Promise((resolve) => setTimeout(resolve, young))
   await awaitQuiet()
   loads.push(loadavg()[0]!)
   return forkChild(job)
+}
+
+/** Quorum servers a child had killed; started again (empty) once that child has exited. */
+const killed = new Set<BenchRedisServer>()
+/**
+ * When the servers started again have been up for a lease: a node restarted without persistence
+ * must sit out a TTL before it grants again (Redlock's rule; ours enforces it by default with
+ * nodeRestartDelayMs = ttlMs), so the next measurement waits for it and starts with every node in.
+ */
+let respawnedReadyAt = 0
+
+async function respawnKilled(): Promise<void> {
+  if (killed.size === 0) return
+  for (const s of killed) {
+    await s.respawn()
+    if (args.pin) pin(s.pid, 1)
+  }
+  killed.clear()
+  respawnedReadyAt = performance.now() + TTL_MS
 }
 
 function forkChild(job: ChildJob): Promise<ChildResult> {
@@ -195,23 +282,40 @@ function forkChild(job: ChildJob): Promise<ChildResult> {
   // V8 names each profile CPU.<date>.<pid>.<thread>...; the main thread's is the one of interest
   // (tsx's loader runs on a second thread). The log line below maps PIDs to runs.
   if (args['cpu-prof']) execArgv.push('--cpu-prof', '--cpu-prof-dir', args['cpu-prof'])
-  const limitMs = job.warmupMs + job.durationMs + 45_000
+  const limitMs = job.warmupMs + job.durationMs + faultMs(job.fault) + 45_000
+  const what = `${job.contender} ${job.scenario} ${job.workers}w${job.servers.length > 1 ? ` N=${job.servers.length}` : ''}`
   return new Promise((resolve, reject) => {
     const c = fork(join(here, 'lock-child.ts'), [JSON.stringify(job)], { execArgv, cwd: root, stdio: ['ignore', 'inherit', 'inherit', 'ipc'] })
     child = c
+    const started = performance.now()
     if (args.pin && c.pid !== undefined) pin(c.pid, 0)
-    if (args['cpu-prof']) console.error(`[bench:lock] child pid ${c.pid}: ${job.contender} ${job.scenario} ${job.workers}w`)
+    if (args['cpu-prof']) console.error(`[bench:lock] child pid ${c.pid}: ${what}`)
     let result: ChildResult | undefined
+    // A fault run reports progress: when it does not finish, its last report is what it got to.
+    let progress: ChildResult | undefined
+    let timedOut = false
     const timer = setTimeout(() => {
+      timedOut = true
       if (c.pid !== undefined && c.exitCode === null) process.kill(c.pid, 'SIGKILL')
-      reject(new Error(`${job.contender} ${job.scenario} ${job.workers}w: no result within ${limitMs} ms, killed`))
     }, limitMs)
-    c.on('message', (m) => (result = m as ChildResult))
+    c.on('message', (m: ChildMessage) => {
+      if (m.type === 'result') result = m.result
+      else if (m.type === 'progress') progress = m.result
+      else if (m.type === 'kill') {
+        const targets = m.servers.map((i) => quorumServers[i] ?? fail(`child asked to kill server ${i}, which does not exist`))
+        for (const s of targets) killed.add(s)
+        void Promise.all(targets.map((s) => s.kill())).then(() => {
+          if (c.connected) c.send({ type: 'killed' } satisfies KilledMessage)
+        })
+      }
+    })
     c.on('exit', (code, signal) => {
       clearTimeout(timer)
       child = undefined
+      const why = timedOut ? `did not finish in ${Math.round(limitMs / 1000)} s (killed)` : `exited (${code ?? signal}) before it finished`
       if (result) resolve(result)
-      else reject(new Error(`${job.contender} ${job.scenario} ${job.workers}w: child exited (${code ?? signal}) without a result`))
+      else if (progress && 'final' in progress) resolve({ ...progress, unfinished: { afterMs: performance.now() - started, why } })
+      else reject(new Error(`${what}: ${timedOut ? `no result within ${limitMs} ms, killed` : `child exited (${code ?? signal}) without a result`}`))
     })
   })
 }
@@ -233,15 +337,42 @@ const runId = randomBytes(4).toString('hex')
 const startedAt = new Date().toISOString()
 const loadAtStart = loadAverage()
 const machine = machineInfo()
-server = await startRedisServer()
-if (args.pin) pin(server.pid, 1)
-console.error(`[bench:lock] redis-server ${machine.redisServer} pid ${server.pid} on ${server.host}:${server.port}; load ${loadAtStart}`)
+const singleScenarios = scenarios.filter((s) => !isQuorumScenario(s))
+const quorumScenarios = scenarios.filter(isQuorumScenario)
+// The scripts' costs are the single-server scripts': a quorum-only run skips them.
+const runScriptCosts = !args['no-script-costs'] && singleScenarios.length > 0
+if (singleScenarios.length > 0 || runScriptCosts) {
+  server = await startRedisServer()
+  if (args.pin) pin(server.pid, 1)
+  console.error(`[bench:lock] redis-server ${machine.redisServer} pid ${server.pid} on ${server.host}:${server.port}; load ${loadAtStart}`)
+}
+const Q = QUORUM_PLAN
+const quorumSize = Math.max(
+  0,
+  ...(quorumScenarios.includes('quorum-uncontended') ? Q.uncontended.nodes : []),
+  ...(quorumScenarios.includes('quorum-contended') ? [Q.contended.nodes] : []),
+  ...(quorumScenarios.includes('quorum-degraded') ? [Q.degraded.nodes] : []),
+  ...(quorumScenarios.includes('quorum-majority-down') ? [Q.majorityDown.nodes] : []),
+)
+try {
+  for (let i = 0; i < quorumSize; i++) {
+    const s = await startRedisServer()
+    quorumServers.push(s)
+    if (args.pin) pin(s.pid, 1)
+  }
+} catch (error) {
+  await stopServers()
+  throw error
+}
+if (quorumSize > 0) console.error(`[bench:lock] quorum: ${quorumSize} redis-servers on ports ${quorumServers.map((s) => s.port).join(', ')}; load ${loadAtStart}`)
 
 const uncontended: UncontendedResult[] = []
 const contended: ContendedResult[] = []
 const fair: ContendedResult[] = []
+const quorum = { uncontended: [] as UncontendedResult[], contended: [] as ContendedResult[], degraded: [] as DegradedResult[], majorityDown: [] as MajorityDownResult[] }
 let scriptCosts: ScriptCost[] = []
-const jobBase = { modules, host: server.host, port: server.port, ttlMs: TTL_MS }
+const jobBase = { modules, servers: server ? [{ host: server.host, port: server.port }] : [], ttlMs: TTL_MS }
+const quorumOf = (nodes: number): ServerAddress[] => quorumServers.slice(0, nodes).map((s) => ({ host: s.host, port: s.port }))
 let n = 0
 /** Runs that produced no result (crashed or killed on the deadline): reported, not hidden. */
 const failures: string[] = []
@@ -253,14 +384,26 @@ async function measure(job: ChildJob): Promise<ChildResult | undefined> {
     console.error(`[bench:lock] FAILED: ${message}`)
     failures.push(message)
     return undefined
+  } finally {
+    // The next run starts with every server up (and empty where one was killed).
+    await respawnKilled()
   }
 }
 const log = (r: ChildResult) => {
-  const what =
-    r.scenario === 'uncontended'
-      ? `${Math.round((r.ops / r.elapsedMs) * 1000)} ops/s`
-      : `${Math.round((r.acquisitions / r.elapsedMs) * 1000)} acq/s, overlaps ${r.overlaps}`
-  console.error(`[bench:lock] ${r.scenario} ${r.workers}w ${r.contender}: ${what}`)
+  let what: string
+  if (r.scenario === 'quorum-degraded') {
+    const d = r.degraded
+    const ms = (x: number | null) => (x === null ? '—' : x.toFixed(1))
+    what = `${Math.round((r.allUp.ops / r.allUp.elapsedMs) * 1000)} → ${Math.round((d.ops / Math.max(1, d.elapsedMs)) * 1000)} ops/s, acquire p99 ${ms(r.allUp.acquireMs.p99)} → ${ms(d.acquireMs.p99)} ms, RSS +${(r.rssMb.end - r.rssMb.atKill).toFixed(1)} MB, offline queue ${r.offlineQueue}${r.unfinished ? ` (${r.unfinished.why})` : ''}`
+  } else if (r.scenario === 'quorum-majority-down') {
+    what = r.tries.map((t) => `${t.outcome === 'rejected' ? t.error : t.outcome} ${Math.round(t.ms)} ms`).join(', ') + (r.unfinished ? ` (${r.unfinished.why})` : '')
+  } else if ('ops' in r) {
+    what = `${Math.round((r.ops / r.elapsedMs) * 1000)} ops/s, ${(r.sentTotal / Math.max(1, r.ops)).toFixed(2)} sent/op`
+  } else {
+    what = `${Math.round((r.acquisitions / r.elapsedMs) * 1000)} acq/s, overlaps ${r.overlaps}`
+  }
+  const workers = 'workers' in r ? ` ${r.workers}w` : ''
+  console.error(`[bench:lock] ${r.scenario}${r.nodes && r.nodes > 1 ? ` N=${r.nodes}` : ''}${workers} ${r.contender}: ${what}`)
 }
 
 try {
@@ -295,12 +438,79 @@ try {
   }
   if (scenarios.includes('contended')) await held('contended', PLAN.contended, contended)
   if (scenarios.includes('fair')) await held('fair', PLAN.fair, fair)
-  if (!args['no-script-costs'] && !interrupted) {
+  await runQuorum()
+  if (runScriptCosts && server && !interrupted) {
     await awaitQuiet()
-    scriptCosts = await measureScriptCosts(server.host, server.port)
+    // Last in the run: a probe that fails is reported, not allowed to lose what was measured.
+    try {
+      scriptCosts = await measureScriptCosts(server.host, server.port)
+    } catch (error) {
+      const message = `script costs: ${error instanceof Error ? error.message : String(error)}`
+      console.error(`[bench:lock] FAILED: ${message}`)
+      failures.push(message)
+    }
   }
 } finally {
-  await server.stop()
+  await stopServers()
+}
+
+/** The quorum scenarios, each contender in turn within a round, as the single-server ones. */
+async function runQuorum(): Promise<void> {
+  const list = (scenario: Scenario) => contenders.filter((c) => c.scenarios.includes(scenario))
+  if (scenarios.includes('quorum-uncontended')) {
+    const p = Q.uncontended
+    for (let r = 0; r < p.rounds; r++) {
+      for (const nodes of p.nodes) {
+        for (const workers of p.workers) {
+          for (const c of rotated(list('quorum-uncontended'), r)) {
+            if (interrupted) return
+            const job = { ...jobBase, servers: quorumOf(nodes), contender: c.id, scenario: 'quorum-uncontended', workers, warmupMs: p.warmupMs, durationMs: p.durationMs, holdMs: 0, keyPrefix: `bench:${runId}:${n++}`, round: r } as const
+            const result = await measure(job)
+            if (!result) continue
+            log(result)
+            quorum.uncontended.push(result as UncontendedResult)
+          }
+        }
+      }
+    }
+  }
+  if (scenarios.includes('quorum-contended')) {
+    const p = Q.contended
+    for (let r = 0; r < p.rounds; r++) {
+      for (const c of rotated(list('quorum-contended'), r)) {
+        if (interrupted) return
+        const { workers, warmupMs, durationMs, holdMs } = p
+        const result = await measure({ ...jobBase, servers: quorumOf(p.nodes), contender: c.id, scenario: 'quorum-contended', workers, warmupMs, durationMs, holdMs, keyPrefix: `bench:${runId}:${n++}`, round: r })
+        if (!result) continue
+        log(result)
+        quorum.contended.push(result as ContendedResult)
+      }
+    }
+  }
+  // The last servers of the quorum are the ones killed; each run starts with all of them up.
+  const killLast = (nodes: number, k: number) => Array.from({ length: k }, (_, i) => nodes - k + i)
+  if (scenarios.includes('quorum-degraded')) {
+    const p = Q.degraded
+    const fault: FaultPlan = { kill: killLast(p.nodes, p.kill), windowMs: p.windowMs, rssCapMb: p.rssCapMb, tries: 0, tryDeadlineMs: 0 }
+    for (const c of list('quorum-degraded')) {
+      if (interrupted) return
+      const result = await measure({ ...jobBase, servers: quorumOf(p.nodes), contender: c.id, scenario: 'quorum-degraded', workers: p.workers, warmupMs: p.warmupMs, durationMs: p.allUpMs, holdMs: 0, keyPrefix: `bench:${runId}:${n++}`, round: 0, fault })
+      if (!result) continue
+      log(result)
+      quorum.degraded.push(result as DegradedResult)
+    }
+  }
+  if (scenarios.includes('quorum-majority-down')) {
+    const p = Q.majorityDown
+    const fault: FaultPlan = { kill: killLast(p.nodes, p.kill), windowMs: p.windowMs, rssCapMb: 0, tries: p.tries, tryDeadlineMs: p.tryDeadlineMs }
+    for (const c of list('quorum-majority-down')) {
+      if (interrupted) return
+      const result = await measure({ ...jobBase, servers: quorumOf(p.nodes), contender: c.id, scenario: 'quorum-majority-down', workers: 1, warmupMs: p.warmupMs, durationMs: 0, holdMs: 0, waitMs: p.waitMs, keyPrefix: `bench:${runId}:${n++}`, round: 0, fault })
+      if (!result) continue
+      log(result)
+      quorum.majorityDown.push(result as MajorityDownResult)
+    }
+  }
 }
 
 const extra = process.argv.slice(2).join(' ')
@@ -323,6 +533,7 @@ const report: Report = {
   uncontended,
   contended,
   fair,
+  ...(quorumScenarios.length > 0 ? { quorum: { plan: QUORUM_PLAN, ...quorum } } : {}),
   scriptCosts,
   quick,
 }
