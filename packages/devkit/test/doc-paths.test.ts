@@ -4,7 +4,8 @@
  * (`packages/...`, `apps/...`, `scripts/...`, `bench/...`, `docs/...`, `prisma/...`), a
  * `src/...` or `test/...` path in a workspace's README (from that workspace), and every relative
  * link (from the file). Placeholders (`<name>`) and globs (`*`) are not paths and are skipped, and
- * so are fenced code blocks. A file moved or deleted without its mentions fails here.
+ * so are fenced code blocks and what a build makes (`dist/`, `generated/`: absent from a clean
+ * clone). A file moved or deleted without its mentions fails here.
  */
 import { existsSync, readdirSync, readFileSync } from 'node:fs'
 import { dirname, join, resolve } from 'node:path'
@@ -29,6 +30,8 @@ const docs = [
 const PATH = /^[\w.@-]+(?:\/[\w.@-]+)+\/?$/
 const FROM_ROOT = /^(?:packages|apps|scripts|bench|docs|prisma)\//
 const FROM_WORKSPACE = /^(?:src|test)\//
+/** Folders a build or an install makes (git ignores them): not there in a clean clone. */
+const BUILT = /(?:^|\/)(?:dist|generated|node_modules|coverage)(?:\/|$)/
 
 interface Mention {
   readonly doc: string
@@ -43,13 +46,13 @@ function mentionsIn(doc: string): Mention[] {
   const mentions: Mention[] = []
   for (const [, span = ''] of text.matchAll(/`([^`\n]+)`/g)) {
     const path = span.replace(/:\d+(?:-\d+)?$/, '')
-    if (!PATH.test(path)) continue
+    if (!PATH.test(path) || BUILT.test(path)) continue
     if (FROM_ROOT.test(path)) mentions.push({ doc, text: span, target: join(root, path) })
     else if (workspace !== undefined && FROM_WORKSPACE.test(path)) mentions.push({ doc, text: span, target: join(root, workspace, path) })
   }
   for (const [, link = ''] of text.matchAll(/\]\(([^)\s]+)\)/g)) {
     const path = link.replace(/#.*$/, '')
-    if (path === '' || /^[a-z][a-z0-9+.-]*:/i.test(path)) continue
+    if (path === '' || /^[a-z][a-z0-9+.-]*:/i.test(path) || BUILT.test(path)) continue
     mentions.push({ doc, text: link, target: join(root, dirname(doc), path) })
   }
   return mentions
