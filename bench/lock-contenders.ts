@@ -191,15 +191,19 @@ const redlock: LockContender = {
   scenarios: ['uncontended', 'contended'],
   layout: 'shared',
   async create({ redis, scenario, ttlMs }) {
-    const lock = new Redlock([redis], scenario === 'contended' ? { retryCount: -1 } : {})
-    return {
-      async acquire(key) {
-        const held = await lock.acquire([key], ttlMs)
-        return () => held.release()
-      },
-      async close() {},
-    }
+    return redlockInstance(new Redlock([redis], scenario === 'contended' ? { retryCount: -1 } : {}), ttlMs)
   },
+}
+
+/** A redlock instance as a contender: acquire one key for `ttlMs`, release what it got. */
+function redlockInstance(lock: Redlock, ttlMs: number): ContenderInstance {
+  return {
+    async acquire(key) {
+      const held = await lock.acquire([key], ttlMs)
+      return () => held.release()
+    },
+    async close() {},
+  }
 }
 
 function oursContender(id: string, label: string, layout: LockContender['layout'], scenarios: readonly Scenario[]): LockContender {
@@ -272,14 +276,7 @@ const redlockQuorum: LockContender = {
         : scenario === 'quorum-majority-down' && waitMs !== undefined
           ? { retryCount: Math.max(0, Math.round(waitMs / REDLOCK_RETRY_DELAY_MS)) }
           : {}
-    const lock = new Redlock([...nodes], settings)
-    return {
-      async acquire(key) {
-        const held = await lock.acquire([key], ttlMs)
-        return () => held.release()
-      },
-      async close() {},
-    }
+    return redlockInstance(new Redlock([...nodes], settings), ttlMs)
   },
 }
 

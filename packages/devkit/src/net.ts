@@ -13,8 +13,11 @@ export function freePort(host = '127.0.0.1'): Promise<number> {
   })
 }
 
-/** Whether a Redis answers `PING` on host:port within `ms`, over a raw socket (no client library, no retries). */
-export function answersPing(host: string, port: number, ms = 300): Promise<boolean> {
+/**
+ * Opens a raw socket to host:port and settles with what `decide` makes of it, or false on an
+ * error or after `ms`; the socket is closed either way.
+ */
+function probe(host: string, port: number, ms: number, decide: (socket: Socket, done: (ok: boolean) => void) => void): Promise<boolean> {
   return new Promise((resolve) => {
     const socket = new Socket()
     const done = (ok: boolean) => {
@@ -23,6 +26,13 @@ export function answersPing(host: string, port: number, ms = 300): Promise<boole
     }
     socket.setTimeout(ms, () => done(false))
     socket.once('error', () => done(false))
+    decide(socket, done)
+  })
+}
+
+/** Whether a Redis answers `PING` on host:port within `ms`, over a raw socket (no client library, no retries). */
+export function answersPing(host: string, port: number, ms = 300): Promise<boolean> {
+  return probe(host, port, ms, (socket, done) => {
     socket.once('data', (data) => done(data.toString().startsWith('+PONG')))
     socket.connect(port, host, () => socket.write('PING\r\n'))
   })
@@ -33,14 +43,7 @@ export function answersPing(host: string, port: number, ms = 300): Promise<boole
  * protocol: a Redis behind a password or TLS counts).
  */
 export function acceptsConnections(host: string, port: number, ms = 1_000): Promise<boolean> {
-  return new Promise((resolve) => {
-    const socket = new Socket()
-    const done = (ok: boolean) => {
-      socket.destroy()
-      resolve(ok)
-    }
-    socket.setTimeout(ms, () => done(false))
-    socket.once('error', () => done(false))
+  return probe(host, port, ms, (socket, done) => {
     socket.connect(port, host, () => done(true))
   })
 }
