@@ -90,8 +90,8 @@ export type JoinMode = 'join' | 'stay'
  * tries reach the nodes in different orders and a node may have dropped the locker meanwhile.
  *
  * `mode`: `join`, or `stay` when more of our waiters wait, so that our locker stays queued after
- * a grant, at `stayTicket` (empty: the server's clock): the back of the line, as a newcomer
- * (otherwise a grant takes it out of the queue). A lock we take while other lockers are queued
+ * a grant (otherwise a grant takes it out of the queue): where it was, or at the back when the
+ * hand-off took it out (the server's clock); with `stayTicket`, at that ticket on every node. A lock we take while other lockers are queued
  * is marked, so that our release hands it on (our own waiters are woken locally).
  */
 export const queuedAcquireScript = defineScript({
@@ -122,9 +122,12 @@ if not redis.call('SET', ${k.lock}, ${a.ownerId}, 'NX', 'PX', ${a.ttlMs}) then
     return {0, redis.call('PTTL', ${k.lock})}
   end
 end
--- Granted. More of our waiters wait: stay queued, at the back; else leave the queue.
+-- Granted. More of our waiters wait: stay queued (a locker the hand-off took out goes to the
+-- back; with a stayTicket, as quorum mode sends, every node puts it there); else leave the queue.
 if ${a.mode} == 'stay' then
-  enqueue(${a.stayTicket})
+  if ${a.stayTicket} ~= '' or redis.call('HEXISTS', ${k.leases}, ${a.lockerId}) == 0 then
+    enqueue(${a.stayTicket})
+  end
 elseif redis.call('HDEL', ${k.leases}, ${a.lockerId}) == 1 then
   redis.call('ZREM', ${k.queue}, ${a.lockerId})
 end
