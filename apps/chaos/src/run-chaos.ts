@@ -148,7 +148,9 @@ loop's stalls: no deadline fires in a process that does not run). "Granted after
 outlasted the outage. The last column sorts the overlaps by how the first holder's lock was lost:
 **not-owner** is a lock taken from a running holder, its key gone from a majority (the aimed restart
 leaves a holder granted while another node was down with its key on one node only: the hole Redlock
-closes with delayed restarts), told at the watchdog's next renewal if the section lasts that long;
+closes with delayed restarts, which the workers' Lockers do themselves — a node whose connection
+comes back after a restart sits out acquires for \`nodeRestartDelayMs\`, by default the TTL — so a
+not-owner overlap here means that guard failed), told at the watchdog's next renewal if the section lasts that long;
 **expired** is a lease that ran out before a renewal succeeded (a majority down, or a starved worker).
 Fencing makes both harmless. Every cell reads \`fenced / lock-only\` or \`fenced; lock-only\`.
 
