@@ -200,17 +200,14 @@ class KeyReused extends Error {}
 
 /**
  * Claims `key` for this request, or returns the answer its first request got. The claim is an
- * INSERT in a savepoint: a concurrent request with the same key blocks on the key's unique index
- * until the first commits, then finds its answer (or, if the first rolled back, claims the key
- * itself). A key sent with other parameters is refused (422): it names another call.
+ * `INSERT ... ON CONFLICT DO NOTHING` (no savepoint needed: a conflict is not an error): a
+ * concurrent request with the same key blocks on the key's unique index until the first commits,
+ * then inserts nothing and finds its answer (or, if the first rolled back, claims the key itself).
+ * A key sent with other parameters is refused (422): it names another call.
  */
 async function claimKey(tx: TxClient, key: string, requestHash: string): Promise<Answer | undefined> {
-  try {
-    await tx.$transaction((sp) => sp.gatewayIdempotencyKey.create({ data: { key, requestHash, status: 0, body: {} } }))
-    return undefined
-  } catch (error) {
-    if ((error as { code?: unknown }).code !== 'P2002') throw error
-  }
+  const { count } = await tx.gatewayIdempotencyKey.createMany({ data: [{ key, requestHash, status: 0, body: {} }], skipDuplicates: true })
+  if (count === 1) return undefined
   const earlier = await tx.gatewayIdempotencyKey.findUniqueOrThrow({ where: { key } })
   if (earlier.requestHash !== requestHash) throw new KeyReused(`the ${IDEMPOTENCY_KEY_HEADER} ${JSON.stringify(key.slice(0, 60))} was used with other parameters`)
   return { status: earlier.status, body: earlier.body, replayed: true }
