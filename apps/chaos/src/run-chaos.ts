@@ -1,7 +1,7 @@
 /**
  * `npm run chaos`: every scenario, fenced then lock-only, checked, and the table written to
- * docs/RELIABILITY.md. Exit codes: 0 all pass; 1 a scenario fails its acceptance (see `verdict`);
- * 2 a bad command line (`npm run chaos -- --help`).
+ * docs/RELIABILITY.md. Exit codes (EXIT_CODES): 0 all pass; 1 a scenario fails its acceptance (see
+ * `verdict`); 2 a bad command line or a run that could not start; 130 Ctrl-C; 143 SIGTERM.
  *
  *   npm run chaos                      # the full set (15 s of faults per run), writes docs/RELIABILITY.md
  *   npm run chaos -- --short           # the CI version (5 s per run, more where a scenario needs it), prints the tables only
@@ -28,8 +28,8 @@ export const CHAOS_CLI: CliSpec = {
     'no-write': { type: 'boolean', description: 'write no report' },
     verbose: { type: 'boolean', description: "show the workers' and the gateway's logs" },
   },
-  notes: `REDIS_SERVER_BIN (default redis-server), DATABASE_URL (default: the machine's PostgreSQL, else embedded), CHAOS_LIBFAKETIME.
-Exit codes: 0 every scenario passes; 1 a scenario failed its acceptance; 2 a bad command line; 130 interrupted.`,
+  notes: `REDIS_SERVER_BIN (default redis-server), DATABASE_URL (default: the machine's PostgreSQL, else embedded), CHAOS_LIBFAKETIME.`,
+  failure: 'a scenario failed its acceptance',
 }
 
 await runCommand(CHAOS_CLI, process.argv.slice(2), async (values) => {
@@ -45,11 +45,13 @@ await runCommand(CHAOS_CLI, process.argv.slice(2), async (values) => {
   const out = values['no-write'] === true || (short && outText === undefined) ? undefined : (outText ?? RELIABILITY_MD)
   const args = process.argv.slice(2)
   const command = `npm run chaos${args.length ? ` -- ${args.join(' ')}` : ''}`
-  process.on('SIGINT', () => {
-    // Workers, gateways and redis-servers are killed by their exit hooks.
-    console.error('\nchaos: interrupted')
-    process.exit(EXIT_CODES.interrupted)
-  })
+  for (const [signal, code] of [['SIGINT', EXIT_CODES.interrupted], ['SIGTERM', EXIT_CODES.terminated]] as const) {
+    process.on(signal, () => {
+      // Workers, gateways and redis-servers are killed by their exit hooks.
+      console.error(`\nchaos: ${signal === 'SIGINT' ? 'interrupted' : 'terminated'}`)
+      process.exit(code)
+    })
+  }
 
   const began = performance.now()
   const outcomes = await runSuite({
