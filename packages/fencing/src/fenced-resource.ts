@@ -8,7 +8,7 @@ import { delegateKey } from './data-model.js'
 import { InvalidFencingOptionError } from './errors.js'
 import { fenceScopeOf } from './fenced-client.js'
 import { resolveTransactionLimits, type FencedClient, type TransactionClientOf, type TransactionLimits } from './fenced-transaction.js'
-import { invoke } from './fenced-write.js'
+import { recordFence } from './fenced-write.js'
 import type { FencingClaim } from './fencing-headers.js'
 
 /** Options of {@link withFencedResource}. */
@@ -47,9 +47,9 @@ export function resolveFencedResource(db: unknown, options: FencedResourceOption
 }
 
 /**
- * Runs `fn` in one transaction of `db` whose first statement records `claim.token` as the newest
- * token of `claim.resource` — a fenced upsert of the resource's row, which also takes its row
- * lock — so a request with an older token fails there with `StaleFencingTokenError` and `fn` does
+ * Runs `fn` in one transaction of `db` that first records `claim.token` as the newest token of
+ * `claim.resource` — a fenced upsert of the resource's row (a conditional UPDATE; for a new
+ * resource an INSERT ... ON CONFLICT DO NOTHING after it), which also takes its row lock — so a request with an older token fails there with `StaleFencingTokenError` and `fn` does
  * not run, and two requests for one resource do their work one after the other. `fn` gets the
  * transaction client, with the claim's token ambient. Options are checked before any I/O.
  *
@@ -68,15 +68,18 @@ export async function withFencedResource<C extends FencedClient, R>(
   fn: (tx: TransactionClientOf<C>) => Promise<R>,
 ): Promise<R> {
   const { delegate, keyField, limits } = resolveFencedResource(db, options)
+  const model = options.model
   if (typeof fn !== 'function') throw new InvalidFencingOptionError('fn', 'must be a function', fn)
   const { token, resource } = claim
   // $fenced checks the token before any query.
   db.$fenced(token)
   const run = async (tx: TransactionClientOf<C> & { $fenced(token: bigint): Record<string, object> }): Promise<R> => {
-    const rows = tx.$fenced(token)[delegate]
-    if (rows === undefined) throw new InvalidFencingOptionError('model', 'must be a model of this Prisma client', options.model)
-    // `update: {}` becomes `{ fence: token }` under the condition `fence <= token`.
-    await invoke(rows, 'upsert', { where: { [keyField]: resource }, create: { [keyField]: resource }, update: {}, select: { [keyField]: true } })
+    const scope = fenceScopeOf(tx.$fenced(token))
+    if (scope === undefined || (tx as unknown as Record<string, unknown>)[delegate] === undefined) {
+      throw new InvalidFencingOptionError('model', 'must be a model of this Prisma client', options.model)
+    }
+    // A fenced upsert of the resource's row: `fence <= token` raised to the token, or the row created with it.
+    await recordFence(tx, model, scope.options.models.get(model) as string, scope, { [keyField]: resource }, { [keyField]: resource })
     return withFenceToken(token, () => fn(tx))
   }
   return (db.$transaction as (fn: (tx: never) => Promise<R>, options: object) => Promise<R>)(run as never, limits)

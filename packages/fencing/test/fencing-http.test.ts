@@ -5,6 +5,8 @@
  * rows) so every assertion counts rows where the effect lands.
  */
 import type { AddressInfo } from 'node:net'
+import { databaseTarget } from '@fencelock/devkit/database-url'
+import { PrismaPg } from '@prisma/adapter-pg'
 import express from 'express'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import {
@@ -23,7 +25,7 @@ import {
   type FencedRequest,
 } from '../src/index.js'
 import { BAD_TOKENS } from './support/bad-tokens.js'
-import { createTestDatabase, settle, type PrismaClient, type TestDatabase } from './support/database.js'
+import { createTestDatabase, PrismaClient, settle, type TestDatabase } from './support/database.js'
 
 let t: TestDatabase
 let service: ReturnType<typeof serviceClient>
@@ -170,6 +172,52 @@ describe('withFencedResource (the core)', () => {
     await newer
     expect((await older).error).toBeInstanceOf(StaleFencingTokenError)
     expect(await ledger(orderId)).toBe(1)
+  })
+
+  it('records a claim in one statement for a known resource, two for a new one, three for a refusal (counted on the database)', async () => {
+    const logged = new PrismaClient({ adapter: new PrismaPg({ connectionString: databaseTarget().connectionString }, { schema: t.schema }), log: [{ emit: 'event', level: 'query' }] })
+    let statements: string[] = []
+    logged.$on('query', (event) => statements.push(event.query.replaceAll(`"${t.schema}".`, '').replace(/ (SET|WHERE|VALUES|ON|FROM|RETURNING) .*$/s, '')))
+    const db = serviceClient(logged)
+    const resource = `order:${nextOrder()}`
+    const claim = async (token: bigint) => {
+      statements = []
+      const outcome = await settle(withFencedResource(db, { token, resource }, { model: 'GatewayFence' }, async () => 'ran'))
+      // Prisma's query events show COMMIT (and ROLLBACK) but not BEGIN.
+      return { outcome, statements: statements.filter((q) => !/^(COMMIT|ROLLBACK)$/.test(q)) }
+    }
+    try {
+      const created = await claim(3n)
+      expect(created.outcome.value).toBe('ran')
+      expect(created.statements).toEqual(['UPDATE "GatewayFence"', 'INSERT INTO "GatewayFence" ("resource","fenceToken")'])
+      const known = await claim(4n)
+      expect(known.outcome.value).toBe('ran')
+      expect(known.statements).toEqual(['UPDATE "GatewayFence"'])
+      const refused = await claim(2n)
+      expect(refused.outcome.error).toMatchObject({ name: 'StaleFencingTokenError', token: 2n, storedToken: 4n })
+      expect(refused.statements).toEqual(['UPDATE "GatewayFence"', 'INSERT INTO "GatewayFence" ("resource","fenceToken")', expect.stringMatching(/^SELECT .*"GatewayFence"\."fenceToken"$/)])
+      expect(await t.base.gatewayFence.findUniqueOrThrow({ where: { resource } })).toEqual({ resource, fenceToken: 4n })
+    } finally {
+      await logged.$disconnect()
+    }
+  })
+
+  it('a resource row deleted under token 8 is not recreated by token 7 (the guard refuses, as StaleFencingTokenError); token 9 recreates it', async () => {
+    const orderId = nextOrder()
+    const resource = `order:${orderId}`
+    const charge = (token: bigint) =>
+      withFencedResource(service, { token, resource }, { model: 'GatewayFence' }, (tx) =>
+        tx.gatewayCharge.create({ data: { chargeId: `ch_tomb_${orderId}_${token}`, orderId, amountCents: 1 } }),
+      )
+    await charge(7n)
+    await service.$fenced(8n).gatewayFence.delete({ where: { resource } })
+    const stale = await settle(charge(7n))
+    expect(stale.error).toBeInstanceOf(StaleFencingTokenError)
+    expect(stale.error).toMatchObject({ token: 7n, storedToken: 8n })
+    expect(await ledger(orderId)).toBe(1)
+    await charge(9n)
+    expect(await ledger(orderId)).toBe(2)
+    expect(await t.base.gatewayFence.findUniqueOrThrow({ where: { resource } })).toEqual({ resource, fenceToken: 9n })
   })
 
   it('control: the same work without the resource fence charges for the older token too', async () => {

@@ -17,9 +17,9 @@
  *
  * A charge takes its latency first, then runs in one database transaction: the fence (when the
  * request carries fencing headers: the token must still be the newest seen for its resource when
- * the money moves, see `fencingMiddleware` of @fencelock/fencing), then the idempotency key
- * (claimed in a savepoint, so a concurrent request with the same key waits for this one and then
- * replays its answer), then the ledger row and the answer kept for the key.
+ * the money moves, see `fencingMiddleware` of @fencelock/fencing), then the ledger row, then the
+ * idempotency key with its answer (claimed last, so a concurrent request with the same key waits
+ * for this one and then replays its answer, its own ledger row deleted before it commits).
  */
 import { createHash, randomUUID } from 'node:crypto'
 import { fencing, fencingErrorHandler, fencingMiddleware, type FencedRequest } from '@fencelock/fencing'
@@ -154,10 +154,6 @@ export function createGatewayApp(deps: GatewayDeps): Express {
     // The network and the card scheme, before the ledger: no database transaction waits for them.
     await latency()
     const charge = async (tx: TxClient): Promise<Answer> => {
-      if (rawKey !== undefined) {
-        const earlier = await claimKey(tx, rawKey, requestHash)
-        if (earlier !== undefined) return earlier
-      }
       const row = await tx.gatewayCharge.create({
         data: {
           chargeId: `ch_${randomUUID().replaceAll('-', '')}`,
@@ -169,8 +165,13 @@ export function createGatewayApp(deps: GatewayDeps): Express {
         },
       })
       const answer: Answer = { status: 201, body: chargeBody(row) }
-      if (rawKey !== undefined) await tx.gatewayIdempotencyKey.update({ where: { key: rawKey }, data: { status: answer.status, body: answer.body as object } })
-      return answer
+      if (rawKey === undefined) return answer
+      const earlier = await claimKey(tx, rawKey, requestHash, answer)
+      if (earlier === undefined) return answer
+      // The key named an earlier charge: this one never happened (the resource's fence, when the
+      // request carried one, is still recorded when the transaction commits).
+      await tx.gatewayCharge.delete({ where: { id: row.id } })
+      return earlier
     }
     const answer = fencing !== undefined ? await fencing.transaction((tx) => charge(tx)) : await db.$transaction((tx) => charge(tx), limits)
     if (answer.replayed === true) res.setHeader(REPLAYED_HEADER, 'true')
@@ -199,14 +200,15 @@ type TxClient = Parameters<Parameters<GatewayDb['$transaction']>[0]>[0]
 class KeyReused extends Error {}
 
 /**
- * Claims `key` for this request, or returns the answer its first request got. The claim is an
- * `INSERT ... ON CONFLICT DO NOTHING` (no savepoint needed: a conflict is not an error): a
+ * Claims `key` for this request with its `answer`, or returns the answer the key's first request
+ * got. The claim is the transaction's last write, an `INSERT ... ON CONFLICT DO NOTHING` (no
+ * savepoint needed: a conflict is not an error), so a key is never seen without its answer: a
  * concurrent request with the same key blocks on the key's unique index until the first commits,
  * then inserts nothing and finds its answer (or, if the first rolled back, claims the key itself).
  * A key sent with other parameters is refused (422): it names another call.
  */
-async function claimKey(tx: TxClient, key: string, requestHash: string): Promise<Answer | undefined> {
-  const { count } = await tx.gatewayIdempotencyKey.createMany({ data: [{ key, requestHash, status: 0, body: {} }], skipDuplicates: true })
+async function claimKey(tx: TxClient, key: string, requestHash: string, answer: Answer): Promise<Answer | undefined> {
+  const { count } = await tx.gatewayIdempotencyKey.createMany({ data: [{ key, requestHash, status: answer.status, body: answer.body as object }], skipDuplicates: true })
   if (count === 1) return undefined
   const earlier = await tx.gatewayIdempotencyKey.findUniqueOrThrow({ where: { key } })
   if (earlier.requestHash !== requestHash) throw new KeyReused(`the ${IDEMPOTENCY_KEY_HEADER} ${JSON.stringify(key.slice(0, 60))} was used with other parameters`)

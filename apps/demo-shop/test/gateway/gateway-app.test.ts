@@ -91,6 +91,41 @@ describe('fencing headers', () => {
   })
 })
 
+describe('idempotency key and fencing headers together', () => {
+  it('a newer holder repeating the key gets the first charge, and its token is recorded: the older holder is refused from then on', async () => {
+    const orderId = order()
+    const resource = `order:${orderId}`
+    const key = `order:${orderId}`
+    const first = await charge({ orderId, amountCents: 700 }, { 'Idempotency-Key': key, ...fencingHeaders(5n, resource) })
+    expect(first.status).toBe(201)
+    const firstBody = await first.json()
+    const replay = await charge({ orderId, amountCents: 700 }, { 'Idempotency-Key': key, ...fencingHeaders(6n, resource) })
+    expect(replay.status).toBe(201)
+    expect(replay.headers.get('idempotent-replayed')).toBe('true')
+    expect(await replay.json()).toEqual(firstBody)
+    expect(await ledger(orderId)).toBe(1)
+    expect(await gateway.db.gatewayFence.findUniqueOrThrow({ where: { resource } })).toMatchObject({ fenceToken: 6n })
+    const older = await charge({ orderId, amountCents: 700 }, { 'Idempotency-Key': key, ...fencingHeaders(5n, resource) })
+    expect(older.status).toBe(409)
+    expect(await ledger(orderId)).toBe(1)
+  })
+
+  it('20 concurrent holders with one key and rising tokens: one charge, and the newest token is the resource\'s fence', async () => {
+    const orderId = order()
+    const resource = `order:${orderId}`
+    const answers = await Promise.all(
+      Array.from({ length: 20 }, (_, i) => charge({ orderId, amountCents: 700 }, { 'Idempotency-Key': `order:${orderId}`, ...fencingHeaders(BigInt(100 + i), resource) })),
+    )
+    // An older token that arrives after a newer one was recorded is refused (409); every other answer is the one charge.
+    const statuses = answers.map((a) => a.status)
+    expect(statuses.every((s) => s === 201 || s === 409)).toBe(true)
+    const ids = new Set(await Promise.all(answers.filter((a) => a.status === 201).map(async (a) => ((await a.json()) as { id: string }).id)))
+    expect(ids.size).toBe(1)
+    expect(await ledger(orderId)).toBe(1)
+    expect(await gateway.db.gatewayFence.findUniqueOrThrow({ where: { resource } })).toMatchObject({ fenceToken: 119n })
+  })
+})
+
 describe('bad input gets 400 (or 404, 413, 422), never a 500', () => {
   it('bad headers, bodies and routes', async () => {
     const orderId = order()
