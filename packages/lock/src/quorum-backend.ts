@@ -279,6 +279,7 @@ export class QuorumBackend implements LockBackend {
   readonly #nodes: readonly QuorumNode[]
   readonly #quorum: number
   readonly #options: RedisBackendOptions
+  readonly #listener: BackendListener
   /** Resource → our locker's ticket in its queues (Date.now() ms) while it waits for it. */
   readonly #tickets = new Map<string, number>()
 
@@ -291,6 +292,7 @@ export class QuorumBackend implements LockBackend {
     this.lockerId = options.lockerId ?? newOwnerId().slice(0, 16)
     const nodeOptions = { ...options, lockerId: this.lockerId }
     const clock: QuorumClock = { answeredAt: 0 }
+    this.#listener = listener
     this.#nodes = clients.map((client, i) => new QuorumNode(i, new RedisBackend(client, nodeOptions, deadlines, listener), client, clock, options.nodeRestartDelayMs))
     this.#quorum = majorityOf(clients.length)
     this.#options = options
@@ -454,8 +456,19 @@ export class QuorumBackend implements LockBackend {
     })
   }
 
+  /**
+   * Gives back a grant we do not keep (short of a majority, or too late). The node hands the lock
+   * on to the head of its queue, which may be our own locker (its ticket is the oldest): our
+   * subscriptions do not deliver our own messages, so our waiters are told here, or they would
+   * sit out the hand-off while a majority of the nodes keep it for us.
+   */
   #releaseOn(node: QuorumNode, resource: LockResource, ownerId: string): void {
-    node.track(node.backend.release(resource, ownerId)).catch(() => {})
+    node.track(node.backend.release(resource, ownerId)).then(
+      (outcome) => {
+        if (outcome.freed && outcome.handedTo === this.lockerId) this.#listener.released(resource.name, this.lockerId, this.#options.handoffMs, undefined)
+      },
+      () => {},
+    )
   }
 
   extend(resource: LockResource, ownerId: string, ttlMs: number, timeoutMs: number): Promise<number | undefined> {
