@@ -260,6 +260,11 @@ function skipped(node: QuorumNode): Error {
   return new Error(`node ${node.index} was not asked: ${why}`)
 }
 
+/** Why each node left out of `asked` was not asked (none on the common path: every node asked). */
+function notAsked(nodes: readonly QuorumNode[], asked: readonly QuorumNode[]): Error[] {
+  return asked.length === nodes.length ? [] : nodes.filter((node) => !asked.includes(node)).map(skipped)
+}
+
 /** Many nodes' errors as one, naming how many failed and the first reason. */
 function nodesFailed(what: string, errors: readonly Error[], n: number): Error {
   const first = errors[0]
@@ -311,7 +316,7 @@ export class QuorumBackend implements LockBackend {
     const validUntil = request.sentAt + validMs
     const asked = nodes.filter((node) => node.grants)
     if (asked.length < q) {
-      const errors = nodes.filter((node) => !asked.includes(node)).map(skipped)
+      const errors = notAsked(nodes, asked)
       return Promise.resolve({ granted: false, error: nodesFailed('no majority of the nodes can be asked', errors, n), cut: false })
     }
     if (validMs <= 0) {
@@ -345,7 +350,7 @@ export class QuorumBackend implements LockBackend {
     const maxMs = Math.min(validMs, request.waitUntil === undefined ? Number.POSITIVE_INFINITY : Math.max(floorMs, request.waitUntil - request.sentAt))
     return new Promise<AcquireOutcome>((resolve) => {
       const grants: NodeGrant[] = []
-      const errors: Error[] = asked.length === n ? [] : nodes.filter((node) => !asked.includes(node)).map(skipped)
+      const errors = notAsked(nodes, asked)
       let cutErrors = 0
       let holderTtlMs = -1
       /** Nodes asked that have not answered yet. */
@@ -478,7 +483,7 @@ export class QuorumBackend implements LockBackend {
     const q = this.#quorum
     const validUntil = sentAt + ttlMs - clockDriftMs(ttlMs)
     const asked = nodes.filter((node) => node.reachable)
-    const errors: Error[] = asked.length === n ? [] : nodes.filter((node) => !asked.includes(node)).map(skipped)
+    const errors = notAsked(nodes, asked)
     if (asked.length < q) return Promise.reject(nodesFailed('no majority of the nodes can be asked', errors, n))
     return new Promise((resolve, reject) => {
       let extended = 0
@@ -527,7 +532,7 @@ export class QuorumBackend implements LockBackend {
     const n = nodes.length
     const q = this.#quorum
     const asked = nodes.filter((node) => node.reachable)
-    const errors: Error[] = asked.length === n ? [] : nodes.filter((node) => !asked.includes(node)).map(skipped)
+    const errors = notAsked(nodes, asked)
     return new Promise((resolve, reject) => {
       const freed: ReleaseOutcome[] = []
       let notOurs = 0
