@@ -14,6 +14,7 @@ import { mkdtempSync, rmSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { CannotStartError } from './cli.js'
+import { clockOffsetEnv } from './clock-shim.js'
 import { answersPing, freePort } from './net.js'
 
 export interface RedisServerOptions {
@@ -21,6 +22,11 @@ export interface RedisServerOptions {
   readonly cluster?: boolean
   /** Extra `redis-server` arguments. */
   readonly args?: readonly string[]
+  /**
+   * Run the server with its wall clock this many ms ahead (negative: behind), through the clock
+   * shim (clock-shim.ts): `TIME`, token seeds and expiry instants see the shifted clock.
+   */
+  readonly clockOffsetMs?: number
 }
 
 const HOST = '127.0.0.1'
@@ -82,7 +88,8 @@ export class RedisServer {
         : []),
       ...(this.#options.args ?? []),
     ]
-    const child = spawn(redisServerBin(), args, { stdio: ['ignore', 'pipe', 'pipe'] })
+    const env = this.#options.clockOffsetMs === undefined ? process.env : { ...process.env, ...clockOffsetEnv(this.#options.clockOffsetMs) }
+    const child = spawn(redisServerBin(), args, { stdio: ['ignore', 'pipe', 'pipe'], env })
     this.#child = child
     this.#log = ''
     const keep = (chunk: Buffer) => {

@@ -14,8 +14,11 @@ import { createServer, Socket, type AddressInfo, type Server } from 'node:net'
 export interface TcpProxy {
   readonly host: string
   readonly port: number
-  /** From now on, every byte is dropped both ways (the connections stay open). */
-  blackhole(): void
+  /**
+   * From now on, every byte is dropped both ways (the connections stay open); with `replies`,
+   * only what the server sends (requests still arrive and run: a reply lost on the way back).
+   */
+  blackhole(direction?: 'both' | 'replies'): void
   /** Forward again after {@link blackhole} (what was dropped stays lost). */
   restore(): void
   /** From now on, every byte is held both ways (the connections stay open). */
@@ -36,7 +39,8 @@ const open = new Set<TcpProxy>()
 /** Listens on a free loopback port and forwards to `target`. */
 export async function startTcpProxy(target: { host?: string; port: number }, options: TcpProxyOptions = {}): Promise<TcpProxy> {
   const delayMs = options.delayMs ?? 0
-  let dropping = false
+  /** What is dropped: nothing, everything, or only the server's bytes. */
+  let dropping: 'none' | 'both' | 'replies' = 'none'
   /** While partitioned: what each connection's writes would have been, in order. */
   let held: { to: Socket; chunk: Buffer }[] | undefined
   const sockets = new Set<Socket>()
@@ -46,8 +50,9 @@ export async function startTcpProxy(target: { host?: string; port: number }, opt
     sockets.add(upstream)
     const later = (fn: () => void) => (delayMs > 0 ? setTimeout(fn, delayMs) : fn())
     const pipe = (from: Socket, to: Socket) => {
+      const fromServer = from === upstream
       from.on('data', (chunk: Buffer) => {
-        if (dropping) return
+        if (dropping === 'both' || (dropping === 'replies' && fromServer)) return
         if (held) {
           held.push({ to, chunk })
           return
@@ -70,11 +75,11 @@ export async function startTcpProxy(target: { host?: string; port: number }, opt
   const proxy: TcpProxy = {
     host: '127.0.0.1',
     port: (server.address() as AddressInfo).port,
-    blackhole: () => {
-      dropping = true
+    blackhole: (direction = 'both') => {
+      dropping = direction
     },
     restore: () => {
-      dropping = false
+      dropping = 'none'
     },
     partition: () => {
       held ??= []

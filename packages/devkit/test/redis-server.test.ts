@@ -32,6 +32,30 @@ const within = <T>(promise: Promise<T>, ms: number) =>
   Promise.race([promise.then(() => 'answered'), new Promise((resolve) => setTimeout(() => resolve('silent'), ms))])
 
 describe('the spawned redis-server', () => {
+  it('runs with its wall clock shifted by the clock shim: TIME is ahead, TTLs still run at the right rate', async () => {
+    const ahead = await startRedisServer({ clockOffsetMs: 3_000 })
+    const behind = await startRedisServer({ clockOffsetMs: -2_000 })
+    const seconds = async (server: typeof ahead) => {
+      const client = connect(server.port)
+      await waitForRedis(client, server.url)
+      const [s, us] = (await client.time()) as [string | number, string | number]
+      return { client, offset: Number(s) * 1000 + Math.floor(Number(us) / 1000) - Date.now() }
+    }
+    const a = await seconds(ahead)
+    const b = await seconds(behind)
+    expect(a.offset).toBeGreaterThan(2_900)
+    expect(a.offset).toBeLessThan(3_500)
+    expect(b.offset).toBeLessThan(-1_900)
+    expect(b.offset).toBeGreaterThan(-2_500)
+    // Expiry is measured on the same shifted clock, so a TTL is a TTL.
+    await a.client.set('k', 'v', 'PX', 1_000)
+    const pttl = await a.client.pttl('k')
+    expect(pttl).toBeGreaterThan(900)
+    expect(pttl).toBeLessThanOrEqual(1_000)
+    await ahead.dispose()
+    await behind.dispose()
+  })
+
   it('starts on a free port with debug allowed, pauses, resumes, restarts on the same port empty, and leaves no process', async () => {
     const server = await startRedisServer()
     const client = connect(server.port)
