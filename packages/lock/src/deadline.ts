@@ -11,11 +11,13 @@ export interface Pending {
   /** performance.now() at which the call is given up. */
   readonly at: number
   readonly ms: number
-  readonly reject: (error: DeadlineExceededError) => void
+  readonly reject: (error: Error) => void
   prev: Pending | undefined
   next: Pending | undefined
   /** Still on the clock: neither settled nor timed out. */
   live: boolean
+  /** What the call belongs to, for {@link Deadlines.failGroup} (a connection); undefined for most. */
+  readonly group: object | undefined
 }
 
 /**
@@ -41,8 +43,8 @@ export class Deadlines {
    * Starts the clock of one call: `onTimeout` gets a {@link DeadlineExceededError} after `ms`
    * from `from` (default: now) unless {@link settle} is called first.
    */
-  track(ms: number, onTimeout: (error: DeadlineExceededError) => void, from: number = performance.now()): Pending {
-    const entry: Pending = { at: from + Math.max(0, ms), ms, reject: onTimeout, prev: this.#tail, next: undefined, live: true }
+  track(ms: number, onTimeout: (error: Error) => void, from: number = performance.now(), group?: object): Pending {
+    const entry: Pending = { at: from + Math.max(0, ms), ms, reject: onTimeout, prev: this.#tail, next: undefined, live: true, group }
     if (this.#tail) this.#tail.next = entry
     else this.#head = entry
     this.#tail = entry
@@ -56,6 +58,18 @@ export class Deadlines {
     if (!entry.live) return false
     this.#unlink(entry)
     return true
+  }
+
+  /**
+   * Gives up at once every call of `group` still on the clock, with `error()` (a connection that
+   * closed: ioredis would only send them again later). Their late replies go where late replies
+   * go. Rare, so a walk of the list.
+   */
+  failGroup(group: object, error: () => Error): void {
+    const due: Pending[] = []
+    for (let entry = this.#head; entry; entry = entry.next) if (entry.group === group) due.push(entry)
+    for (const entry of due) this.#unlink(entry)
+    for (const entry of due) entry.reject(error())
   }
 
   /**

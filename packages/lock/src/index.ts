@@ -21,4 +21,4 @@ export {
   type UsingOptions,
 } from './options.js'
 export { resourceKeys, type ResourceKeys } from './keys.js'
-export { LOCK_SCRIPTS, type LockScriptSource } from './lock-scripts.js'
+export { LOCK_SCRIPTS, type LockScriptName, type LockScriptSource } from './lock-scripts.js'

@@ -30,3 +30,11 @@ export function resourceOfChannel(prefix: string, channel: string): string | und
   if (!channel.startsWith(head) || !channel.endsWith(tail)) return undefined
   return channel.slice(head.length, channel.length - tail.length)
 }
+
+/**
+ * Quorum mode's record of the longest lease granted on a node lately (quorum/restart-guard.ts):
+ * one key per node and prefix, outside any resource's hash tag (nodes are standalone masters).
+ */
+export function leaseRecordKey(prefix: string): string {
+  return `${prefix}lease-record`
+}

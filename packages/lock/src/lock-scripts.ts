@@ -1,27 +1,34 @@
-import { acquireScript, queuedAcquireScript } from './acquire-script.js'
-import { extendScript } from './extend-script.js'
-import { raiseFenceScript } from './raise-fence-script.js'
-import { handoffReleaseScript, leaveScript, releaseScript } from './release-script.js'
+import { handoffReleaseScript, leaveScript } from './fair-queue/hand-on.js'
+import { queuedAcquireScript } from './fair-queue/queued-acquire.js'
+import { acquireScript } from './scripts/acquire.js'
+import { extendScript } from './scripts/extend.js'
+import { raiseFenceScript } from './scripts/raise-fence.js'
+import { recordLeaseScript } from './scripts/record-lease.js'
+import { releaseScript } from './scripts/release.js'
 
 /** One script as {@link LOCK_SCRIPTS} lists it. */
 export interface LockScriptSource {
-  /** The Lua source (`SCRIPT LOAD` it to load it ahead). */
+  /** The Lua source, as Redis runs it (`SCRIPT LOAD` it to load it ahead). */
   readonly lua: string
   /** SHA1 of the source, as `EVALSHA` wants it. */
   readonly sha: string
-  /** The names of its KEYS, in order. */
+  /** The names of its KEYS, in order (the Lua names each `<name>Key`). */
   readonly keys: readonly string[]
-  /** The names of its ARGV, in order. */
+  /** The names of its ARGV, in order (the Lua names each as is). */
   readonly args: readonly string[]
 }
 
+/** The names of the scripts a Locker runs. */
+export type LockScriptName = 'acquire' | 'queuedAcquire' | 'release' | 'handoffRelease' | 'leave' | 'extend' | 'raiseFence' | 'recordLease'
+
 /**
  * The scripts a Locker runs (`queuedAcquire`, `handoffRelease` and `leave` only when acquires
- * wait, `raiseFence` only in quorum mode), for auditing them, loading them ahead (`SCRIPT LOAD`) or driving them from elsewhere
- * (the benchmark's bare loop); the Locker needs none of it. Each lists its keys and arguments by
- * name, in the order the script takes them. Changing them here changes nothing: they are copies.
+ * wait; `raiseFence` and `recordLease` only in quorum mode, `recordLease` by EVAL), for auditing
+ * them, loading them ahead (`SCRIPT LOAD`) or driving them from elsewhere (the benchmark's bare
+ * loop); the Locker needs none of it. Each lists its keys and arguments by name, in the order the
+ * script takes them. Changing them here changes nothing: they are copies.
  */
-export const LOCK_SCRIPTS: Readonly<Record<'acquire' | 'queuedAcquire' | 'release' | 'handoffRelease' | 'leave' | 'extend' | 'raiseFence', LockScriptSource>> = Object.freeze({
+export const LOCK_SCRIPTS: Readonly<Record<LockScriptName, LockScriptSource>> = Object.freeze({
   acquire: source(acquireScript),
   queuedAcquire: source(queuedAcquireScript),
   release: source(releaseScript),
@@ -29,6 +36,7 @@ export const LOCK_SCRIPTS: Readonly<Record<'acquire' | 'queuedAcquire' | 'releas
   leave: source(leaveScript),
   extend: source(extendScript),
   raiseFence: source(raiseFenceScript),
+  recordLease: source(recordLeaseScript),
 })
 
 function source(script: LockScriptSource): LockScriptSource {

@@ -1,4 +1,4 @@
-import type { LockBackend, LockResource, ReleaseOutcome } from './backend.js'
+import type { LockBackend, LockResource, ReleaseOutcome } from './backend/backend.js'
 import type { Deadlines, Pending } from './deadline.js'
 import { asError, LockLostError, LockUnavailableError, type LockLostReason } from './errors.js'
 import type { LockEvent } from './events.js'

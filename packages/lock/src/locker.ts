@@ -1,7 +1,9 @@
 import type { Redis } from 'ioredis'
-import type { AcquireOutcome, BackendListener, LockBackend, LockResource, QueueMode } from './backend.js'
+import type { AcquireOutcome, BackendListener, LockBackend, LockResource, QueueMode } from './backend/backend.js'
+import { ConnectionDownError } from './backend/connection-error.js'
+import { InFlightCalls } from './backend/in-flight.js'
 import { DeadlineExceededError, Deadlines } from './deadline.js'
-import { asError, InvalidLockOptionError, LockAbortedError, LockTimeoutError, LockUnavailableError } from './errors.js'
+import { asError, InvalidLockOptionError, LockAbortedError, LockError, LockTimeoutError, LockUnavailableError } from './errors.js'
 import type { LockEvent } from './events.js'
 import { Lock, type LockHost } from './lock.js'
 import {
@@ -18,11 +20,11 @@ import {
   type TryAcquireOptions,
   type UsingOptions,
 } from './options.js'
-import { QuorumBackend, type QuorumBackendOptions } from './quorum-backend.js'
-import { RedisBackend, type RedisBackendOptions, type RedisClient } from './redis-backend.js'
-import { WaitQueues, type Attempt, type WaitHost } from './wait-queue.js'
+import { QuorumBackend, type QuorumBackendOptions } from './quorum/quorum-backend.js'
+import { RedisBackend, type RedisBackendOptions, type RedisClient } from './backend/redis-backend.js'
+import { WaitQueues, type Attempt, type WaitHost } from './waiting/wait-queues.js'
 
-export type { RedisClient } from './redis-backend.js'
+export type { RedisClient } from './backend/connection.js'
 
 /**
  * Grants locks on Redis with fencing tokens. One Locker per process is the usual set-up: its
@@ -51,6 +53,8 @@ export class Locker {
   readonly #lockHost: LockHost
   readonly #nodes: number
   readonly #ttlFloor: TtlFloor
+  /** Tries in flight, until their outcome is handled (a grant after close() is given back then). */
+  readonly #tries = new InFlightCalls()
   #closed = false
 
   /**
@@ -65,7 +69,7 @@ export class Locker {
     this.#ttlFloor = this.#nodes > 1 ? QUORUM_TTL_FLOOR : SINGLE_TTL_FLOOR
     const o = resolveLockerOptions(options, this.#ttlFloor)
     this.#options = o
-    this.#defaultAcquire = resolveAcquireOptions(undefined, o, false, this.#ttlFloor)
+    this.#defaultAcquire = resolveAcquireOptions(undefined, o, 'acquire', this.#ttlFloor)
     if (o.onEvent) this.#listeners.add(o.onEvent)
     // A queued locker that stops trying (a crashed process) is dropped after this lease. Waiters
     // try at least every 1.2 × pollMs (the safety poll), so a live one always renews it in time.
@@ -144,7 +148,7 @@ export class Locker {
    */
   async acquire(resource: string, options?: AcquireOptions): Promise<Lock> {
     const r = this.#backend.resource(resource)
-    const o = options === undefined ? this.#defaultAcquire : resolveAcquireOptions(options, this.#options, false, this.#ttlFloor)
+    const o = options === undefined ? this.#defaultAcquire : resolveAcquireOptions(options, this.#options, 'acquire', this.#ttlFloor)
     this.#assertOpen(resource)
     const start = performance.now()
     if (o.signal?.aborted) throw this.#aborted(resource, start, o.signal)
@@ -158,7 +162,7 @@ export class Locker {
    */
   async tryAcquire(resource: string, options?: TryAcquireOptions): Promise<Lock | null> {
     const r = this.#backend.resource(resource)
-    const o = options === undefined ? this.#defaultAcquire : resolveAcquireOptions(options, this.#options, false, this.#ttlFloor)
+    const o = options === undefined ? this.#defaultAcquire : resolveAcquireOptions(options, this.#options, 'tryAcquire', this.#ttlFloor)
     this.#assertOpen(resource)
     const start = performance.now()
     const attempt = await this.#attempt(r, o, start, undefined, true, 'none')
@@ -166,6 +170,7 @@ export class Locker {
       this.#emitAcquired(attempt.lock, start, 1)
       return attempt.lock
     }
+    if (attempt.error instanceof LockError) throw attempt.error
     if (attempt.error) throw this.#unavailable(resource, start, attempt.error)
     this.#emit({ type: 'contended', resource, holderTtlMs: attempt.holderTtlMs })
     return null
@@ -180,7 +185,7 @@ export class Locker {
   async using<T>(resource: string, fn: (lock: Lock) => Promise<T> | T, options: UsingOptions = {}): Promise<T> {
     if (typeof fn !== 'function') throw new InvalidLockOptionError('fn', 'must be a function', fn)
     const name = checkResource(resource)
-    const o = resolveAcquireOptions(options, this.#options, true, this.#ttlFloor)
+    const o = resolveAcquireOptions(options, this.#options, 'using', this.#ttlFloor)
     const lock = await this.acquire(name, o)
     try {
       return await fn(lock)
@@ -191,23 +196,37 @@ export class Locker {
 
   /**
    * Rejects blocked acquires, stops every watchdog, releases the locks this locker still holds,
-   * leaves the queues in Redis it stood in, and closes the subscriber connection. The Redis
-   * client given to the constructor stays open.
+   * waits for the tries still in flight (a grant that lands now is released) and for everything
+   * it sent to be answered, leaves the queues in Redis it stood in, and closes the subscriber
+   * connection — bounded by `commandTimeoutMs` while Redis does not answer. So `close()` then
+   * `quit()` of the client leaves nothing held or queued in this Locker's name. The Redis client
+   * given to the constructor stays open.
    */
   async close(): Promise<void> {
     if (this.#closed) return
     this.#closed = true
     this.#queues.closeAll()
-    await Promise.allSettled([...this.#held.values()].map((lock) => lock.releaseOnClose()))
+    const releases = Promise.allSettled([...this.#held.values()].map((lock) => lock.releaseOnClose()))
+    await Promise.all([releases, this.#tries.idle(this.#options.commandTimeoutMs)])
     await this.#backend.close()
   }
 
   /** One try through the backend; a grant becomes a {@link Lock}. Never rejects. */
   #attempt(resource: LockResource, o: ResolvedAcquire, sentAt: number, waitUntil: number | undefined, first: boolean, queue: QueueMode): Promise<Attempt> {
+    const tries = this.#tries
+    tries.begin()
     return this.#backend.acquire(resource, { ttlMs: o.ttlMs, sentAt, waitUntil, first, queue }).then(
-      (outcome) => this.#toAttempt(resource, o, sentAt, outcome),
+      (outcome) => {
+        const attempt = this.#toAttempt(resource, o, sentAt, outcome)
+        tries.end()
+        return attempt
+      },
       // Backends answer with outcomes; should one throw, the try failed like a Redis call.
-      (error: unknown) => this.#toAttempt(resource, o, sentAt, { granted: false, error: asError(error), cut: false }),
+      (error: unknown) => {
+        const attempt = this.#toAttempt(resource, o, sentAt, { granted: false, error: asError(error), cut: false })
+        tries.end()
+        return attempt
+      },
     )
   }
 
@@ -276,9 +295,16 @@ export class Locker {
     return new LockTimeoutError(resource, waitedMs)
   }
 
+  /**
+   * The wait ran out (or a try without one failed) with Redis not answering. A connection known to
+   * be down says so, with the client's last connection error (ECONNREFUSED, say) as the cause.
+   */
   #unavailable(resource: string, start: number, cause: Error): LockUnavailableError {
     this.#emit({ type: 'unavailable', resource, waitedMs: performance.now() - start, error: cause })
-    return new LockUnavailableError(resource, 'acquire', `could not acquire lock "${resource}": ${cause instanceof DeadlineExceededError ? 'Redis did not answer in time' : 'the Redis call failed'} (${cause.message})`, cause)
+    const prefix = `could not acquire lock "${resource}": `
+    if (cause instanceof ConnectionDownError) return new LockUnavailableError(resource, 'acquire', prefix + cause.message, cause.cause ?? cause)
+    const why = cause instanceof DeadlineExceededError ? 'Redis did not answer in time' : 'the Redis call failed'
+    return new LockUnavailableError(resource, 'acquire', `${prefix}${why} (${cause.message})`, cause)
   }
 
   #aborted(resource: string, start: number, signal: AbortSignal | undefined): LockAbortedError {

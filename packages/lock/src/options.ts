@@ -61,12 +61,13 @@ export interface LockerOptions {
    */
   handoffMs?: number
   /**
-   * Quorum mode only: a node whose connection comes back after it restarted less than this long
-   * ago (its `INFO server` uptime) does not count toward the majority of an acquire until it has
-   * been up this long — a delayed restart, done by the client. A node that restarted without
-   * persistence has lost the keys of the locks held on it, so with it a second holder could win a
-   * majority while the first still holds the lock. 0 (off) to 24 h. Default: the Locker's `ttlMs`;
-   * set it to the longest lease any process takes on these nodes.
+   * Quorum mode only: the delayed restart, done by the clients. A node that restarted without
+   * persistence has lost the keys of the locks held on it; with it a second holder could win a
+   * majority while the first still holds the lock. So a node found without its data when its
+   * connection becomes ready (it lacks the lease record the other nodes have) sits out acquires
+   * until it has been up for the longest lease any Locker recorded on the nodes — automatically,
+   * across Lockers, processes and per-call `ttlMs` (docs/LOCK.md). A number sets the least it sits
+   * out; `0` turns the guard off. 0 to 24 h. Default: the longest lease recorded.
    */
   nodeRestartDelayMs?: number
   /** Receives typed events (acquired, contended, timeout, ...). Exceptions it throws are ignored. */
@@ -108,8 +109,8 @@ export interface ResolvedLockerOptions {
   readonly pollMs: number
   readonly fenceTtlMs: number
   readonly handoffMs: number
-  /** Quorum mode's delayed restart, ms (see LockerOptions); the Locker's ttlMs unless given. */
-  readonly nodeRestartDelayMs: number
+  /** Quorum mode's delayed restart (see LockerOptions): 0 off, a number the least, undefined automatic. */
+  readonly nodeRestartDelayMs: number | undefined
   readonly onEvent: ((event: LockEvent) => void) | undefined
 }
 
@@ -159,11 +160,32 @@ function or<T>(value: unknown, fallback: T): unknown {
   return value === undefined ? fallback : value
 }
 
-function checkObject(field: string, value: unknown): Record<string, unknown> {
+/**
+ * Checks an options object: an object whose every own key is one of `known` (a misspelled option,
+ * `waitMS` for `waitMs`, would otherwise be ignored without a word).
+ */
+function checkObject(field: string, value: unknown, what: string, known: readonly string[]): Record<string, unknown> {
   if (value === undefined) return {}
   if (value === null || typeof value !== 'object') throw new InvalidLockOptionError(field, 'must be an object', value)
+  for (const key of Object.keys(value)) {
+    if (known.includes(key)) continue
+    const near = known.find((k) => k.toLowerCase() === key.toLowerCase())
+    const hint = near ? `did you mean ${near}?` : `the options are ${known.join(', ')}`
+    throw new InvalidLockOptionError(`${field}.${key}`, `is not an option of ${what} (${hint})`, (value as Record<string, unknown>)[key])
+  }
   return value as Record<string, unknown>
 }
+
+const LOCKER_OPTIONS = ['ttlMs', 'waitMs', 'prefix', 'commandTimeoutMs', 'pollMs', 'fenceTtlMs', 'handoffMs', 'nodeRestartDelayMs', 'onEvent'] as const
+/** The options each call takes, by the call's name. */
+const CALL_OPTIONS = Object.freeze({
+  acquire: ['ttlMs', 'waitMs', 'signal', 'autoExtend'],
+  tryAcquire: ['ttlMs', 'autoExtend'],
+  using: ['ttlMs', 'waitMs', 'signal'],
+} as const)
+
+/** Which call an options object is for: the keys it may have. */
+export type OptionsOf = keyof typeof CALL_OPTIONS
 
 export function checkSignal(value: unknown): AbortSignal | undefined {
   if (value === undefined) return undefined
@@ -178,7 +200,7 @@ function checkBoolean(field: string, value: unknown): boolean {
 }
 
 export function resolveLockerOptions(options: unknown, ttlFloor: TtlFloor = SINGLE_TTL_FLOOR): ResolvedLockerOptions {
-  const o = checkObject('options', options)
+  const o = checkObject('options', options, 'new Locker()', LOCKER_OPTIONS)
   const prefix = or(o.prefix, LOCK_DEFAULTS.prefix)
   if (typeof prefix !== 'string' || prefix.length > 256 || /[{}]/.test(prefix)) {
     throw new InvalidLockOptionError('prefix', "must be a string of at most 256 characters without '{' or '}'", prefix)
@@ -195,7 +217,7 @@ export function resolveLockerOptions(options: unknown, ttlFloor: TtlFloor = SING
     pollMs: checkInteger('pollMs', or(o.pollMs, LOCK_DEFAULTS.pollMs), 10, 60_000),
     fenceTtlMs: checkInteger('fenceTtlMs', or(o.fenceTtlMs, LOCK_DEFAULTS.fenceTtlMs), 1_000, 30 * MAX_DURATION_MS),
     handoffMs: checkInteger('handoffMs', or(o.handoffMs, LOCK_DEFAULTS.handoffMs), 1, 60_000),
-    nodeRestartDelayMs: checkInteger('nodeRestartDelayMs', or(o.nodeRestartDelayMs, ttlMs), 0, MAX_DURATION_MS),
+    nodeRestartDelayMs: o.nodeRestartDelayMs === undefined ? undefined : checkInteger('nodeRestartDelayMs', o.nodeRestartDelayMs, 0, MAX_DURATION_MS),
     onEvent: o.onEvent as ResolvedLockerOptions['onEvent'],
   }
 }
@@ -207,12 +229,13 @@ export interface ResolvedAcquire {
   readonly autoExtend: boolean
 }
 
-export function resolveAcquireOptions(options: unknown, defaults: ResolvedLockerOptions, forceAutoExtend = false, ttlFloor: TtlFloor = SINGLE_TTL_FLOOR): ResolvedAcquire {
-  const o = checkObject('options', options)
+/** The options of one call (`acquire`, `tryAcquire` or `using`), defaults filled in; `using` always renews. */
+export function resolveAcquireOptions(options: unknown, defaults: ResolvedLockerOptions, call: OptionsOf, ttlFloor: TtlFloor = SINGLE_TTL_FLOOR): ResolvedAcquire {
+  const o = checkObject('options', options, `${call}()`, CALL_OPTIONS[call])
   return {
     ttlMs: checkTtl(or(o.ttlMs, defaults.ttlMs), ttlFloor),
     waitMs: checkInteger('waitMs', or(o.waitMs, defaults.waitMs), 0, MAX_DURATION_MS),
     signal: checkSignal(o.signal),
-    autoExtend: forceAutoExtend || checkBoolean('autoExtend', o.autoExtend),
+    autoExtend: call === 'using' || checkBoolean('autoExtend', o.autoExtend),
   }
 }

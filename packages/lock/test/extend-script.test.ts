@@ -1,6 +1,6 @@
 import type { Redis } from 'ioredis'
 import { beforeAll, describe, expect, it } from 'vitest'
-import { extendOnce } from '../src/extend-script.js'
+import { extendOnce } from './support/scripts.js'
 import { resourceKeys } from '../src/index.js'
 import { connectShared, unique } from './support/connections.js'
 

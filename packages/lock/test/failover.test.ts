@@ -9,6 +9,7 @@
 import { describe, expect, it } from 'vitest'
 import { resourceKeys } from '../src/index.js'
 import { connect, makeLocker, ready, unique } from './support/connections.js'
+import { waitUntil } from './support/timing.js'
 import { startLatencyProxy } from './support/latency-proxy.js'
 import { useScriptedServer } from './support/scripted-server.js'
 
@@ -88,6 +89,32 @@ describe('a token counter that went back (a failover to a lagging replica)', () 
       expect(lock.token).toBeGreaterThan(seeded[0]!)
       expect(lock.token).toBeGreaterThan(before[4]!)
       await lock.release()
+    } finally {
+      await proxy.close()
+    }
+  })
+
+  it('a reply lost to a reconnect: the resent acquire finds its own grant and it is not orphaned (the acquire succeeds, nothing is left held)', async () => {
+    const resource = unique('lost-reply')
+    const lockKey = resourceKeys(prefix, resource).lock
+    const proxy = await startLatencyProxy({ port: env.server.port }, 0)
+    try {
+      const client = connect({ port: proxy.port })
+      await ready(client, `proxy ${proxy.port}`)
+      const far = makeLocker(client, { ttlMs: 30_000, commandTimeoutMs: 5_000 })
+      await (await far.acquire(unique('warm'))).release() // scripts loaded
+      proxy.blackhole('replies') // the acquire runs on the server; its reply is lost
+      const pending = far.acquire(resource, { waitMs: 3_000 })
+      await waitUntil(async () => (await env.admin.exists(lockKey)) === 1, { what: 'the acquire ran on the server' })
+      proxy.restore()
+      // The connection drops with the reply lost; ioredis resends the acquire on the new one.
+      await env.admin.call('CLIENT', 'KILL', 'TYPE', 'normal', 'SKIPME', 'yes')
+      const lock = await pending
+      await lock.release()
+      // Nothing is left in anyone's name: another locker takes it at once.
+      const next = await env.lockerOn().tryAcquire(resource)
+      expect(next).not.toBeNull()
+      await next!.release()
     } finally {
       await proxy.close()
     }

@@ -4,7 +4,7 @@
  */
 import type { Redis } from 'ioredis'
 import { describe, expect, it } from 'vitest'
-import { acquireOnce } from '../src/acquire-script.js'
+import { acquireOnce } from './support/scripts.js'
 import { LockAbortedError, LockLostError, LockTimeoutError, LockUnavailableError, resourceKeys, type Lock } from '../src/index.js'
 import { newOwnerId } from '../src/owner-id.js'
 import { commandCalls, connect, makeLocker, ready, unique } from './support/connections.js'
@@ -39,28 +39,33 @@ async function expectUnavailableWithin(promise: Promise<unknown>, startedAt: num
 }
 
 describe('a killed Redis', () => {
-  it('fails acquire with LockUnavailableError within waitMs, tryAcquire within commandTimeoutMs; after a restart no lock is left', async () => {
+  it('fails acquire with LockUnavailableError within waitMs, tryAcquire and waitMs 0 at once, with the connection error as the cause; nothing is sent while the connection is down, and after a restart no lock is left', async () => {
     const { server, client, admin } = await setUp()
     const l = eventLog()
     const locker = makeLocker(client, { commandTimeoutMs: 250, onEvent: l.onEvent })
     await (await locker.acquire(unique('warm'))).release()
     await server.stop()
+    await waitUntil(() => client.status !== 'ready', { what: 'the client to see the connection closed' })
 
     const names = [unique('killed-a'), unique('killed-b'), unique('killed-c'), unique('killed-d')]
     let t = performance.now()
     await expectUnavailableWithin(locker.acquire(names[0]!, { waitMs: 200 }), t, 200)
     t = performance.now()
     // waitMs longer than commandTimeoutMs: several attempts, still bounded by waitMs.
-    await expectUnavailableWithin(locker.acquire(names[1]!, { waitMs: 700 }), t, 700)
-    // Each failed round trip is an `error` (an attempt cut by the caller's own deadline is not);
-    // the call's outcome is one `unavailable`.
+    const { error } = await settle(locker.acquire(names[1]!, { waitMs: 700 }))
+    expect(performance.now() - t).toBeLessThan(700 + SLACK_MS)
+    // It says why, with the client's own connection error as the cause.
+    expect(error).toBeInstanceOf(LockUnavailableError)
+    expect((error as Error).message).toMatch(/the connection to Redis is down \(connect ECONNREFUSED/)
+    expect((error as Error).cause).toMatchObject({ code: 'ECONNREFUSED' })
+    // Each failed try is an `error`; the call's outcome is one `unavailable`.
     expect(l.of('error', names[1]).length).toBeGreaterThanOrEqual(1)
     expect(l.of('unavailable', names[1])).toHaveLength(1)
+    // With the connection known to be down, a try without a wait fails at once.
     t = performance.now()
-    await expectUnavailableWithin(locker.tryAcquire(names[2]!), t, 250)
+    await expectUnavailableWithin(locker.tryAcquire(names[2]!), t, 20)
     t = performance.now()
-    // waitMs 0 still allows the one attempt its commandTimeoutMs.
-    await expectUnavailableWithin(locker.acquire(names[3]!, { waitMs: 0 }), t, 250)
+    await expectUnavailableWithin(locker.acquire(names[3]!, { waitMs: 0 }), t, 20)
     expect(l.of('timeout')).toEqual([])
 
     // Control: a bare SET NX PX sent while Redis is down is queued by ioredis and lands later.
@@ -70,12 +75,31 @@ describe('a killed Redis', () => {
     await server.restart()
     await waitUntil(async () => (await admin.exists(keyOf(control))) === 1, { timeoutMs: 3_000, what: 'the queued SET to land' })
     await sleep(100)
-    // Every queued acquire landed too (its token counter exists), and its compare-and-delete
-    // right behind it (its lock key does not).
-    expect(await admin.exists(...names.map((n) => resourceKeys('fencelock:', n).fence))).toBe(names.length)
+    // No acquire was queued behind it: not one of them reached the server (no token counter, no lock).
+    expect(await admin.exists(...names.map((n) => resourceKeys('fencelock:', n).fence))).toBe(0)
     expect(await admin.exists(...names.map(keyOf))).toBe(0)
-    const lock = await locker.acquire(names[0]!, { waitMs: 0 })
+    const lock = await locker.acquire(names[0]!, { waitMs: 1_000 })
     expect(await lock.release()).toBe(true)
+  })
+
+  it('a try in flight when the connection closes fails at once (not at commandTimeoutMs), and what ioredis sends again later is cleaned up', async () => {
+    const { server, client, admin } = await setUp()
+    const locker = makeLocker(client, { commandTimeoutMs: 5_000 })
+    await (await locker.acquire(unique('warm'))).release()
+    const r = unique('in-flight-close')
+    // Writes held for 600 ms: the try is sent and waits on the server.
+    await admin.client('PAUSE', 600, 'WRITE')
+    const pending = settle(locker.tryAcquire(r))
+    await sleep(50)
+    const t = performance.now()
+    await admin.call('CLIENT', 'KILL', 'TYPE', 'normal', 'SKIPME', 'yes')
+    const { error } = await pending
+    expect(error).toBeInstanceOf(LockUnavailableError)
+    expect(performance.now() - t).toBeLessThan(SLACK_MS)
+    // ioredis sent it again on the new connection; it ran when the pause ended and was given back.
+    await waitUntil(async () => (await admin.exists(resourceKeys('fencelock:', r).fence)) === 1, { timeoutMs: 3_000, what: 'the resent try to run' })
+    await waitUntil(async () => (await admin.exists(keyOf(r))) === 0, { timeoutMs: 3_000, what: 'its grant to be given back' })
+    void server
   })
 })
 

@@ -4,7 +4,7 @@
  */
 import type { Redis } from 'ioredis'
 import { beforeAll, describe, expect, it } from 'vitest'
-import { handedTo, HANDED_TO, LUA, parseReleaseMessage, releaseMessage, WAITING_MARK } from '../src/formats.js'
+import { handedTo, HANDED_TO, LUA, parseReleaseMessage, releaseMessage, WAITING_MARK } from '../src/fair-queue/formats.js'
 import { newOwnerId } from '../src/owner-id.js'
 import { connectShared } from './support/connections.js'
 

@@ -15,6 +15,7 @@ import {
 } from '../src/index.js'
 import { commandCalls, connect, connectionCount, connectShared, makeLocker, ready, SHARED_REDIS_URL, unique } from './support/connections.js'
 import { eventLog, type EventLog } from './support/events.js'
+import { startLatencyProxy } from './support/latency-proxy.js'
 import { startRedisServer, type RedisServer } from './support/redis-server.js'
 import { settle, sleep, waitUntil } from './support/timing.js'
 
@@ -477,6 +478,43 @@ describe('close()', () => {
     })
     expect(await held.release()).toBe(true)
     expect(await admin.exists(keys.lock)).toBe(0) // freed, not handed to the closed Locker
+  })
+
+  it('close() waits for tries in flight and their clean-up: close() then quit() leaves no lock held and no Locker queued, with the scripts loaded or flushed', async () => {
+    // Redis 5 ms away: a try sent just before close() answers after it. Before, close() returned
+    // at once; the late grant's release (or its NOSCRIPT fallback) went out after QUIT and failed,
+    // and the lock stayed held by nobody for its TTL.
+    const proxy = await startLatencyProxy({ port: server.port }, 5)
+    const holder = makeLocker(connect({ port: server.port }))
+    for (const flushed of [false, true]) {
+      for (let trial = 0; trial < 8; trial++) {
+        const client = connect({ port: proxy.port })
+        await ready(client, 'the proxy')
+        const closing = makeLocker(client, { ttlMs: 30_000, pollMs: 50 })
+        const free = unique('close-quit-free')
+        const busy = unique('close-quit-busy')
+        const held = await holder.acquire(busy, { ttlMs: 30_000 })
+        // A waiter queued on the busy one (its tries join the Redis queue), a try in flight on the free one.
+        const waiting = settle(closing.acquire(busy, { waitMs: 10_000 }))
+        await waitUntil(async () => (await admin.zcard(resourceKeys('fencelock:', busy).queue)) === 1, { what: 'the waiter queued' })
+        if (flushed) await admin.script('FLUSH')
+        const granting = settle(closing.acquire(free, { waitMs: 10_000 }))
+        await closing.close()
+        await client.quit()
+        await granting
+        expect((await waiting).error).toBeInstanceOf(LockUnavailableError)
+        expect({ trial, flushed, freeHeld: await admin.exists(resourceKeys('fencelock:', free).lock), queued: await admin.zcard(resourceKeys('fencelock:', busy).queue) }).toEqual({
+          trial,
+          flushed,
+          freeHeld: 0,
+          queued: 0,
+        })
+        // The busy one is freed for anyone, not handed to the closed Locker.
+        expect(await held.release()).toBe(true)
+        expect(await admin.exists(resourceKeys('fencelock:', busy).lock)).toBe(0)
+      }
+    }
+    await proxy.close()
   })
 
   it('a process that quits only its own Redis client (no close()) still exits', async () => {

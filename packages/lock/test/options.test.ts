@@ -14,6 +14,7 @@ import {
 } from '../src/index.js'
 import { commandCalls, connect, makeLocker, ready, unique } from './support/connections.js'
 import { startRedisServer, type RedisServer } from './support/redis-server.js'
+import { settle } from './support/timing.js'
 
 // Deliberately untyped: these are the calls a JavaScript caller (or a cast) can make.
 type AnyLocker = {
@@ -75,6 +76,11 @@ const CALL_CASES: Case[] = [
     [`using options ${show(v)}`, 'options', (l) => l.using('r', async () => 1, v)],
   ]),
   ...[undefined, 'fn', {}].map((v): Case => [`using fn ${show(v)}`, 'fn', (l) => l.using('r', v)]),
+  // A misspelled or foreign option is bad input too: it would otherwise be ignored without a word.
+  ['acquire waitMS (misspelled)', 'options.waitMS', (l) => l.acquire('r', { waitMS: 5 })],
+  ['acquire ttl (unknown)', 'options.ttl', (l) => l.acquire('r', { ttl: 5 })],
+  ['tryAcquire waitMs (not an option of tryAcquire)', 'options.waitMs', (l) => l.tryAcquire('r', { waitMs: 5 })],
+  ['using autoExtend (always on in using)', 'options.autoExtend', (l) => l.using('r', async () => 1, { autoExtend: false })],
   ...[undefined, 'fn'].map((v): Case => [`listen ${show(v)}`, 'listener', (l) => l.listen(v)]),
 ]
 
@@ -90,6 +96,8 @@ const CONSTRUCTOR_CASES: (readonly [label: string, field: string, options: unkno
   ...[999, 30 * MAX_DURATION_MS + 1, Number.NaN].map((v) => [`fenceTtlMs ${show(v)}`, 'fenceTtlMs', { fenceTtlMs: v }] as const),
   ...[0, 60_001, 1.5, Number.NaN, null, '500'].map((v) => [`handoffMs ${show(v)}`, 'handoffMs', { handoffMs: v }] as const),
   ...[-1, 86_400_001, 1.5, Number.NaN, null, '500'].map((v) => [`nodeRestartDelayMs ${show(v)}`, 'nodeRestartDelayMs', { nodeRestartDelayMs: v }] as const),
+  ['ttlMS (misspelled)', 'options.ttlMS', { ttlMS: 5 }],
+  ['retries (unknown)', 'options.retries', { retries: 3 }],
 ]
 
 /** Runs `call` and returns the InvalidLockOptionError it threw or rejected with. */
@@ -182,10 +190,15 @@ describe('accepted boundary values (on a spawned redis-server)', () => {
     for (const name of names) {
       const resource = `${name.slice(0, -8)}${unique('').slice(1, 9)}`.slice(-name.length)
       expect(Buffer.byteLength(resource)).toBeLessThanOrEqual(MAX_RESOURCE_BYTES)
-      const lock = (await locker.acquire(resource, { waitMs: 0, ttlMs: 1 })) as Lock
+      const lock = (await locker.acquire(resource, { waitMs: 0, ttlMs: 1_000 })) as Lock
       expect(lock.resource).toBe(resource)
       await lock.release()
     }
+    // A 1 ms lease is accepted; its grant is returned only when it arrives within that 1 ms (a
+    // lease that ran out on the way is given back, never returned as held).
+    const tiny = await settle(locker.acquire(unique('ttl-1'), { waitMs: 0, ttlMs: 1 }))
+    if (tiny.error) expect(tiny.error).toMatchObject({ name: 'LockUnavailableError', message: expect.stringContaining('lease of 1 ms had run out') })
+    else expect(tiny.value!.ttlMs).toBe(1)
     const long = await locker.tryAcquire(unique('ttl-max'), { ttlMs: MAX_DURATION_MS })
     expect(await redis.pttl(`${'p'.repeat(256)}{${long!.resource}}:lock`)).toBeGreaterThan(MAX_DURATION_MS - 5_000)
     expect(await long!.release()).toBe(true)
@@ -269,9 +282,9 @@ describe('LOCK_SCRIPTS', () => {
     await lock.release()
     const shas = Object.values(LOCK_SCRIPTS).map((script) => createHash('sha1').update(script.lua).digest('hex'))
     expect(shas).toEqual(Object.values(LOCK_SCRIPTS).map((script) => script.sha))
-    expect(shas).toHaveLength(7)
-    // All but raiseFence, which only quorum mode runs (quorum.test.ts).
-    const single = Object.entries(LOCK_SCRIPTS).filter(([name]) => name !== 'raiseFence')
+    expect(shas).toHaveLength(8)
+    // All but raiseFence and recordLease, which only quorum mode runs (quorum.test.ts; recordLease by EVAL).
+    const single = Object.entries(LOCK_SCRIPTS).filter(([name]) => name !== 'raiseFence' && name !== 'recordLease')
     expect(await redis.script('EXISTS', ...single.map(([, script]) => script.sha))).toEqual([1, 1, 1, 1, 1, 1])
     expect(Object.isFrozen(LOCK_SCRIPTS)).toBe(true)
   })
@@ -282,9 +295,9 @@ describe('defaults', () => {
     expect(Object.isFrozen(LOCK_DEFAULTS)).toBe(true)
     expect(LOCK_DEFAULTS).toEqual({ ttlMs: 30_000, waitMs: 10_000, prefix: 'fencelock:', commandTimeoutMs: 2_000, pollMs: 1_000, fenceTtlMs: 86_400_000, handoffMs: 500 })
     const { client } = recordingClient()
-    // nodeRestartDelayMs (quorum mode) defaults to the Locker's ttlMs.
-    expect(new Locker(client).options).toEqual({ ...LOCK_DEFAULTS, nodeRestartDelayMs: LOCK_DEFAULTS.ttlMs })
-    expect(new Locker(client, { ttlMs: 500, prefix: 'x:' }).options).toEqual({ ...LOCK_DEFAULTS, ttlMs: 500, prefix: 'x:', nodeRestartDelayMs: 500 })
+    // nodeRestartDelayMs (quorum mode) is automatic unless given: the lease records decide.
+    expect(new Locker(client).options).toEqual({ ...LOCK_DEFAULTS, nodeRestartDelayMs: undefined })
+    expect(new Locker(client, { ttlMs: 500, prefix: 'x:' }).options).toEqual({ ...LOCK_DEFAULTS, ttlMs: 500, prefix: 'x:', nodeRestartDelayMs: undefined })
     expect(MAX_DURATION_MS).toBe(24 * 3600 * 1000)
     expect(MAX_RESOURCE_BYTES).toBe(1024)
   })

@@ -6,10 +6,10 @@
  */
 import { Redis } from 'ioredis'
 import { describe, expect, it } from 'vitest'
-import { acquireOnce } from '../src/acquire-script.js'
+import { acquireOnce } from './support/scripts.js'
 import { InvalidLockOptionError, LOCK_SCRIPTS, LockLostError, MIN_QUORUM_TTL_MS, LockTimeoutError, LockUnavailableError, Locker, resourceKeys, type Lock } from '../src/index.js'
 import { newOwnerId } from '../src/owner-id.js'
-import { clockDriftMs, majorityOf } from '../src/quorum-backend.js'
+import { clockDriftMs, majorityOf } from '../src/quorum/quorum-backend.js'
 import { commandCalls, connect, makeLocker, ready, unique } from './support/connections.js'
 import { eventLog } from './support/events.js'
 import { useQuorumNodes } from './support/quorum.js'
@@ -211,24 +211,25 @@ describe('quorum mode: tokens strictly increase across changing majorities', () 
     await Promise.all(servers.map((s) => s.dispose()))
   })
 
-  it('a node that restarted under a held lock sits out acquires for nodeRestartDelayMs: no second holder; with 0, a second holder wins a majority', async () => {
+  it('a node that restarted under a held lock sits out acquires (the restart guard): no second holder; with the guard off (0), a second holder wins a majority', async () => {
     const servers = await Promise.all([0, 1, 2].map(() => startRedisServer()))
     const admins = servers.map((s) => connect({ port: s.port }))
     for (const [i, a] of admins.entries()) await ready(a, servers[i]!.url)
     /** Whether a contender got the lock while the holder (on A and B, B then restarted) still held it. */
-    const secondHolder = async (nodeRestartDelayMs: number): Promise<boolean> => {
+    const secondHolder = async (nodeRestartDelayMs: number | undefined): Promise<boolean> => {
       const r = unique('q-restarted')
-      const options = { ttlMs: 5_000, commandTimeoutMs: 300, nodeRestartDelayMs }
+      const options = { ttlMs: 5_000, commandTimeoutMs: 300, ...(nodeRestartDelayMs === undefined ? {} : { nodeRestartDelayMs }) }
       const holderClients = servers.map((s) => connect({ port: s.port }))
       const contenderClients = servers.map((s) => connect({ port: s.port }))
       for (const c of [...holderClients, ...contenderClients]) await ready(c, 'a node')
       const holder = makeLocker(holderClients, options)
       const contender = makeLocker(contenderClients, options)
-      holderClients[2]!.disconnect() // the holder cannot reach C: its key is on A and B only
+      // C is held by someone else for a moment: the holder's key lands on A and B only.
+      await admins[2]!.set(keysOf(r).lock, 'someone-else', 'PX', 5_000)
       const lock = await holder.acquire(r)
+      await admins[2]!.del(keysOf(r).lock)
       await servers[1]!.restart() // B forgets the holder's key
       await waitUntil(() => contenderClients[1]!.status === 'ready', { what: 'the contender reconnected to B' })
-      await sleep(50) // its uptime read
       const { value, error } = await settle(contender.acquire(r, { waitMs: 300 }))
       expect(lock.isHeld()).toBe(true)
       await lock.release()
@@ -240,8 +241,50 @@ describe('quorum mode: tokens strictly increase across changing majorities', () 
       return false
     }
     expect(await secondHolder(0)).toBe(true) // the hole: {B, C} is a majority
+    expect(await secondHolder(undefined)).toBe(false)
     expect(await secondHolder(5_000)).toBe(false)
     await Promise.all(servers.map((s) => s.dispose()))
+  })
+
+  it('a per-call lease longer than the Locker\'s ttlMs, a node restarted empty, a second Locker (existing, or new after the restart): no second holder with the defaults; with the guard off, two', async () => {
+    /** Whether a second Locker got the lock while the first (10 s lease on A and B, B then restarted) held it. */
+    const secondHolder = async (options: { nodeRestartDelayMs?: number }, contenderAfterRestart: boolean): Promise<boolean> => {
+      // Servers of its own: a restart is remembered by the others' lease records for as long as a lease may live.
+      const servers = await Promise.all([0, 1, 2].map(() => startRedisServer()))
+      const admins = servers.map((s) => connect({ port: s.port }))
+      for (const [i, a] of admins.entries()) await ready(a, servers[i]!.url)
+      const clientsOf = async () => {
+        const clients = servers.map((s) => connect({ port: s.port }))
+        for (const c of clients) await ready(c, 'a node')
+        return clients
+      }
+      const r = unique('q-long-lease')
+      const base = { ttlMs: 1_000, commandTimeoutMs: 300, ...options }
+      const holder = makeLocker(await clientsOf(), base)
+      let contender = contenderAfterRestart ? undefined : makeLocker(await clientsOf(), base)
+      if (contender) await (await contender.acquire(unique('q-warm'))).release() // its nodes known before the restart
+      // C is held by someone else for a moment: the holder's key lands on A and B only.
+      await admins[2]!.set(keysOf(r).lock, 'someone-else', 'PX', 10_000)
+      const lock = await holder.acquire(r, { ttlMs: 10_000 })
+      await admins[2]!.del(keysOf(r).lock)
+      await servers[1]!.restart() // B forgets the holder's key
+      contender ??= makeLocker(await clientsOf(), base)
+      // Past the Locker's own ttlMs (the old default delay), well within the holder's 10 s lease.
+      await sleep(1_200)
+      const { value, error } = await settle(contender.acquire(r, { waitMs: 300 }))
+      expect(lock.isHeld()).toBe(true)
+      await lock.release()
+      await Promise.all(servers.map((s) => s.dispose()))
+      if (value) {
+        await value.release().catch(() => {})
+        return true
+      }
+      expect(error).toBeInstanceOf(LockTimeoutError)
+      return false
+    }
+    expect(await secondHolder({ nodeRestartDelayMs: 0 }, false)).toBe(true) // the hole, with the guard off
+    expect(await secondHolder({}, false)).toBe(false)
+    expect(await secondHolder({}, true)).toBe(false)
   })
 
   it('a second phase is only paid when the granting nodes minted different tokens', async () => {

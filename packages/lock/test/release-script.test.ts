@@ -1,8 +1,9 @@
 import type { Redis } from 'ioredis'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
-import { releaseMessage } from '../src/formats.js'
+import { releaseMessage } from '../src/fair-queue/formats.js'
 import { resourceKeys } from '../src/index.js'
-import { leaveScript, releaseOnce, toReleaseOutcome } from '../src/release-script.js'
+import { leaveScript, toReleaseOutcome } from '../src/fair-queue/hand-on.js'
+import { releaseOnce } from './support/scripts.js'
 import { connectShared, unique } from './support/connections.js'
 import { waitUntil } from './support/timing.js'
 

@@ -1,7 +1,7 @@
 import { createHash } from 'node:crypto'
 import type { Redis } from 'ioredis'
 import { beforeAll, describe, expect, it } from 'vitest'
-import { defineScript } from '../src/script.js'
+import { defineScript } from '../src/scripts/define-script.js'
 import { commandCalls, connect, ready } from './support/connections.js'
 import { startRedisServer } from './support/redis-server.js'
 
@@ -19,9 +19,9 @@ async function scriptCalls(): Promise<{ evalsha: number; eval: number }> {
 
 describe('defineScript (typed keys and arguments; EVALSHA with a fallback to EVAL on NOSCRIPT)', () => {
   const script = defineScript({ keys: ['first', 'second'], args: ['name', 'count'], lua: (k, a) => `return {${k.second}, ${k.first}, ${a.count}, ${a.name}, 'v1'}` })
-  const lua = "return {KEYS[2], KEYS[1], ARGV[2], ARGV[1], 'v1'}"
+  const lua = "local firstKey = KEYS[1]\nlocal secondKey = KEYS[2]\nlocal name = ARGV[1]\nlocal count = ARGV[2]\nreturn {secondKey, firstKey, count, name, 'v1'}\n"
 
-  it('writes each name as its position, and computes the SHA1 of the script up front', () => {
+  it('names each key and argument as a Lua local from its position, so the Lua reads as its source does, and computes the SHA1 up front', () => {
     expect(script.lua).toBe(lua)
     expect(script.sha).toBe(createHash('sha1').update(lua).digest('hex'))
     expect([script.keys, script.args]).toEqual([['first', 'second'], ['name', 'count']])
@@ -46,6 +46,12 @@ describe('defineScript (typed keys and arguments; EVALSHA with a fallback to EVA
     await script.run(redis, { first: 'k', second: 'l' }, { name: 'a', count: 1 })
     await redis.script('FLUSH')
     await expect(redis.evalsha(script.sha, 2, 'k', 'l', 'a', 1)).rejects.toThrow(/^NOSCRIPT/)
+  })
+
+  it('refuses names that are no Lua names, and names that repeat', () => {
+    expect(() => defineScript({ keys: ['a-b'], args: [], lua: () => 'return 1' })).toThrow(/not a Lua name/)
+    expect(() => defineScript({ keys: [], args: ['end'], lua: () => 'return 1' })).toThrow(/not a Lua name/)
+    expect(() => defineScript({ keys: ['x'], args: ['xKey'], lua: () => 'return 1' })).toThrow(/repeat/)
   })
 
   it('passes any other error through without retrying by EVAL', async () => {

@@ -6,10 +6,10 @@
  * are the same over any backend.
  */
 import { describe, expect, it } from 'vitest'
-import type { LockBackend, LockResource, QueueMode } from '../src/backend.js'
+import type { LockBackend, LockResource, QueueMode } from '../src/backend/backend.js'
 import { LockAbortedError, LockTimeoutError, resourceKeys, type Lock } from '../src/index.js'
 import type { ResolvedAcquire } from '../src/options.js'
-import { WaitQueues, type Attempt, type WaitHost } from '../src/wait-queue.js'
+import { WaitQueues, type Attempt, type WaitHost } from '../src/waiting/wait-queues.js'
 import { settle, sleep, waitUntil } from './support/timing.js'
 
 interface Try {

@@ -1,13 +1,13 @@
 /**
- * The one place that says what the scripts write and others read back: the value of a lock key
- * and the message of a release. Next to keys.ts, which names the keys. The scripts build these
- * with the Lua fragments below and the Locker reads them with the functions below, so a format
- * is written down once for both sides.
+ * The fair queue's formats: the one place that says what the scripts write and others read back,
+ * the value of a lock key and the message of a release (keys.ts names the keys). The scripts
+ * build these with the Lua fragments below and the Locker reads them with the functions below,
+ * so a format is written down once for both sides. docs/LOCK.md draws the lock key's states.
  *
  * The lock key holds one of:
  * - `<owner id>`: held by the grant with that owner id (32 hex digits, owner-id.ts);
  * - `<owner id>+`: held, and a locker waits in the resource's queue in Redis, so the release
- *   must hand the lock on (a waiting locker's try appends the mark; see acquire-script.ts);
+ *   must hand the lock on (a waiting locker's try appends the mark; see queued-acquire.ts);
  * - `~<locker id>`: handed by a release to the locker that waited longest, for `handoffMs`. Only
  *   that locker's acquires take it; if it does not come, the key expires and anyone may.
  *

@@ -1,5 +1,5 @@
-import { LUA } from './formats.js'
-import { defineScript, type Handling, type ScriptClient } from './script.js'
+import { LUA } from '../fair-queue/formats.js'
+import { defineScript } from './define-script.js'
 
 /**
  * Owner-checked `PEXPIRE`: when the key holds our owner id (marked by a waiting locker or not),
@@ -21,10 +21,3 @@ return 0
 export function isExtended(reply: unknown): boolean {
   return reply === 1
 }
-
-/** The extend as a plain round trip (the backend sends the same with its deadline). */
-export function extendOnce(client: ScriptClient, keys: { readonly lock: string }, ownerId: string, ttlMs: number): Promise<boolean> {
-  return extendScript.run(client, keys, { ownerId, ttlMs }, PLAIN)
-}
-
-const PLAIN: Handling<boolean> = { map: isExtended }

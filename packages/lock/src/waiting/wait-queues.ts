@@ -3,18 +3,34 @@
  * oldest tries at a time, and only when there is reason to: a release message (pub/sub), our own
  * release, the end of the holder's lease or of a hand-off, or the safety poll, which also renews
  * our place in the resource's queue in Redis. Waiters end by a grant, their wait running out
- * (`waitMs`), their signal, or the Locker closing; an emptied queue stays subscribed for a while
- * (`pollMs`), so alternating contenders do not churn SUBSCRIBE.
+ * (`waitMs`), their signal, or the Locker closing.
  *
- * The queues know nothing of Redis: tries go through the Locker, subscriptions and the Redis-side
- * queue through the backend (backend.ts).
+ * Each resource's queue is in one of four states:
+ *
+ * ```
+ *   subscribing ──subscribed (or failed: the backstops still work)──▶ waiting
+ *   waiting ──a wake, the poll, the holder's lease end──▶ trying ──answered──▶ waiting
+ *   waiting ──no waiter left──▶ lingering ──a new waiter──▶ waiting
+ *   lingering ──pollMs without a waiter──▶ closed (unsubscribed)
+ * ```
+ *
+ * An emptied queue lingers subscribed for a while (`pollMs`), so alternating contenders do not
+ * churn SUBSCRIBE. When the next try is due is schedule.ts's arithmetic. The queues know nothing
+ * of Redis: tries go through the Locker, subscriptions and the Redis-side queue through the
+ * backend (backend/backend.ts).
  */
-import type { LockBackend, LockResource, QueueMode } from './backend.js'
-import type { Lock } from './lock.js'
-import type { ResolvedAcquire } from './options.js'
+import type { LockBackend, LockResource, QueueMode } from '../backend/backend.js'
+import { LockError } from '../errors.js'
+import type { Lock } from '../lock.js'
+import type { ResolvedAcquire } from '../options.js'
+import { onAbort } from '../abort-listeners.js'
+import { hintAfter, NO_TRIES, nextTryAt, pollDelay, recordTry, type TryRecord } from './schedule.js'
 
 /** What one try came to, as the queues see it. */
-export type Attempt = { readonly granted: true; readonly lock: Lock } | { readonly granted: false; readonly holderTtlMs: number; readonly error?: undefined } | { readonly granted: false; readonly error: Error; readonly cut: boolean }
+export type Attempt =
+  | { readonly granted: true; readonly lock: Lock }
+  | { readonly granted: false; readonly holderTtlMs: number; readonly error?: undefined }
+  | { readonly granted: false; readonly error: Error; readonly cut: boolean }
 
 /** What the queues need from their Locker. */
 export interface WaitHost {
@@ -44,35 +60,32 @@ interface Waiter {
   running: boolean
   done: boolean
   timer: NodeJS.Timeout | undefined
-  onAbort: (() => void) | undefined
+  stopListening: (() => void) | undefined
   resolve(lock: Lock): void
   reject(error: Error): void
 }
+
+type QueueState = 'subscribing' | 'waiting' | 'trying' | 'lingering'
 
 /** The waiters of one resource, oldest first. */
 interface ResourceQueue {
   readonly resource: LockResource
   readonly waiters: Waiter[]
-  /** The subscription is confirmed (or could not be made in time): tries may start. */
-  ready: boolean
-  running: boolean
-  /** A wake arrived while an attempt was in flight: try again right after it. */
+  state: QueueState
+  /** A wake arrived while trying: try again right after. */
   wakeAgain: boolean
-  /** The next try, and when it fires (Infinity while none is armed). */
-  timer: NodeJS.Timeout | undefined
-  timerAt: number
-  /**
-   * When the head must try at the latest: a jittered `pollMs` after its last try. Each try renews
-   * our lease in the Redis queue, so no message may push a try past this.
-   */
-  pollAt: number
-  /** How the latest attempt ended, to tell a timeout from an unavailable Redis. */
-  lastError: Error | undefined
-  lastHolderTtlMs: number
-  errorStreak: number
-  /** Counts wakes (release messages, local releases) to catch one that came during an attempt. */
+  /** Counts wakes (release messages, local releases) to catch one that came during a first try. */
   wakes: number
-  linger: NodeJS.Timeout | undefined
+  /** What the tries so far came to (schedule.ts). */
+  tries: TryRecord
+  /** Waiting: the next try, and when it fires. Lingering: the close. */
+  timer: NodeJS.Timeout | undefined
+  timerAt: number | undefined
+}
+
+/** A fatal attempt error (a misconfiguration only I/O could show) ends the acquire at once. */
+function isFatal(attempt: Attempt): attempt is { granted: false; error: Error; cut: boolean } {
+  return !attempt.granted && attempt.error instanceof LockError
 }
 
 /** The wait queues of one Locker. */
@@ -94,8 +107,8 @@ export class WaitQueues {
     const deadline = start + o.waitMs
     let q = this.#queues.get(name)
     if (q && q.waiters.length > 0) {
-      host.contended(name, q.lastHolderTtlMs)
-      if (o.waitMs === 0) throw host.giveUp(name, start, q.lastError)
+      host.contended(name, q.tries.lastHolderTtlMs)
+      if (o.waitMs === 0) throw host.giveUp(name, start, q.tries.lastError)
       return this.#wait(q, resource, o, start, deadline, 0, false)
     }
     const wakesBefore = q?.wakes
@@ -107,6 +120,10 @@ export class WaitQueues {
     if (attempt === ABORTED) throw host.aborted(name, start, o.signal)
     if (attempt.granted) return this.#take(attempt.lock, resource, o, start)
     if (host.closed) throw host.closedError(name)
+    if (isFatal(attempt)) {
+      this.#leaveIfIdle(resource)
+      throw attempt.error
+    }
     if (attempt.error === undefined) host.contended(name, attempt.holderTtlMs)
     if (performance.now() >= deadline) {
       this.#leaveIfIdle(resource)
@@ -127,7 +144,7 @@ export class WaitQueues {
     if (!signal) return attempt
     return new Promise((resolve) => {
       let settled = false
-      const onAbort = (): void => {
+      const stop = onAbort(signal, () => {
         settled = true
         resolve(ABORTED)
         // Whatever the try brings when it answers is not wanted any more.
@@ -135,11 +152,10 @@ export class WaitQueues {
           if (a.granted) a.lock.release().catch(() => {})
           this.#leaveIfIdle(resource)
         })
-      }
-      signal.addEventListener('abort', onAbort, { once: true })
+      })
       void attempt.then((a) => {
         if (settled) return
-        signal.removeEventListener('abort', onAbort)
+        stop()
         resolve(a)
       })
     })
@@ -157,20 +173,19 @@ export class WaitQueues {
 
   #wait(q: ResourceQueue, resource: LockResource, o: ResolvedAcquire, start: number, deadline: number, attempts: number, retryAtOnce: boolean): Promise<Lock> {
     return new Promise<Lock>((resolve, reject) => {
-      const w: Waiter = { resource, o, start, deadline, attempts, running: false, done: false, timer: undefined, onAbort: undefined, resolve, reject }
+      const w: Waiter = { resource, o, start, deadline, attempts, running: false, done: false, timer: undefined, stopListening: undefined, resolve, reject }
       w.timer = setTimeout(() => this.#expire(q, w), Math.max(0, deadline - performance.now()))
       w.timer.unref()
-      if (o.signal) {
-        w.onAbort = () => this.#abort(q, w)
-        o.signal.addEventListener('abort', w.onAbort, { once: true })
-      }
+      if (o.signal) w.stopListening = onAbort(o.signal, () => this.#abort(q, w))
       q.waiters.push(w)
-      clearTimeout(q.linger)
-      q.linger = undefined
+      if (q.state === 'lingering') {
+        this.#clearTimer(q)
+        q.state = 'waiting'
+      }
       // Only a new head needs a kick; anyone behind it is woken in turn.
-      if (q.ready && q.waiters.length === 1) {
+      if (q.state === 'waiting' && q.waiters.length === 1) {
         if (retryAtOnce) this.#pump(q)
-        else this.#arm(q, this.#hintAfter(q))
+        else this.#arm(q, hintAfter(q.tries, this.#host.pollMs))
       }
     })
   }
@@ -192,37 +207,22 @@ export class WaitQueues {
    */
   handedElsewhere(name: string, handoffMs: number): void {
     const q = this.#queues.get(name)
-    if (!q || q.running || q.waiters.length === 0 || !Number.isFinite(handoffMs)) return
-    q.lastHolderTtlMs = handoffMs
+    if (!q || q.state !== 'waiting' || q.waiters.length === 0 || !Number.isFinite(handoffMs)) return
+    q.tries = { ...q.tries, lastHolderTtlMs: handoffMs }
     this.#arm(q, handoffMs + 1)
   }
 
   /** Rejects every waiter (the Locker closes) and forgets every queue. */
   closeAll(): void {
     for (const q of this.#queues.values()) {
-      clearTimeout(q.timer)
-      clearTimeout(q.linger)
+      this.#clearTimer(q)
       for (const w of [...q.waiters]) this.#finish(q, w, this.#host.closedError(w.resource.name))
     }
     this.#queues.clear()
   }
 
   #open(resource: LockResource, first: Attempt, triedAt: number): ResourceQueue {
-    const q: ResourceQueue = {
-      resource,
-      waiters: [],
-      ready: false,
-      running: false,
-      wakeAgain: false,
-      timer: undefined,
-      timerAt: Number.POSITIVE_INFINITY,
-      pollAt: Number.POSITIVE_INFINITY,
-      lastError: undefined,
-      lastHolderTtlMs: -1,
-      errorStreak: 0,
-      wakes: 0,
-      linger: undefined,
-    }
+    const q: ResourceQueue = { resource, waiters: [], state: 'subscribing', wakeAgain: false, wakes: 0, tries: NO_TRIES, timer: undefined, timerAt: undefined }
     this.#record(q, first, triedAt)
     this.#queues.set(resource.name, q)
     // Subscribe before the next attempt: a release between our miss and the subscription is
@@ -234,129 +234,103 @@ export class WaitQueues {
         // Without the subscription the backstops (holder TTL, safety poll) still work.
       })
       .then(() => {
-        q.ready = true
-        if (this.#queues.get(resource.name) === q) this.#pump(q)
+        if (this.#queues.get(resource.name) !== q) return
+        q.state = 'waiting'
+        this.#pump(q)
       })
     return q
   }
 
   #wakeQueue(q: ResourceQueue): void {
     q.wakes++
-    if (!q.ready || q.waiters.length === 0) return
-    if (q.running) {
-      q.wakeAgain = true
-      return
-    }
-    this.#pump(q)
+    if (q.state === 'trying') q.wakeAgain = true
+    else if (q.state === 'waiting') this.#pump(q)
   }
 
-  /** Lets the oldest waiter try once; arms the next try after a miss. */
+  /** Lets the oldest waiter try once (in `waiting`); arms the next try after a miss. */
   #pump(q: ResourceQueue): void {
-    clearTimeout(q.timer)
-    q.timer = undefined
-    q.timerAt = Number.POSITIVE_INFINITY
+    if (q.state !== 'waiting') return
+    this.#clearTimer(q)
     const head = q.waiters[0]
-    if (!head) return this.#idle(q)
-    if (q.running) return
-    q.running = true
+    if (!head) return this.#linger(q)
+    q.state = 'trying'
     q.wakeAgain = false
     head.running = true
     head.attempts++
     const sentAt = performance.now()
     const queue: QueueMode = q.waiters.length > 1 ? 'stay' : 'join'
     void this.#host.attempt(head.resource, head.o, sentAt, head.deadline, false, queue).then((attempt) => {
-      q.running = false
       head.running = false
       this.#record(q, attempt, sentAt)
-      if (attempt.granted) {
-        if (head.done || head.o.signal?.aborted) {
-          // The waiter left while its attempt was in flight: give the lock straight back.
-          void attempt.lock.release().catch(() => {})
-          if (!head.done) this.#finish(q, head, this.#host.aborted(head.resource.name, head.start, head.o.signal))
-        } else {
-          this.#finish(q, head, undefined, attempt.lock)
-        }
-      }
-      if (!head.done) {
-        if (head.o.signal?.aborted) this.#finish(q, head, this.#host.aborted(head.resource.name, head.start, head.o.signal))
-        else if (performance.now() >= head.deadline) this.#finish(q, head, this.#host.giveUp(head.resource.name, head.start, q.lastError))
-        else {
-          // Its deadline timer may have fired during the attempt (timers can run a little early)
-          // and stood aside for it: arm it again, or the waiter would outlive its wait.
-          clearTimeout(head.timer)
-          head.timer = setTimeout(() => this.#expire(q, head), head.deadline - performance.now())
-          head.timer.unref()
-        }
-      }
+      this.#settleHead(q, head, attempt)
       if (this.#queues.get(q.resource.name) !== q) return
-      if (q.waiters.length === 0) return this.#idle(q)
+      q.state = 'waiting'
+      if (q.waiters.length === 0) return this.#linger(q)
       if (q.wakeAgain) return this.#pump(q)
-      this.#arm(q, this.#hintAfter(q))
+      this.#arm(q, hintAfter(q.tries, this.#host.pollMs))
     })
   }
 
-  /**
-   * What a try sent at `sentAt` came to: the next poll is due a jittered `pollMs` after it, and
-   * its outcome decides the next hint and how a wait that runs out ends (timeout or unavailable).
-   * A try cut short by the caller's own wait says nothing about Redis.
-   */
-  #record(q: ResourceQueue, attempt: Attempt, sentAt: number): void {
-    q.pollAt = sentAt + this.#pollDelay()
+  /** What the head's try means for it: the lock, its end (aborted, timed out, fatal), or more waiting. */
+  #settleHead(q: ResourceQueue, head: Waiter, attempt: Attempt): void {
+    const host = this.#host
     if (attempt.granted) {
-      q.lastError = undefined
-      q.errorStreak = 0
-      q.lastHolderTtlMs = attempt.lock.ttlMs
-    } else if (attempt.error) {
-      if (!attempt.cut) q.lastError = attempt.error
-      q.errorStreak++
-    } else {
-      q.lastError = undefined
-      q.errorStreak = 0
-      q.lastHolderTtlMs = attempt.holderTtlMs
+      if (head.done || head.o.signal?.aborted) {
+        // The waiter left while its attempt was in flight: give the lock straight back.
+        void attempt.lock.release().catch(() => {})
+        if (!head.done) this.#finish(q, head, host.aborted(head.resource.name, head.start, head.o.signal))
+      } else {
+        this.#finish(q, head, undefined, attempt.lock)
+      }
+    }
+    if (head.done) return
+    if (head.o.signal?.aborted) this.#finish(q, head, host.aborted(head.resource.name, head.start, head.o.signal))
+    else if (isFatal(attempt)) this.#finish(q, head, attempt.error)
+    else if (performance.now() >= head.deadline) this.#finish(q, head, host.giveUp(head.resource.name, head.start, q.tries.lastError))
+    else {
+      // Its deadline timer may have fired during the attempt (timers can run a little early)
+      // and stood aside for it: arm it again, or the waiter would outlive its wait.
+      clearTimeout(head.timer)
+      head.timer = setTimeout(() => this.#expire(q, head), head.deadline - performance.now())
+      head.timer.unref()
     }
   }
 
-  /** When the last try's outcome says to try again: an error back-off, or the holder's lease end. */
-  #hintAfter(q: ResourceQueue): number | undefined {
-    if (q.lastError) return Math.min(this.#host.pollMs, 25 * 2 ** Math.min(q.errorStreak, 6))
-    return q.lastHolderTtlMs >= 0 ? q.lastHolderTtlMs + 1 : undefined
+  #record(q: ResourceQueue, attempt: Attempt, sentAt: number): void {
+    const outcome = attempt.granted ? { granted: true as const, ttlMs: attempt.lock.ttlMs } : attempt
+    q.tries = recordTry(q.tries, outcome, sentAt, pollDelay(this.#host.pollMs, Math.random()))
   }
 
-  /**
-   * Arms the next try: in `hintMs` if given, and never later than the poll (`pollAt`) nor than a
-   * try already armed. A message may bring a try earlier, never push it later: trying is what
-   * keeps our place in the Redis queue, and a stream of hand-offs to others must not stop it.
-   */
+  /** Arms the next try (schedule.ts): never later than the poll, nor than a try already armed. */
   #arm(q: ResourceQueue, hintMs: number | undefined): void {
     const now = performance.now()
-    let at = q.pollAt
-    if (hintMs !== undefined && now + hintMs < at) at = now + hintMs
-    if (q.timer !== undefined && q.timerAt <= at) return
+    const at = nextTryAt(now, q.tries, hintMs, q.timerAt)
+    if (at === undefined) return
     clearTimeout(q.timer)
     q.timerAt = at
     q.timer = setTimeout(() => this.#pump(q), Math.max(0, at - now))
     q.timer.unref()
   }
 
-  #pollDelay(): number {
-    return this.#host.pollMs * (0.8 + 0.4 * Math.random())
-  }
-
-  #idle(q: ResourceQueue): void {
+  #clearTimer(q: ResourceQueue): void {
     clearTimeout(q.timer)
     q.timer = undefined
-    q.timerAt = Number.POSITIVE_INFINITY
-    if (q.linger || this.#queues.get(q.resource.name) !== q) return
-    q.linger = setTimeout(() => {
-      q.linger = undefined
-      if (q.waiters.length === 0 && !q.running) this.#close(q)
+    q.timerAt = undefined
+  }
+
+  /** No waiter left: stay subscribed for `pollMs`, then close. */
+  #linger(q: ResourceQueue): void {
+    this.#clearTimer(q)
+    if (this.#queues.get(q.resource.name) !== q) return
+    q.state = 'lingering'
+    q.timer = setTimeout(() => {
+      if (q.state === 'lingering') this.#close(q)
     }, this.#host.pollMs)
-    q.linger.unref()
+    q.timer.unref()
   }
 
   #close(q: ResourceQueue): void {
-    clearTimeout(q.timer)
-    clearTimeout(q.linger)
+    this.#clearTimer(q)
     if (this.#queues.get(q.resource.name) !== q) return
     this.#queues.delete(q.resource.name)
     this.#host.backend.unsubscribe(q.resource)
@@ -371,15 +345,20 @@ export class WaitQueues {
       w.timer.unref()
       return
     }
-    this.#finish(q, w, this.#host.giveUp(w.resource.name, w.start, q.lastError))
-    if (q.waiters.length === 0) this.#idle(q)
+    this.#finish(q, w, this.#host.giveUp(w.resource.name, w.start, q.tries.lastError))
+    this.#lingerIfEmpty(q)
   }
 
   /** At once, even while the waiter's attempt is in flight: its outcome is handled when it comes. */
   #abort(q: ResourceQueue, w: Waiter): void {
     if (w.done) return
     this.#finish(q, w, this.#host.aborted(w.resource.name, w.start, w.o.signal))
-    if (q.waiters.length === 0) this.#idle(q)
+    this.#lingerIfEmpty(q)
+  }
+
+  /** A waiting queue that lost its last waiter lingers (a trying one does when its try answers). */
+  #lingerIfEmpty(q: ResourceQueue): void {
+    if (q.state === 'waiting' && q.waiters.length === 0) this.#linger(q)
   }
 
   /** Nobody here waits for the resource: its queue in Redis is not ours to stand in any more. */
@@ -393,7 +372,7 @@ export class WaitQueues {
     if (w.done) return
     w.done = true
     clearTimeout(w.timer)
-    if (w.onAbort) w.o.signal?.removeEventListener('abort', w.onAbort)
+    w.stopListening?.()
     const i = q.waiters.indexOf(w)
     if (i >= 0) q.waiters.splice(i, 1)
     if (q.waiters.length === 0) this.#host.backend.leave(q.resource)

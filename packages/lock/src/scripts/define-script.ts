@@ -1,10 +1,19 @@
 import { createHash } from 'node:crypto'
-import type { Deadlines } from './deadline.js'
+import type { Deadlines } from '../deadline.js'
 
 /** What running a script needs from a client; an ioredis `Redis` or `Cluster` fits. */
 export interface ScriptClient {
   evalsha(sha: string, numKeys: number, ...args: (string | number)[]): Promise<unknown>
   eval(script: string, numKeys: number, ...args: (string | number)[]): Promise<unknown>
+}
+
+/**
+ * Counts the calls a backend has on the wire, from send to the last reply (a late one, a
+ * NOSCRIPT fallback included), so that closing can wait until nothing of it is left out there.
+ */
+export interface InFlight {
+  begin(): void
+  end(): void
 }
 
 /**
@@ -17,6 +26,10 @@ export interface Handling<T> {
   readonly ms?: number
   /** performance.now() when the call is sent, if the caller has it already (default: now). */
   readonly sentAt?: number
+  /** Counts the call from send to its last reply, whatever its deadline. */
+  readonly inFlight?: InFlight
+  /** Tags the call's deadline, so that the whole group can be given up at once (`Deadlines.failGroup`). */
+  readonly group?: object
   /** Turns the reply into the result (default: the reply as it is), or into a promise of it. */
   map?(reply: unknown): T | PromiseLike<T>
   /** Turns an error (a failed call, a deadline, what `map` threw) into a result instead. */
@@ -27,21 +40,21 @@ export interface Handling<T> {
 
 /**
  * The contract of a script: the names of its keys and of its arguments, in the order the script
- * gets them (`KEYS[1]`, `KEYS[2]`, ...; `ARGV[1]`, ...), and its Lua, written against those
- * names. The positions exist only here: the Lua is given each name's `KEYS[i]` or `ARGV[i]`, and
- * a call passes its keys and arguments by name.
+ * gets them, and its Lua, written against those names. The shipped Lua starts by naming them —
+ * `local lockKey = KEYS[1]`, `local ownerId = ARGV[1]` — so it reads as its source does, and the
+ * positions exist only in that header: a call passes its keys and arguments by name.
  */
 export interface ScriptSpec<K extends string, A extends string> {
   readonly keys: readonly K[]
   readonly args: readonly A[]
-  /** The Lua source, given the Lua expression of each key and argument by name. */
+  /** The Lua body, given the Lua local of each key (`<name>Key`) and argument (`<name>`) by name. */
   readonly lua: (keys: { readonly [k in K]: string }, args: { readonly [a in A]: string }) => string
 }
 
 /** A Lua script run by SHA, with a transparent fallback to EVAL on NOSCRIPT. */
 export interface Script<K extends string, A extends string> {
   readonly sha: string
-  /** The Lua source. */
+  /** The Lua source, as Redis runs it. */
   readonly lua: string
   readonly keys: readonly K[]
   readonly args: readonly A[]
@@ -57,6 +70,11 @@ export interface Script<K extends string, A extends string> {
   ): Promise<T>
 }
 
+const LUA_NAME = /^[A-Za-z_][A-Za-z0-9_]*$/
+const LUA_KEYWORDS = new Set(
+  'and break do else elseif end false for function goto if in local nil not or repeat return then true until while'.split(' '),
+)
+
 /**
  * Defines a script from its contract: the Lua is built once, its SHA computed up front; each
  * call is one `EVALSHA`, and a `NOSCRIPT` reply (after `SCRIPT FLUSH`, a restart or a failover)
@@ -66,9 +84,18 @@ export interface Script<K extends string, A extends string> {
  * on a busy connection each extra promise layer is CPU the Redis round trip has to wait for.
  */
 export function defineScript<const K extends string, const A extends string>(spec: ScriptSpec<K, A>): Script<K, A> {
-  const keyNames = Object.fromEntries(spec.keys.map((k, i) => [k, `KEYS[${i + 1}]`])) as { [k in K]: string }
-  const argNames = Object.fromEntries(spec.args.map((a, i) => [a, `ARGV[${i + 1}]`])) as { [a in A]: string }
-  const lua = spec.lua(keyNames, argNames)
+  const keyLocals = Object.fromEntries(spec.keys.map((k) => [k, `${k}Key`])) as { [k in K]: string }
+  const argLocals = Object.fromEntries(spec.args.map((a) => [a, String(a)])) as { [a in A]: string }
+  const names = [...Object.values<string>(keyLocals), ...Object.values<string>(argLocals)]
+  for (const name of names) {
+    if (!LUA_NAME.test(name) || LUA_KEYWORDS.has(name)) throw new TypeError(`script name ${JSON.stringify(name)} is not a Lua name`)
+  }
+  if (new Set(names).size !== names.length) throw new TypeError(`script names repeat: ${names.join(', ')}`)
+  const header = [
+    ...spec.keys.map((k, i) => `local ${keyLocals[k]} = KEYS[${i + 1}]`),
+    ...spec.args.map((a, i) => `local ${argLocals[a]} = ARGV[${i + 1}]`),
+  ].join('\n')
+  const lua = `${header}\n${spec.lua(keyLocals, argLocals).trim()}\n`
   const sha = createHash('sha1').update(lua).digest('hex')
   const nk = spec.keys.length
   const na = spec.args.length
@@ -83,6 +110,8 @@ export function defineScript<const K extends string, const A extends string>(spe
       const argv = new Array<string | number>(nk + na)
       for (let i = 0; i < nk; i++) argv[i] = keys[keyOrder[i]!]
       for (let i = 0; i < na; i++) argv[nk + i] = args[argOrder[i]!]
+      const inFlight = h?.inFlight
+      inFlight?.begin()
       return new Promise<T>((resolve, reject) => {
         const fail = (error: unknown): void => {
           if (!h?.mapError) return reject(error)
@@ -93,20 +122,23 @@ export function defineScript<const K extends string, const A extends string>(spe
           }
         }
         const deadlines = h?.deadlines
-        const entry = deadlines && h.ms !== undefined ? deadlines.track(h.ms, fail, h.sentAt) : undefined
+        const entry = deadlines && h.ms !== undefined ? deadlines.track(h.ms, fail, h.sentAt, h.group) : undefined
         const answered = (reply: unknown): void => {
           if (entry && !deadlines!.settle(entry)) {
             h!.onLate?.(reply)
-            return
+          } else {
+            try {
+              resolve(h?.map ? h.map(reply) : (reply as T))
+            } catch (error) {
+              fail(error)
+            }
           }
-          try {
-            resolve(h?.map ? h.map(reply) : (reply as T))
-          } catch (error) {
-            fail(error)
-          }
+          // After the handlers: a clean-up they start is counted before this call stops being.
+          inFlight?.end()
         }
         const failed = (error: unknown): void => {
           if (!entry || deadlines!.settle(entry)) fail(error)
+          inFlight?.end()
         }
         client.evalsha(sha, nk, ...argv).then(answered, (error: unknown) => {
           if (isNoScript(error)) client.eval(lua, nk, ...argv).then(answered, failed)

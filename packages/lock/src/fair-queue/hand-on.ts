@@ -1,29 +1,7 @@
-import type { ReleaseOutcome } from './backend.js'
+import type { ReleaseOutcome } from '../backend/backend.js'
+import { defineScript } from '../scripts/define-script.js'
+import { FREED, NOT_OURS } from '../scripts/release.js'
 import { LUA } from './formats.js'
-import { defineScript, type Handling, type ScriptClient } from './script.js'
-
-/**
- * The release of a lock nobody waits for, which is nearly every release: one key, no queue, no
- * message (nobody listens). When the key holds our owner id: deletes it, returns 1. When it holds
- * our owner id marked by a waiting locker (formats.ts): returns 2 and leaves the key as it is;
- * {@link handoffReleaseScript} then hands the lock on. Otherwise (expired, or someone else's):
- * returns 0. Also the clean-up of an acquire whose outcome is unknown.
- */
-export const releaseScript = defineScript({
-  keys: ['lock'],
-  args: ['ownerId'],
-  lua: (k, a) => `
-local v = redis.call('GET', ${k.lock})
-if v == ${a.ownerId} then
-  redis.call('DEL', ${k.lock})
-  return 1
-end
-if v == ${LUA.marked(a.ownerId)} then
-  return 2
-end
-return 0
-`,
-})
 
 /**
  * Hands a freed lock to the first queued locker (the lowest ticket) that is still there, or frees
@@ -95,34 +73,9 @@ return head or 1
 `,
 })
 
-export const NOT_OURS: ReleaseOutcome = Object.freeze({ freed: false })
-export const FREED: ReleaseOutcome = Object.freeze({ freed: true, handedTo: undefined })
-
 /** The reply of {@link handoffReleaseScript} or {@link leaveScript} as an outcome. */
 export function toReleaseOutcome(reply: unknown): ReleaseOutcome {
   if (reply === 0) return NOT_OURS
   if (typeof reply === 'string') return { freed: true, handedTo: reply }
   return FREED
 }
-
-/** The reply of {@link releaseScript}: 2 means the lock is ours and marked (hand it on). */
-export const MARKED = 2
-
-/**
- * The release as a plain round trip: the lean script, then the hand-off when the key was marked.
- * (The backend sends the same with its deadlines.)
- */
-export function releaseOnce(
-  client: ScriptClient,
-  keys: { readonly lock: string; readonly queue: string; readonly leases: string; readonly channel: string },
-  ownerId: string,
-  lockerId: string,
-  handoffMs: number,
-): Promise<ReleaseOutcome> {
-  return releaseScript.run(client, keys, { ownerId }, {
-    map: (reply: unknown) =>
-      reply === MARKED ? handoffReleaseScript.run(client, keys, { ownerId, channel: keys.channel, lockerId, handoffMs }, PLAIN) : toReleaseOutcome(reply),
-  })
-}
-
-const PLAIN: Handling<ReleaseOutcome> = { map: toReleaseOutcome }

@@ -2,11 +2,12 @@
  * The seam under the Locker: a {@link LockBackend} owns the Redis client(s), the scripts and the
  * formats of what they write, and does each round trip with its deadline. The Locker, its wait
  * queues and its locks see only outcomes. One backend runs on a single Redis (also Sentinel or
- * Cluster through ioredis: redis-backend.ts); a quorum backend over N independent masters would
- * implement the same interface, doing each call on every node with a per-node deadline and
- * answering with the majority's outcome.
+ * Cluster through ioredis: redis-backend.ts); the quorum backend over N independent masters
+ * (quorum/quorum-backend.ts) implements the same interface, doing each call on every node with a
+ * per-node deadline and answering with the majority's outcome. The contract suite
+ * (test/contract) runs the same Locker tests over every backend.
  */
-import type { ResourceKeys } from './keys.js'
+import type { ResourceKeys } from '../keys.js'
 
 /** A resource as a backend knows it: its name, checked, and its key names (the same on every node). */
 export interface LockResource {
@@ -62,6 +63,11 @@ export type AcquireOutcome =
     }
   | {
       readonly granted: false
+      /**
+       * Why the attempt failed. A `LockError` (a misconfiguration only I/O could show, such as
+       * quorum nodes that are one server) ends the acquire at once; any other is a Redis failure
+       * the caller may wait out.
+       */
       readonly error: Error
       /**
        * The attempt ran out of the caller's remaining wait, not of `commandTimeoutMs`. That says
@@ -123,9 +129,10 @@ export interface LockBackend {
   subscribe(resource: LockResource): Promise<void>
   unsubscribe(resource: LockResource): void
   /**
-   * Leaves every queue our locker may be in (bounded by `commandTimeoutMs`) and closes the
-   * connections the backend opened. Calls made afterwards (a late grant's release) still work:
-   * the clients given to it are the caller's.
+   * Leaves every queue our locker may be in, waits until every call it sent has been answered
+   * (tries in flight and their clean-up included; bounded by `commandTimeoutMs` in all), and
+   * closes the connections the backend opened. Calls made afterwards (a late grant's release)
+   * still work: the clients given to it are the caller's.
    */
   close(): Promise<void>
 }

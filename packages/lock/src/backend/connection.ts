@@ -1,0 +1,113 @@
+import type { Cluster, Redis } from 'ioredis'
+import { ConnectionDownError } from './connection-error.js'
+
+/** The client a single-node backend runs on: an ioredis `Redis` or `Cluster`. */
+export type RedisClient = Redis | Cluster
+
+/**
+ * What a backend knows of its client's connection, from the client's own events: whether it is
+ * down, the last connection error (the `cause` of the errors it leads to), and a generation that
+ * moves on at every (re)connection or change of topology (after which a token counter may have
+ * gone back: backend/generations.ts). Listening starts with the first call (a Locker's
+ * constructor does nothing with the client) and stops at close.
+ *
+ * The client's `error` events are listened to for the cause; ioredis then no longer prints them
+ * as "Unhandled error event" (the Locker reports them: `error` events, `cause` of its errors).
+ */
+export class Connection {
+  readonly client: RedisClient
+  #generation = 0
+  #lastError: Error | undefined
+  /** A `close` came and no `ready` since. */
+  #closed = false
+  #watching = false
+  /** Called when the connection closes (the backend gives up its tries in flight). */
+  readonly #onClose: () => void
+  readonly #events = {
+    close: (): void => {
+      this.#generation++
+      this.#closed = true
+      this.#onClose()
+    },
+    ready: (): void => {
+      this.#generation++
+      this.#closed = false
+      this.#lastError = undefined
+      for (const listener of this.#onReady) listener()
+    },
+    node: (): void => {
+      this.#generation++
+    },
+    error: (error: unknown): void => {
+      if (error instanceof Error) this.#lastError = error
+    },
+  }
+  readonly #onReady = new Set<() => void>()
+
+  constructor(client: RedisClient, onClose: () => void = () => {}) {
+    this.client = client
+    this.#onClose = onClose
+  }
+
+  /** Starts listening to the client (idempotent). A client that emits no events is trusted as it is. */
+  watch(): void {
+    if (this.#watching) return
+    this.#watching = true
+    const client = this.client as Partial<RedisClient>
+    if (typeof client.on !== 'function') return
+    this.client.on('close', this.#events.close)
+    this.client.on('ready', this.#events.ready)
+    this.client.on('+node', this.#events.node)
+    this.client.on('-node', this.#events.node)
+    this.client.on('error', this.#events.error)
+  }
+
+  /** Stops listening (calls made afterwards still go out: the client is the caller's). */
+  unwatch(): void {
+    if (!this.#watching) return
+    this.#watching = false
+    const client = this.client as Partial<RedisClient>
+    if (typeof client.off !== 'function') return
+    this.client.off('close', this.#events.close)
+    this.client.off('ready', this.#events.ready)
+    this.client.off('+node', this.#events.node)
+    this.client.off('-node', this.#events.node)
+    this.client.off('error', this.#events.error)
+  }
+
+  /**
+   * Moves on at every event around which a failover may have happened: the connection closed, a
+   * (re)connection, a cluster's node added or removed. A try built while disconnected (ioredis
+   * queues it) belongs to the new generation already.
+   */
+  get generation(): number {
+    return this.#generation
+  }
+
+  /**
+   * True while the connection is known to be down (ioredis is reconnecting, or the client was
+   * closed): a call now would only wait in the offline queue. False for a client that is
+   * connecting for the first time, or lazily (a call is what makes it connect).
+   */
+  get down(): boolean {
+    if (this.#closed) return true
+    const status = (this.client as { status?: unknown }).status
+    return status === 'reconnecting' || status === 'close' || status === 'end'
+  }
+
+  /** The last connection error the client reported since it was last ready. */
+  get lastError(): Error | undefined {
+    return this.#lastError
+  }
+
+  /** The error a call that is not sent (or given up) because the connection is down fails with. */
+  downError(): ConnectionDownError {
+    return new ConnectionDownError(this.#lastError)
+  }
+
+  /** Calls `listener` on every (re)connection until the returned function is called. */
+  onReady(listener: () => void): () => void {
+    this.#onReady.add(listener)
+    return () => this.#onReady.delete(listener)
+  }
+}

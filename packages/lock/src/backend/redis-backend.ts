@@ -1,0 +1,301 @@
+import type { AcquireOutcome, AcquireRequest, BackendListener, LockBackend, LockResource, ReleaseOutcome } from './backend.js'
+import { AcquireCall, type AcquireCallHost } from './acquire-call.js'
+import { Connection, type RedisClient } from './connection.js'
+import { Reseeds } from './generations.js'
+import { InFlightCalls } from './in-flight.js'
+import { Subscriber } from './subscriber.js'
+import { DeadlineExceededError, type Deadlines } from '../deadline.js'
+import { asError } from '../errors.js'
+import { handoffReleaseScript, leaveScript, toReleaseOutcome } from '../fair-queue/hand-on.js'
+import { QueueMembership } from '../fair-queue/membership.js'
+import { queuedAcquireScript } from '../fair-queue/queued-acquire.js'
+import { resourceKeys } from '../keys.js'
+import { checkResource } from '../options.js'
+import { newOwnerId } from '../owner-id.js'
+import { acquireScript, toAcquireReply } from '../scripts/acquire.js'
+import type { Handling } from '../scripts/define-script.js'
+import { extendScript, isExtended } from '../scripts/extend.js'
+import { raiseFenceScript, toRaised } from '../scripts/raise-fence.js'
+import { FREED, MARKED, NOT_OURS, releaseScript } from '../scripts/release.js'
+
+export type { RedisClient } from './connection.js'
+
+/** What the single-node backend needs to know (the Locker's options, resolved). */
+export interface RedisBackendOptions {
+  readonly prefix: string
+  readonly commandTimeoutMs: number
+  readonly fenceTtlMs: number
+  readonly handoffMs: number
+  /** A queued locker that stops trying is dropped from a resource's queue after this long. */
+  readonly queueLeaseMs: number
+  /**
+   * The locker's id in queues and release messages; default a fresh one. Quorum mode gives every
+   * node's backend the same, so a locker has one place in each node's queue.
+   */
+  readonly lockerId?: string
+}
+
+/** How quorum mode sends an acquire to one node (see {@link RedisBackend.acquireAs}). */
+export interface AcquireAs {
+  /** One owner id on every node. */
+  readonly ownerId: string
+  /** Nothing is worth waiting for past the validity: the call is given up after this long at most. */
+  readonly maxMs: number
+  /** Where our locker stands in the queue, and after a grant in `stay` mode (the same on every node). */
+  readonly ticket: string
+  readonly stayTicket: string
+}
+
+/** Resources whose key names a backend keeps built (then it starts over). */
+const KEY_CACHE_SIZE = 1_024
+
+/**
+ * The single-node backend: one ioredis client (a `Redis`, or a `Cluster`, where every key of a
+ * resource is in one slot), the scripts, and the concerns around them, each in a module of its
+ * own: the connection's state (connection.ts), reseeding after a reconnection (generations.ts),
+ * our locker's membership in the queues in Redis (fair-queue/membership.ts), the pub/sub
+ * connection (subscriber.ts) and the calls in flight (in-flight.ts).
+ *
+ * When the outcome of an acquire is unknown (timeout, dropped connection) a compare-and-delete of
+ * the owner id is sent behind it: commands keep their order on a connection, so if the acquire
+ * lands late, the delete lands right after it. Should the late acquire still come back granted
+ * (its NOSCRIPT fallback, say, went out after that delete), the delete is sent again then: a grant
+ * nobody waits for never stays held.
+ */
+export class RedisBackend implements LockBackend, AcquireCallHost {
+  readonly lockerId: string
+  readonly connection: Connection
+  readonly #client: RedisClient
+  readonly #deadlines: Deadlines
+  readonly #options: RedisBackendOptions
+  readonly #keyCache = new Map<string, LockResource>()
+  readonly #reseeds = new Reseeds()
+  readonly #membership: QueueMembership
+  readonly #subscriber: Subscriber
+  readonly #inFlight = new InFlightCalls()
+  /** Smoothed round trip of acquire attempts (TCP's estimator), 0 until the first answer. */
+  #srttMs = 0
+
+  /**
+   * @param client used for every call; never closed by the backend.
+   * @param listener gets the release messages of subscribed resources.
+   */
+  constructor(client: RedisClient, options: RedisBackendOptions, deadlines: Deadlines, listener: BackendListener) {
+    this.#client = client
+    this.#options = options
+    this.#deadlines = deadlines
+    // Names this locker in release messages and queues. Not a secret: it grants nothing.
+    this.lockerId = options.lockerId ?? newOwnerId().slice(0, 16)
+    // A try in flight when the connection closes fails at once: ioredis would only send it again
+    // after the reconnection (its late reply is then cleaned up, see late()).
+    this.connection = new Connection(client, () => deadlines.failGroup(this.connection, () => this.connection.downError()))
+    this.#membership = new QueueMembership((resource) => this.#sendLeave(resource))
+    this.#subscriber = new Subscriber(client, options.prefix, this.lockerId, listener)
+  }
+
+  /**
+   * Checks `name` and returns it with its key names. A name found in the cache was checked when
+   * it went in (the check depends on the string alone), and nothing but a string is found there.
+   */
+  resource(name: string): LockResource {
+    let r = this.#keyCache.get(name)
+    if (r === undefined) {
+      checkResource(name)
+      if (this.#keyCache.size >= KEY_CACHE_SIZE) this.#keyCache.clear()
+      r = { name, keys: resourceKeys(this.#options.prefix, name) }
+      this.#keyCache.set(name, r)
+    }
+    return r
+  }
+
+  acquire(resource: LockResource, request: AcquireRequest): Promise<AcquireOutcome> {
+    return this.acquireAs(resource, request, undefined)
+  }
+
+  /**
+   * {@link acquire}, as quorum mode sends it to one node: with its owner id, its longest wait and
+   * its tickets (default: a fresh owner id, no bound, the server's clock as the ticket).
+   *
+   * A try is not sent while the connection is known to be down (it would wait in the offline
+   * queue); one in flight when the connection closes fails at once (ioredis sends it again after
+   * the reconnection: what it brings then is cleaned up, see late()). Either fails with the
+   * client's last connection error as its cause.
+   */
+  acquireAs(resource: LockResource, request: AcquireRequest, as: AcquireAs | undefined): Promise<AcquireOutcome> {
+    const connection = this.connection
+    // Listening from the first acquire on: before it there is no grant a failover could repeat
+    // (and a Locker's constructor does nothing with the client).
+    connection.watch()
+    if (connection.down) return Promise.resolve({ granted: false, error: connection.downError(), cut: false })
+    const timeout = this.#options.commandTimeoutMs
+    // The caller's wait bounds how long we wait for a held lock, not how far away Redis may be:
+    // the first attempt of an acquire always gets its round trip, a few smoothed round trips
+    // once we have measured them, or the whole commandTimeoutMs before that. A try with no wait
+    // at all (waitMs 0, tryAcquire) gets commandTimeoutMs. Later attempts end with the wait; if
+    // one is cut short, the held lock seen before decides.
+    const floor = request.first ? (this.#srttMs === 0 ? timeout : 3 * this.#srttMs + 2) : 1
+    const waitUntil = request.waitUntil
+    const ms = Math.min(as?.maxMs ?? Number.POSITIVE_INFINITY, waitUntil === undefined ? timeout : Math.min(timeout, Math.max(floor, waitUntil - request.sentAt)))
+    const mode = request.queue
+    const generation = connection.generation
+    const call = new AcquireCall(this, {
+      resource,
+      ownerId: as?.ownerId ?? newOwnerId(),
+      ttlMs: request.ttlMs,
+      ms,
+      sentAt: request.sentAt,
+      mode,
+      fenceTtlMs: this.#options.fenceTtlMs,
+      lockerId: this.lockerId,
+      leaseMs: this.#options.queueLeaseMs,
+      reseed: this.#reseeds.needed(resource.name, generation) ? '1' : '0',
+      generation,
+      leavesBefore: this.#membership.sending(resource, mode),
+      ticket: as?.ticket ?? '',
+      stayTicket: as?.stayTicket ?? '',
+      deadlines: this.#deadlines,
+      inFlight: this.#inFlight,
+      group: connection,
+    })
+    if (mode === 'none') return acquireScript.run(this.#client, resource.keys, call, call)
+    return queuedAcquireScript.run(this.#client, resource.keys, call, call)
+  }
+
+  /** @internal The reply of an attempt that answered in time. */
+  answered(call: AcquireCall, raw: unknown): AcquireOutcome {
+    const now = performance.now()
+    const rtt = now - call.sentAt
+    this.#srttMs = this.#srttMs === 0 ? rtt : 0.875 * this.#srttMs + 0.125 * rtt
+    const reply = toAcquireReply(raw)
+    this.#membership.replied(call.resource, call.mode, call.leavesBefore, reply.granted, reply.granted && reply.handedOver)
+    if (!reply.granted) return reply
+    if (call.reseed === '0' && call.generation !== this.connection.generation) {
+      // The connection changed while this try was in flight: ioredis may have sent it again to
+      // a new primary, where INCR alone can mint a token already handed out. Give the grant back;
+      // the next try mints from the clock.
+      this.#cleanUp(call)
+      return { granted: false, error: new Error('the connection to Redis changed while the acquire was in flight; the grant was given back'), cut: false }
+    }
+    if (now >= call.sentAt + call.ttlMs) {
+      // The lease ran out before its grant arrived (a tiny TTL on a slow round trip): a lock
+      // that is no longer ours on arrival is not returned as held.
+      this.#cleanUp(call)
+      return { granted: false, error: new Error(`the grant arrived after its lease of ${call.ttlMs} ms had run out; it was given back`), cut: false }
+    }
+    if (call.reseed === '1') this.#reseeds.done(call.resource.name, call.generation)
+    return { granted: true, ownerId: call.ownerId, token: reply.token, validUntil: call.sentAt + call.ttlMs, handedOver: reply.handedOver }
+  }
+
+  /** @internal An attempt that failed, or missed its deadline: its outcome is unknown. */
+  failed(call: AcquireCall, error: unknown): AcquireOutcome {
+    this.#cleanUp(call)
+    const e = asError(error)
+    return { granted: false, error: e, cut: error instanceof DeadlineExceededError && call.ms < this.#options.commandTimeoutMs }
+  }
+
+  /** @internal The reply of an attempt that answered after its deadline: a grant is given back. */
+  late(call: AcquireCall, raw: unknown): void {
+    let reply
+    try {
+      reply = toAcquireReply(raw)
+    } catch {
+      return
+    }
+    this.#membership.replied(call.resource, call.mode, call.leavesBefore, reply.granted, reply.granted && reply.handedOver)
+    if (reply.granted) this.#cleanUp(call)
+  }
+
+  /** Compare-and-delete of the call's owner id (handing a marked key on), answered whenever. */
+  #cleanUp(call: AcquireCall): void {
+    const handling: Handling<ReleaseOutcome> = {
+      inFlight: this.#inFlight,
+      map: (reply: unknown) => (reply === MARKED ? this.#handOn(call.resource, call.ownerId, false) : NOT_OURS),
+    }
+    releaseScript.run(this.#client, call.resource.keys, { ownerId: call.ownerId }, handling).catch(() => {})
+  }
+
+  extend(resource: LockResource, ownerId: string, ttlMs: number, timeoutMs: number): Promise<number | undefined> {
+    const sentAt = performance.now()
+    return extendScript.run(this.#client, resource.keys, { ownerId, ttlMs }, {
+      deadlines: this.#deadlines,
+      ms: timeoutMs,
+      sentAt,
+      inFlight: this.#inFlight,
+      map: (reply: unknown) => (isExtended(reply) ? sentAt + ttlMs : undefined),
+    })
+  }
+
+  /**
+   * Quorum mode's second phase on this node: raises the resource's token counter to `token`
+   * (scripts/raise-fence.ts), within `timeoutMs`. Resolves once the counter is at `token` or above.
+   * @throws on a failed call or a missed deadline.
+   */
+  raiseFence(resource: LockResource, token: bigint, timeoutMs: number): Promise<void> {
+    const args = { token: token.toString(), fenceTtlMs: this.#options.fenceTtlMs }
+    return raiseFenceScript.run(this.#client, resource.keys, args, { deadlines: this.#deadlines, ms: timeoutMs, inFlight: this.#inFlight, map: toKnown })
+  }
+
+  /** Smoothed round trip of this backend's acquire attempts, ms; 0 until one answered. */
+  get srttMs(): number {
+    return this.#srttMs
+  }
+
+  release(resource: LockResource, ownerId: string): Promise<ReleaseOutcome> {
+    const handling: Handling<ReleaseOutcome> = {
+      deadlines: this.#deadlines,
+      ms: this.#options.commandTimeoutMs,
+      inFlight: this.#inFlight,
+      map: (reply: unknown) => (reply === MARKED ? this.#handOn(resource, ownerId, true) : reply === 1 ? FREED : NOT_OURS),
+      // A release that answered late was still ours to finish: a marked key is handed on now.
+      onLate: (reply: unknown) => {
+        if (reply === MARKED) this.#handOn(resource, ownerId, false).catch(() => {})
+      },
+    }
+    return releaseScript.run(this.#client, resource.keys, { ownerId }, handling)
+  }
+
+  /** The release of a marked key: hands the lock to the queue's head, or frees it. */
+  #handOn(resource: LockResource, ownerId: string, withDeadline: boolean): Promise<ReleaseOutcome> {
+    const args = { ownerId, channel: resource.keys.channel, lockerId: this.lockerId, handoffMs: this.#options.handoffMs }
+    const handling: Handling<ReleaseOutcome> = withDeadline
+      ? { deadlines: this.#deadlines, ms: this.#options.commandTimeoutMs, inFlight: this.#inFlight, map: toReleaseOutcome }
+      : { inFlight: this.#inFlight, map: toReleaseOutcome }
+    return handoffReleaseScript.run(this.#client, resource.keys, args, handling)
+  }
+
+  leave(resource: LockResource): void {
+    this.#membership.leave(resource)
+  }
+
+  #sendLeave(resource: LockResource): Promise<ReleaseOutcome> {
+    const args = { channel: resource.keys.channel, lockerId: this.lockerId, handoffMs: this.#options.handoffMs }
+    const handling = { deadlines: this.#deadlines, ms: this.#options.commandTimeoutMs, inFlight: this.#inFlight, map: toReleaseOutcome }
+    return leaveScript.run(this.#client, resource.keys, args, handling)
+  }
+
+  subscribe(resource: LockResource): Promise<void> {
+    return this.#deadlines.race(this.#subscriber.subscribe(resource.keys.channel), this.#options.commandTimeoutMs).then(() => {})
+  }
+
+  unsubscribe(resource: LockResource): void {
+    this.#subscriber.unsubscribe(resource.keys.channel)
+  }
+
+  /** Calls sent and not yet answered (tries, clean-ups, releases, leaves). */
+  get inFlight(): number {
+    return this.#inFlight.count
+  }
+
+  async close(): Promise<void> {
+    const until = performance.now() + this.#options.commandTimeoutMs
+    await this.#membership.leaveAll()
+    await this.#inFlight.idle(until - performance.now())
+    this.connection.unwatch()
+    this.#subscriber.close()
+  }
+}
+
+/** Raised or already there: either way the node knows the token (a bad reply throws). */
+function toKnown(reply: unknown): void {
+  toRaised(reply)
+}

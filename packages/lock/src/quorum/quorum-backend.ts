@@ -1,0 +1,315 @@
+/**
+ * Quorum mode: one lock over N independent Redis masters (the Redlock algorithm), behind the
+ * same {@link LockBackend} seam as a single Redis. Each node is driven by a single-node backend
+ * of its own (backend/redis-backend.ts: the same scripts, formats, deadlines and late-reply
+ * clean-up); this module counts their answers, each call through one {@link Tally}, in modules of
+ * their own: the nodes' health (quorum-node.ts), the delayed restart (restart-guard.ts), the
+ * second phase that makes a token known to a majority (learn-token.ts) and the places in the
+ * queues (fair-queue/tickets.ts).
+ *
+ * - Acquire: the acquire script on every node at once, one owner id for all. A lock is granted
+ *   when a majority granted within the validity: `ttlMs` less the clock drift
+ *   ({@link clockDriftMs}), measured from when the first request was sent. Every node's call has
+ *   its own deadline, and the attempt is decided as soon as the majority is won or lost, never
+ *   by waiting for a node that does not answer. A lost attempt releases what it was granted.
+ * - Tokens: the grant's token is the largest the granting nodes minted, known to a majority
+ *   before the lock is returned (learn-token.ts).
+ * - Extend on a majority, within the validity; release on every node.
+ * - A node whose connection is down is not sent anything; a node that stopped answering is sent
+ *   one call at a time until one answers (quorum-node.ts). So memory stays bounded and no call
+ *   waits for a node that cannot answer, whatever the client options.
+ */
+import type { AcquireOutcome, AcquireRequest, BackendListener, LockBackend, LockResource, ReleaseOutcome } from '../backend/backend.js'
+import { RedisBackend, type RedisBackendOptions, type RedisClient } from '../backend/redis-backend.js'
+import type { Deadlines } from '../deadline.js'
+import { asError } from '../errors.js'
+import { Tickets } from '../fair-queue/tickets.js'
+import { newOwnerId } from '../owner-id.js'
+import { NOT_OURS } from '../scripts/release.js'
+import { learnToken, type NodeGrant } from './learn-token.js'
+import { QuorumNode, type QuorumClock } from './quorum-node.js'
+import { RestartGuard } from './restart-guard.js'
+import { nodesFailed, Tally } from './tally.js'
+
+/**
+ * The clock drift a quorum lock's validity allows for, in ms: 1 % of the TTL plus 2 ms (the
+ * nodes' clocks may run a little fast, and expiry is to the millisecond).
+ */
+export function clockDriftMs(ttlMs: number): number {
+  return ttlMs * 0.01 + 2
+}
+
+/** The smallest majority of `n` nodes. */
+export function majorityOf(n: number): number {
+  return Math.floor(n / 2) + 1
+}
+
+/** What the quorum backend needs to know: the single-node options, and the delayed restart. */
+export interface QuorumBackendOptions extends RedisBackendOptions {
+  /** See LockerOptions: 0 turns the restart guard off; undefined: the longest lease recorded. */
+  readonly nodeRestartDelayMs: number | undefined
+}
+
+/** Why each node left out of `asked` was not asked (none on the common path: every node asked). */
+function notAsked(nodes: readonly QuorumNode[], asked: readonly QuorumNode[]): Error[] {
+  if (asked.length === nodes.length) return []
+  return nodes.filter((node) => !asked.includes(node)).map((node) => new Error(`node ${node.index} was not asked: ${node.whyNotAsked()}`))
+}
+
+/** A new tally over every node, the ones not asked counted as failed up front. */
+function tallyOf(nodes: readonly QuorumNode[], asked: readonly QuorumNode[], needed: number, onSettle: (won: boolean, tally: Tally) => void, waitForAll = false): Tally {
+  const tally = new Tally(nodes.length, needed, onSettle, { waitForAll })
+  for (const error of notAsked(nodes, asked)) tally.fail(error)
+  return tally
+}
+
+/** The quorum backend: N single-node backends with one locker id, counted by majority. */
+export class QuorumBackend implements LockBackend {
+  readonly lockerId: string
+  readonly #nodes: readonly QuorumNode[]
+  readonly #quorum: number
+  readonly #options: QuorumBackendOptions
+  readonly #listener: BackendListener
+  readonly #tickets = new Tickets()
+  readonly #guard: RestartGuard
+
+  /**
+   * @param clients one ioredis client per node (3 or more, checked by the Locker); never closed here.
+   * @param listener gets the release messages of every node.
+   */
+  constructor(clients: readonly RedisClient[], options: QuorumBackendOptions, deadlines: Deadlines, listener: BackendListener) {
+    // Names this locker in every node's queues and release messages. Not a secret.
+    this.lockerId = options.lockerId ?? newOwnerId().slice(0, 16)
+    const nodeOptions = { ...options, lockerId: this.lockerId }
+    const clock: QuorumClock = { answeredAt: 0 }
+    this.#listener = listener
+    this.#nodes = clients.map((client, i) => new QuorumNode(i, new RedisBackend(client, nodeOptions, deadlines, listener), client, clock))
+    this.#quorum = majorityOf(clients.length)
+    this.#options = options
+    this.#guard = new RestartGuard(this.#nodes, options, deadlines)
+  }
+
+  /** The key names are the same on every node: the first node's cache serves them. */
+  resource(name: string): LockResource {
+    return this.#nodes[0]!.backend.resource(name)
+  }
+
+  acquire(resource: LockResource, request: AcquireRequest): Promise<AcquireOutcome> {
+    const guard = this.#guard
+    guard.start()
+    // The first acquires, or those right after a reconnection, wait for the nodes' checks: at
+    // most a round trip's deadline (a stalled node's check ends by it), and not past the wait.
+    if (this.#nodes.filter((node) => node.grants).length < this.#quorum) {
+      const timeout = this.#options.commandTimeoutMs
+      const ms = request.waitUntil === undefined ? timeout : Math.max(1, Math.min(timeout, request.waitUntil - performance.now()))
+      // The validity runs from when the requests go out, after the wait.
+      return guard.untilChecked(ms).then(() => this.#acquire(resource, { ...request, sentAt: performance.now() }))
+    }
+    return this.#acquire(resource, request)
+  }
+
+  #acquire(resource: LockResource, request: AcquireRequest): Promise<AcquireOutcome> {
+    if (this.#guard.misconfigured) return Promise.resolve({ granted: false, error: this.#guard.misconfigured, cut: false })
+    const nodes = this.#nodes
+    const n = nodes.length
+    const q = this.#quorum
+    const validMs = request.ttlMs - clockDriftMs(request.ttlMs)
+    const validUntil = request.sentAt + validMs
+    const asked = nodes.filter((node) => node.grants)
+    if (asked.length < q) {
+      return Promise.resolve({ granted: false, error: nodesFailed('no majority of the nodes can be asked', notAsked(nodes, asked), n), cut: false })
+    }
+    if (validMs <= 0) {
+      return Promise.resolve({ granted: false, error: new Error(`a ttlMs of ${request.ttlMs} leaves no validity after the clock drift allowed for`), cut: false })
+    }
+    const ownerId = newOwnerId()
+    const sentAtWall = Date.now()
+    const { ticket, stayTicket } = this.#tickets.forTry(resource.name, request.queue, sentAtWall)
+    // No node's answer is worth waiting for past the validity, nor past the caller's wait; but the
+    // first attempt of an acquire gets its round trip (as on a single Redis), measured on the
+    // nodes that have answered before: the others are never waited for longer than that, so a
+    // dead node costs no more than the farthest live one.
+    let srtt = 0
+    for (const node of asked) if (node.backend.srttMs > srtt) srtt = node.backend.srttMs
+    const floorMs = request.first ? (srtt === 0 ? this.#options.commandTimeoutMs : 3 * srtt + 2) : 1
+    const maxMs = Math.min(validMs, request.waitUntil === undefined ? Number.POSITIVE_INFINITY : Math.max(floorMs, request.waitUntil - request.sentAt))
+    const as = { ownerId, maxMs, ticket, stayTicket }
+    return new Promise<AcquireOutcome>((resolve) => {
+      const grants: NodeGrant[] = []
+      let cutErrors = 0
+      let holderTtlMs = -1
+      /** Once the tally settled: whether the outcome is still open (learning the token) or given. */
+      let given = false
+
+      const fail = (outcome: AcquireOutcome): void => {
+        given = true
+        for (const g of grants) this.#releaseOn(g.node, resource, ownerId)
+        resolve(outcome)
+      }
+      const tally = tallyOf(nodes, asked, q, (won) => {
+        if (!won) {
+          // No majority can be won any more: too many nodes failed (Redis is unavailable), or
+          // enough nodes are held by someone else (contention).
+          if (tally.failed > n - q) fail({ granted: false, error: nodesFailed('no majority of the nodes answered', tally.errors, n), cut: cutErrors === tally.failed })
+          else fail({ granted: false, holderTtlMs })
+          return
+        }
+        const timeoutMs = Math.max(1, Math.min(this.#options.commandTimeoutMs, validUntil - performance.now()))
+        learnToken(resource, grants, nodes, q, timeoutMs).then(
+          (token) => {
+            if (given) return
+            if (performance.now() >= validUntil) {
+              return fail({ granted: false, error: new Error(`the grant took longer than its validity (${Math.round(validMs)} ms: ttlMs less the clock drift)`), cut: false })
+            }
+            given = true
+            this.#tickets.granted(resource.name, request.queue, sentAtWall)
+            resolve({ granted: true, ownerId, token, validUntil, handedOver: grants.some((g) => g.handedOver) })
+          },
+          (error: unknown) => {
+            if (!given) fail({ granted: false, error: asError(error), cut: false })
+          },
+        )
+      })
+
+      const count = (node: QuorumNode, outcome: AcquireOutcome): void => {
+        if (given) {
+          // Too late to count: a grant nobody waits for is given back at once.
+          if (outcome.granted) this.#releaseOn(node, resource, ownerId)
+          return
+        }
+        if (outcome.granted) {
+          // Once won, a grant that comes later is ours like the others (it is released with them).
+          grants.push({ node, token: outcome.token, handedOver: outcome.handedOver })
+          tally.agree()
+        } else if (outcome.error === undefined) {
+          if (outcome.holderTtlMs >= 0 && (holderTtlMs < 0 || outcome.holderTtlMs < holderTtlMs)) holderTtlMs = outcome.holderTtlMs
+          tally.refuse()
+        } else {
+          if (outcome.cut) cutErrors++
+          tally.fail(outcome.error)
+        }
+      }
+      this.#guard.beforeLease(asked, request.ttlMs)
+      for (const node of asked) void node.acquire(node.backend.acquireAs(resource, request, as)).then((outcome) => count(node, outcome))
+    })
+  }
+
+  /**
+   * Gives back a grant we do not keep (short of a majority, or too late). The node hands the lock
+   * on to the head of its queue, which may be our own locker (its ticket is the oldest): our
+   * subscriptions do not deliver our own messages, so our waiters are told here, or they would
+   * sit out the hand-off while a majority of the nodes keep it for us.
+   */
+  #releaseOn(node: QuorumNode, resource: LockResource, ownerId: string): void {
+    node.track(node.backend.release(resource, ownerId)).then(
+      (outcome) => {
+        if (outcome.freed && outcome.handedTo === this.lockerId) this.#listener.released(resource.name, this.lockerId, this.#options.handoffMs, undefined)
+      },
+      () => {},
+    )
+  }
+
+  extend(resource: LockResource, ownerId: string, ttlMs: number, timeoutMs: number): Promise<number | undefined> {
+    const sentAt = performance.now()
+    const nodes = this.#nodes
+    const n = nodes.length
+    const q = this.#quorum
+    const validUntil = sentAt + ttlMs - clockDriftMs(ttlMs)
+    const asked = nodes.filter((node) => node.reachable)
+    if (asked.length < q) return Promise.reject(nodesFailed('no majority of the nodes can be asked', notAsked(nodes, asked), n))
+    return new Promise((resolve, reject) => {
+      const tally = tallyOf(nodes, asked, q, (won, tally) => {
+        if (won) resolve(validUntil)
+        // A majority says the lock is not ours: it is lost, whatever the rest answer.
+        else if (tally.no > n - q) resolve(undefined)
+        else reject(nodesFailed('the lease was not renewed on a majority', tally.errors, n))
+      })
+      this.#guard.beforeLease(asked, ttlMs)
+      for (const node of asked) {
+        node.track(node.backend.extend(resource, ownerId, ttlMs, timeoutMs)).then(
+          (valid) => (valid === undefined ? tally.refuse() : tally.agree()),
+          (error: unknown) => tally.fail(asError(error)),
+        )
+      }
+    })
+  }
+
+  /**
+   * On every reachable node (a node whose connection is down, or that is failing, keeps our key
+   * until its TTL runs out). Freed when a majority freed it; otherwise not ours, or unknown when
+   * fewer than a majority answered.
+   */
+  release(resource: LockResource, ownerId: string): Promise<ReleaseOutcome> {
+    const nodes = this.#nodes
+    const n = nodes.length
+    const q = this.#quorum
+    const asked = nodes.filter((node) => node.reachable)
+    return new Promise((resolve, reject) => {
+      const freed: ReleaseOutcome[] = []
+      const tally = tallyOf(
+        nodes,
+        asked,
+        q,
+        (won, tally) => {
+          if (won) resolve(combined(freed, this.lockerId))
+          else if (tally.answered >= q) resolve(NOT_OURS)
+          else reject(nodesFailed('the release could not be confirmed', tally.errors, n))
+        },
+        true,
+      )
+      for (const node of asked) {
+        node.track(node.backend.release(resource, ownerId)).then(
+          (outcome) => {
+            if (!outcome.freed) return tally.refuse()
+            freed.push(outcome)
+            tally.agree()
+          },
+          (error: unknown) => tally.fail(asError(error)),
+        )
+      }
+    })
+  }
+
+  leave(resource: LockResource): void {
+    this.#tickets.forget(resource.name)
+    for (const node of this.#nodes) node.backend.leave(resource)
+  }
+
+  /** Subscribes on every node that can be asked; resolves once a majority (or all asked) confirmed. */
+  subscribe(resource: LockResource): Promise<void> {
+    const asked = this.#nodes.filter((node) => node.reachable)
+    if (asked.length === 0) return Promise.reject(new Error('no node can be asked'))
+    return new Promise((resolve, reject) => {
+      const tally = new Tally(asked.length, Math.min(this.#quorum, asked.length), (won, tally) => {
+        if (won) resolve()
+        else reject(nodesFailed('subscribe', tally.errors, this.#nodes.length))
+      })
+      for (const node of asked) node.backend.subscribe(resource).then(() => tally.agree(), (error: unknown) => tally.fail(asError(error)))
+    })
+  }
+
+  unsubscribe(resource: LockResource): void {
+    for (const node of this.#nodes) node.backend.unsubscribe(resource)
+  }
+
+  async close(): Promise<void> {
+    this.#guard.stop()
+    await Promise.allSettled(this.#nodes.map((node) => node.backend.close()))
+  }
+}
+
+/**
+ * What a release did across the nodes that freed the lock: handed to our own locker if any node
+ * did (our waiters should try), freed for anyone if any node did, else handed to a locker.
+ */
+function combined(freed: readonly ReleaseOutcome[], self: string): ReleaseOutcome {
+  let handedTo: string | undefined
+  let sawFree = false
+  for (const outcome of freed) {
+    if (!outcome.freed) continue
+    if (outcome.handedTo === self) return outcome
+    if (outcome.handedTo === undefined) sawFree = true
+    else handedTo ??= outcome.handedTo
+  }
+  return { freed: true, handedTo: sawFree ? undefined : handedTo }
+}

@@ -1,0 +1,126 @@
+import type { AcquireOutcome } from '../backend/backend.js'
+import type { RedisClient } from '../backend/connection.js'
+import type { RedisBackend } from '../backend/redis-backend.js'
+
+/**
+ * A node whose calls in flight have had no answer for this long while other nodes answered is
+ * stalled (SIGSTOP, a partition): it is sent no more acquires until one answers or misses its
+ * deadline, so calls do not pile up for it meanwhile. Relative to the other nodes' answers, so a
+ * pause of our own event loop (every reply waits unread) stalls no node; long enough that a node
+ * merely starved of CPU for a moment on a busy machine is not taken for one.
+ */
+export const STALL_MS = 200
+
+/** When any node of the quorum last answered (performance.now()), shared by the nodes. */
+export interface QuorumClock {
+  answeredAt: number
+}
+
+/**
+ * One node of the quorum: its single-node backend (which owns its connection's state and gives
+ * up a try when the connection closes), and whether a call to it is worth sending — its health,
+ * from the calls sent to it, and its restart guard state (restart-guard.ts).
+ */
+export class QuorumNode {
+  /** Calls sent to the node through this backend that have not settled yet. */
+  #inflight = 0
+  /** Its last call failed or missed its deadline, and no call has answered since. */
+  #failing = false
+  /** When the node last answered, and when its calls in flight began (it was idle before). */
+  #answeredAt = 0
+  #busySince = 0
+  /**
+   * performance.now() until which the node takes no part in acquires: it may have lost the keys
+   * of locks still held (restart-guard.ts). Infinity while that is being found out.
+   */
+  youngUntil = 0
+
+  constructor(
+    readonly index: number,
+    readonly backend: RedisBackend,
+    readonly client: RedisClient,
+    readonly clock: QuorumClock,
+  ) {}
+
+  /**
+   * Whether a call is worth sending: not while its connection is known to be down (a call would
+   * wait in the offline queue, and calls would pile up there for as long as the node stays
+   * down), nor while its last call failed or missed its deadline and another is in flight (one
+   * call at a time, a probe, until one answers). Releases, renewals and the second phase go to
+   * every reachable node: each follows an acquire sent to it, so they are bounded as those are.
+   */
+  get reachable(): boolean {
+    return !this.backend.connection.down && !(this.#failing && this.#inflight > 0)
+  }
+
+  /**
+   * Reachable, and not stalled: its calls in flight have had answers lately, or the other nodes
+   * have not answered either. New acquires go only to such nodes.
+   */
+  get usable(): boolean {
+    if (!this.reachable) return false
+    return this.#inflight === 0 || this.clock.answeredAt - Math.max(this.#answeredAt, this.#busySince) <= STALL_MS
+  }
+
+  /** Usable, and not sitting out after a restart: it may count toward an acquire's majority. */
+  get grants(): boolean {
+    return this.usable && performance.now() >= this.youngUntil
+  }
+
+  /** Within the delayed restart: ms left (Infinity while it is being checked), else 0. */
+  get youngForMs(): number {
+    return Math.max(0, this.youngUntil - performance.now())
+  }
+
+  /** Why the node was not asked. */
+  whyNotAsked(): string {
+    if (this.backend.connection.down) return 'its connection is down'
+    if (!this.reachable) return 'its last call failed and a probe is in flight'
+    if (!this.usable) return 'its calls in flight have not been answered lately while other nodes answered'
+    const left = this.youngForMs
+    return left === Number.POSITIVE_INFINITY
+      ? 'it (re)connected and whether it kept its data is being checked'
+      : `it may have restarted without its data and sits out acquires for ${Math.round(left)} ms more (restart guard)`
+  }
+
+  /**
+   * An acquire sent to the node, counted in its health: a grant or a miss is an answer, a failure
+   * marks it failing, a try cut short by the caller's own wait says nothing.
+   */
+  acquire(call: Promise<AcquireOutcome>): Promise<AcquireOutcome> {
+    this.#begin()
+    return call.then((outcome) => {
+      this.#inflight--
+      if (outcome.granted || outcome.error === undefined) this.#answered()
+      else if (!outcome.cut) this.#failing = true
+      return outcome
+    })
+  }
+
+  /** Any other call (releases, renewals, the second phase), counted in the node's health. */
+  track<T>(call: Promise<T>): Promise<T> {
+    this.#begin()
+    return call.then(
+      (value) => {
+        this.#inflight--
+        this.#answered()
+        return value
+      },
+      (error: unknown) => {
+        this.#inflight--
+        this.#failing = true
+        throw error
+      },
+    )
+  }
+
+  #begin(): void {
+    if (this.#inflight++ === 0) this.#busySince = performance.now()
+  }
+
+  #answered(): void {
+    this.#failing = false
+    this.#answeredAt = performance.now()
+    this.clock.answeredAt = this.#answeredAt
+  }
+}
