@@ -9,7 +9,7 @@
  * cannot mount).
  */
 import { execFileSync, spawn, spawnSync, type SpawnSyncReturns } from 'node:child_process'
-import { chmodSync, existsSync, mkdtempSync, readdirSync, readFileSync, rmSync, symlinkSync } from 'node:fs'
+import { chmodSync, copyFileSync, existsSync, mkdtempSync, readdirSync, readFileSync, rmSync, symlinkSync } from 'node:fs'
 import { createServer, Socket, type AddressInfo } from 'node:net'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
@@ -18,12 +18,17 @@ import { databaseTarget } from '../src/database-url.js'
 import { answersPing, freePort } from '../src/net.js'
 
 const root = join(import.meta.dirname, '..', '..', '..')
-const script = join(root, 'scripts', 'ensure-system.mjs')
 // A PATH with node and sh only: none of the Debian packages the tests use.
 const bare = mkdtempSync(join(tmpdir(), 'ensure-system-'))
 chmodSync(bare, 0o755)
 symlinkSync(process.execPath, join(bare, 'node'))
 symlinkSync('/bin/sh', join(bare, 'sh'))
+// The script runs as `nobody` below, who may not read the clone (cloned into /root, mode 700, the
+// README's path on a fresh machine): a copy in a directory anyone can read. It imports only Node's
+// own modules.
+const script = join(bare, 'ensure-system.mjs')
+copyFileSync(join(root, 'scripts', 'ensure-system.mjs'), script)
+chmodSync(script, 0o644)
 
 afterAll(() => rmSync(bare, { recursive: true, force: true }))
 
