@@ -142,6 +142,24 @@ describe('a healthy Redis that is 20 ms away (latency proxy)', () => {
     await control.release()
   })
 
+  it('a grant whose lease ran out on the way back (30 ms lease, 40 ms round trip) is given back, never returned as held; the bare script hands one out', async () => {
+    const { admin, far } = await farAway()
+    const locker = makeLocker(far)
+    await (await locker.acquire(unique('far-warm'))).release()
+    const r = unique('far-expired')
+    const { error } = await settle(locker.tryAcquire(r, { ttlMs: 30 }))
+    expect(error).toBeInstanceOf(LockUnavailableError)
+    expect((error as Error).message).toContain('lease of 30 ms had run out')
+    // Control: the bare script reports a grant of a lease that, counted from the send as a holder
+    // must count it, had run out when the reply came; the key is gone moments later.
+    const keys = resourceKeys('fencelock:', unique('far-expired-bare'))
+    const sent = performance.now()
+    const reply = await acquireOnce(far, keys, { ownerId: newOwnerId(), ttlMs: 30, fenceTtlMs: 60_000, lockerId: 'bare' })
+    expect(reply.granted).toBe(true)
+    expect(performance.now() - sent).toBeGreaterThanOrEqual(30)
+    await waitUntil(async () => (await admin.exists(keys.lock)) === 0, { timeoutMs: 1_000, what: 'the bare grant to expire' })
+  })
+
   it('a waiter woken by a release just before its deadline gets the lock or LockTimeoutError, never LockUnavailableError', async () => {
     const { server, far } = await farAway()
     const holderLocker = makeLocker(connect({ port: server.port })) // next to Redis

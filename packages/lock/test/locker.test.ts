@@ -191,6 +191,29 @@ describe('abort', () => {
     await held.release()
   })
 
+  it('one signal for 15 acquires (a request\'s signal passed to each): one abort listener, no MaxListenersExceededWarning, all aborted, none left', async () => {
+    const warnings: Error[] = []
+    const onWarning = (w: Error) => warnings.push(w)
+    process.on('warning', onWarning)
+    const busy = await other.acquire(unique('one-signal-busy'), { ttlMs: 10_000 })
+    const controller = new AbortController()
+    const waiting = Array.from({ length: 15 }, () => settle(locker.acquire(busy.resource, { waitMs: 5_000, signal: controller.signal })))
+    await waitUntil(() => getEventListeners(controller.signal, 'abort').length > 0, { what: 'a listener' })
+    expect(getEventListeners(controller.signal, 'abort')).toHaveLength(1)
+    controller.abort(new Error('request gone'))
+    for (const { error } of await Promise.all(waiting)) expect(error).toBeInstanceOf(LockAbortedError)
+    expect(getEventListeners(controller.signal, 'abort')).toHaveLength(0)
+    // A signal that never aborts keeps no listener once its acquires are done.
+    const idle = new AbortController()
+    const locks = await Promise.all(Array.from({ length: 12 }, () => locker.acquire(unique('one-signal-free'), { signal: idle.signal })))
+    expect(getEventListeners(idle.signal, 'abort')).toHaveLength(0)
+    await Promise.all(locks.map((l) => l.release()))
+    await busy.release()
+    await sleep(10) // a warning is emitted on the next tick
+    process.off('warning', onWarning)
+    expect(warnings.filter((w) => w.name === 'MaxListenersExceededWarning')).toEqual([])
+  })
+
   it('an already aborted signal rejects at once, without trying', async () => {
     const resource = unique('pre-aborted')
     const { error, ms } = await settle(locker.acquire(resource, { signal: AbortSignal.abort('no') }))

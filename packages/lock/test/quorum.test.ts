@@ -84,6 +84,26 @@ describe('quorum mode: the Locker over N clients', () => {
     await lock.release()
   })
 
+  it('three clients of one server are one node: every acquire is refused with InvalidLockOptionError naming the client (run_id), nothing is left held', async () => {
+    const server = await startRedisServer()
+    const admin = connect({ port: server.port })
+    await ready(admin, server.url)
+    const same = [0, 1, 2].map(() => connect({ port: server.port }))
+    const locker = makeLocker(same)
+    const r = unique('q-one-server')
+    for (const call of [() => locker.acquire(r, { waitMs: 500 }), () => locker.tryAcquire(r)]) {
+      const { error, ms } = await settle(call())
+      expect(error).toBeInstanceOf(InvalidLockOptionError)
+      expect(error).toMatchObject({ field: expect.stringMatching(/^redis\[[12]\]$/), message: expect.stringContaining('run_id') })
+      expect(ms).toBeLessThan(400) // at once, not after waitMs
+    }
+    expect(await admin.exists(keysOf(r).lock)).toBe(0)
+    // Control: the same three clients, one to each of three servers, are accepted.
+    const distinct = nodes.clients()
+    expect(await (await makeLocker(distinct).acquire(r)).release()).toBe(true)
+    await server.dispose()
+  })
+
   it('writes one owner id on every node, returns a token a majority knows, and releases everywhere', async () => {
     const locker = nodes.locker()
     expect(locker.nodes).toBe(3)
@@ -409,6 +429,20 @@ describe('quorum mode: nodes that fail', () => {
     } finally {
       await Promise.all(servers.map((s) => s.dispose()))
     }
+  })
+
+  it('a reply lost to a reconnect on one node: the lock is granted by the others, and the resent try\'s grant on that node is given back, not left for its TTL', async () => {
+    const locker = nodes.locker({ ttlMs: 30_000, commandTimeoutMs: 2_000 })
+    await (await locker.acquire(unique('q-warm'))).release()
+    const r = unique('q-lost-reply')
+    nodes.proxies[0]!.blackhole('replies') // node 0 runs the try; its reply is lost
+    const pending = locker.acquire(r)
+    await waitUntil(async () => (await nodes.admins[0]!.exists(keysOf(r).lock)) === 1, { what: 'the try ran on node 0' })
+    nodes.proxies[0]!.restore()
+    await nodes.admins[0]!.call('CLIENT', 'KILL', 'TYPE', 'normal', 'SKIPME', 'yes') // ioredis resends it
+    const lock = await pending
+    expect(await lock.release()).toBe(true)
+    await waitUntil(async () => (await state(r)).lock.every((v) => v === null), { timeoutMs: 3_000, what: 'nothing left on any node' })
   })
 
   it('partial grants are given back: with two nodes held by someone else, nothing of ours is left on the third', async () => {

@@ -82,6 +82,15 @@ describe('the packed packages', () => {
     }
   })
 
+  it('ship only what they mean to support: no @internal member in a declaration file (stripInternal)', () => {
+    const declared = execFileSync('tar', ['xzOf', tarballs[0]!, '--wildcards', 'package/dist/*.d.ts'], { encoding: 'utf8', maxBuffer: 64 * 1024 * 1024 })
+    expect(declared).not.toContain('@internal')
+    expect(declared).not.toContain('releaseOnClose')
+    // A Lock is granted by a Locker, never built by hand: no constructor in its declaration.
+    expect(declared).toMatch(/export declare class Lock \{/)
+    expect(declared.slice(declared.indexOf('export declare class Lock {')).split('\n}')[0]).not.toContain('constructor(')
+  })
+
   it.each(PACKAGES)('@fencelock/%s passes publint', (name) => {
     const out = run('npx', ['publint', '--strict'], join(root, 'packages', name))
     expect(out).toContain('All good!')

@@ -161,7 +161,7 @@ export class RedisBackend implements LockBackend, AcquireCallHost {
     return queuedAcquireScript.run(this.#client, resource.keys, call, call)
   }
 
-  /** @internal The reply of an attempt that answered in time. */
+  /** The reply of an attempt that answered in time (AcquireCallHost). */
   answered(call: AcquireCall, raw: unknown): AcquireOutcome {
     const now = performance.now()
     const rtt = now - call.sentAt
@@ -186,14 +186,14 @@ export class RedisBackend implements LockBackend, AcquireCallHost {
     return { granted: true, ownerId: call.ownerId, token: reply.token, validUntil: call.sentAt + call.ttlMs, handedOver: reply.handedOver }
   }
 
-  /** @internal An attempt that failed, or missed its deadline: its outcome is unknown. */
+  /** An attempt that failed, or missed its deadline: its outcome is unknown (AcquireCallHost). */
   failed(call: AcquireCall, error: unknown): AcquireOutcome {
     this.#cleanUp(call)
     const e = asError(error)
     return { granted: false, error: e, cut: error instanceof DeadlineExceededError && call.ms < this.#options.commandTimeoutMs }
   }
 
-  /** @internal The reply of an attempt that answered after its deadline: a grant is given back. */
+  /** The reply of an attempt that answered after its deadline: a grant is given back (AcquireCallHost). */
   late(call: AcquireCall, raw: unknown): void {
     let reply
     try {
