@@ -138,31 +138,6 @@ describe('quorum mode: the Locker over N clients', () => {
     await lock.release()
   })
 
-  it('excludes: 3 Lockers × 4 workers on one key never overlap, and every token is larger than the one before', async () => {
-    const r = unique('q-mutex')
-    const lockers = [0, 1, 2].map(() => nodes.locker({ ttlMs: 5_000, waitMs: 10_000 }))
-    let inside = 0
-    let overlaps = 0
-    const tokens: bigint[] = []
-    const until = performance.now() + 1_500
-    await Promise.all(
-      lockers.flatMap((locker) =>
-        [0, 1, 2, 3].map(async () => {
-          while (performance.now() < until) {
-            const lock = await locker.acquire(r)
-            if (++inside > 1) overlaps++
-            tokens.push(lock.token)
-            await sleep(1)
-            inside--
-            await lock.release()
-          }
-        }),
-      ),
-    )
-    expect(overlaps).toBe(0)
-    expect(tokens.length).toBeGreaterThan(20)
-    for (let i = 1; i < tokens.length; i++) expect(tokens[i]!).toBeGreaterThan(tokens[i - 1]!)
-  })
 })
 
 describe('quorum mode: tokens strictly increase across changing majorities', () => {
@@ -499,82 +474,4 @@ describe('quorum mode: nodes that fail', () => {
   })
 })
 
-describe('quorum mode: waiting', () => {
-  it('a waiter in another Locker is woken by the release (pub/sub), not by polling', async () => {
-    const r = unique('q-wake')
-    const holder = nodes.locker()
-    const waiter = nodes.locker({ pollMs: 30_000 })
-    const lock = await holder.acquire(r)
-    const waiting = waiter.acquire(r, { waitMs: 10_000 })
-    await sleep(200)
-    const before = await Promise.all(nodes.admins.map(commandCalls))
-    const t = performance.now()
-    await lock.release()
-    const next = await waiting
-    expect(performance.now() - t).toBeLessThan(200)
-    expect(next.token).toBeGreaterThan(lock.token)
-    const after = await Promise.all(nodes.admins.map(commandCalls))
-    // About one try per node after the release (a wake per node's message may add one), no polling.
-    for (const [i, calls] of after.entries()) expect((calls['evalsha'] ?? 0) - (before[i]!['evalsha'] ?? 0)).toBeLessThanOrEqual(6)
-    await next.release()
-  })
-
-  it('the fair queue holds across Lockers: 8 Lockers looping on one key are served in turn, none waits past 1.5× the fair wait', async () => {
-    // As the single-node test of the queue (queue.test.ts), over three nodes: every node's queue
-    // orders the lockers by the ticket of their wait, so a release hands the lock to the same
-    // locker on every node. The fair wait is measured, not assumed: the back of the queue waits
-    // for the n − 1 lockers before it, each a hold plus a hand-off (longer on a loaded machine).
-    const n = 8
-    const holdMs = 150
-    const lockers = Array.from({ length: n }, () => nodes.locker({ pollMs: 300, commandTimeoutMs: 500 }))
-    for (const locker of lockers) await (await locker.acquire(unique('q-warm'))).release()
-    const r = unique('q-fair')
-    const grants = lockers.map(() => 0)
-    const failures: unknown[] = []
-    let longestWaitMs = 0
-    const start = performance.now()
-    const until = start + 4_000
-    await Promise.all(
-      lockers.map(async (locker, i) => {
-        while (performance.now() < until) {
-          const asked = performance.now()
-          try {
-            const lock = await locker.acquire(r, { ttlMs: 5_000, waitMs: 15_000 })
-            longestWaitMs = Math.max(longestWaitMs, performance.now() - asked)
-            grants[i]!++
-            await sleep(holdMs)
-            await lock.release()
-          } catch (error) {
-            failures.push(error)
-          }
-        }
-      }),
-    )
-    const cycleMs = (performance.now() - start) / grants.reduce((a, b) => a + b, 0)
-    expect({ failures, neverServed: grants.filter((g) => g === 0).length }).toEqual({ failures: [], neverServed: 0 })
-    expect(cycleMs).toBeGreaterThanOrEqual(holdMs)
-    expect(longestWaitMs).toBeLessThanOrEqual(1.5 * (n - 1) * cycleMs)
-  })
-
-  it('close() leaves the queue on every node', async () => {
-    const r = unique('q-close')
-    const holder = nodes.locker()
-    const waiter = nodes.locker()
-    const lock = await holder.acquire(r)
-    const waiting = settle(waiter.acquire(r, { waitMs: 5_000 }))
-    let queued: number[] = []
-    await waitUntil(
-      async () => {
-        queued = await Promise.all(nodes.admins.map((a) => a.zcard(keysOf(r).queue)))
-        return queued.every((n) => n === 1)
-      },
-      { what: 'queued on every node' },
-    ).catch((error: Error) => {
-      throw new Error(`${error.message}: ${JSON.stringify(queued)}`)
-    })
-    await waiter.close()
-    expect((await waiting).error).toBeInstanceOf(LockUnavailableError)
-    await waitUntil(async () => (await Promise.all(nodes.admins.map((a) => a.zcard(keysOf(r).queue)))).every((n) => n === 0), { what: 'out of every queue' })
-    await lock.release()
-  })
-})
+// Waiting, the fair queue across Lockers and close() in quorum mode: the Locker contract (test/contract).
