@@ -44,7 +44,15 @@ export class Deadlines {
    * from `from` (default: now) unless {@link settle} is called first.
    */
   track(ms: number, onTimeout: (error: Error) => void, from: number = performance.now(), group?: object): Pending {
-    const entry: Pending = { at: from + Math.max(0, ms), ms, reject: onTimeout, prev: this.#tail, next: undefined, live: true, group }
+    const entry: Pending = {
+      at: from + Math.max(0, ms),
+      ms,
+      reject: onTimeout,
+      prev: this.#tail,
+      next: undefined,
+      live: true,
+      group,
+    }
     if (this.#tail) this.#tail.next = entry
     else this.#head = entry
     this.#tail = entry

@@ -66,7 +66,12 @@ export class LockUnavailableError extends LockError {
   /** The operation that could not be completed. */
   readonly operation: 'acquire' | 'extend' | 'release'
 
-  constructor(resource: string | undefined, operation: 'acquire' | 'extend' | 'release', message: string, cause?: unknown) {
+  constructor(
+    resource: string | undefined,
+    operation: 'acquire' | 'extend' | 'release',
+    message: string,
+    cause?: unknown,
+  ) {
     super(message, { resource, cause })
     this.operation = operation
   }
@@ -95,7 +100,8 @@ export class InvalidLockOptionError extends LockError {
 }
 
 function describe(value: unknown): string {
-  if (typeof value === 'string') return value.length > 40 ? `a string of ${value.length} characters` : JSON.stringify(value)
+  if (typeof value === 'string')
+    return value.length > 40 ? `a string of ${value.length} characters` : JSON.stringify(value)
   if (typeof value === 'number' || typeof value === 'boolean' || value == null) return String(value)
   if (typeof value === 'bigint') return `${value}n`
   return typeof value

@@ -17,7 +17,13 @@ export type LockEvent =
    * One Redis call failed or timed out (a diagnostic: a blocked acquire may retry after it).
    * `token` is set for the calls of a granted lock (renew, extend, release).
    */
-  | { type: 'error'; resource: string; operation: 'acquire' | 'renew' | 'extend' | 'release'; error: Error; token?: bigint }
+  | {
+      type: 'error'
+      resource: string
+      operation: 'acquire' | 'renew' | 'extend' | 'release'
+      error: Error
+      token?: bigint
+    }
   /** An acquire or tryAcquire ended with LockUnavailableError: its outcome, emitted once per call. */
   | { type: 'unavailable'; resource: string; waitedMs: number; error: Error }
   /** The lease was renewed (`auto`: by the watchdog). */
@@ -32,6 +38,13 @@ export type LockEvent =
    * `release()` ran. `outcome` is `released` when it deleted our lock, `expired` when the lock had
    * already expired or been taken. `wasLost` is true when a `lost` event came first.
    */
-  | { type: 'released'; resource: string; token: bigint; heldMs: number; outcome: 'released' | 'expired'; wasLost: boolean }
+  | {
+      type: 'released'
+      resource: string
+      token: bigint
+      heldMs: number
+      outcome: 'released' | 'expired'
+      wasLost: boolean
+    }
 
 export type LockEventType = LockEvent['type']

@@ -20,7 +20,13 @@ export interface ResourceKeys {
 /** Builds the key names of `resource` under `prefix` (validated by the caller). */
 export function resourceKeys(prefix: string, resource: string): ResourceKeys {
   const base = `${prefix}{${resource}}`
-  return { lock: `${base}:lock`, fence: `${base}:fence`, channel: `${base}:released`, queue: `${base}:queue`, leases: `${base}:leases` }
+  return {
+    lock: `${base}:lock`,
+    fence: `${base}:fence`,
+    channel: `${base}:released`,
+    queue: `${base}:queue`,
+    leases: `${base}:leases`,
+  }
 }
 
 /** Recovers the resource from a channel name built by {@link resourceKeys}, or undefined. */

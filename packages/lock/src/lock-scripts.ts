@@ -19,7 +19,8 @@ export interface LockScriptSource {
 }
 
 /** The names of the scripts a Locker runs. */
-export type LockScriptName = 'acquire' | 'queuedAcquire' | 'release' | 'handoffRelease' | 'leave' | 'extend' | 'raiseFence' | 'recordLease'
+export type LockScriptName =
+  'acquire' | 'queuedAcquire' | 'release' | 'handoffRelease' | 'leave' | 'extend' | 'raiseFence' | 'recordLease'
 
 /**
  * The scripts a Locker runs (`queuedAcquire`, `handoffRelease` and `leave` only when acquires
@@ -40,5 +41,10 @@ export const LOCK_SCRIPTS: Readonly<Record<LockScriptName, LockScriptSource>> = 
 })
 
 function source(script: LockScriptSource): LockScriptSource {
-  return Object.freeze({ lua: script.lua, sha: script.sha, keys: Object.freeze([...script.keys]), args: Object.freeze([...script.args]) })
+  return Object.freeze({
+    lua: script.lua,
+    sha: script.sha,
+    keys: Object.freeze([...script.keys]),
+    args: Object.freeze([...script.args]),
+  })
 }

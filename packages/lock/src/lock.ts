@@ -123,8 +123,19 @@ export class Lock {
     try {
       validUntil = await this.#host.backend.extend(this.#resource, this.#ownerId, ttlMs, this.#host.commandTimeoutMs)
     } catch (error) {
-      this.#host.emit({ type: 'error', resource: this.resource, operation: 'extend', error: asError(error), token: this.token })
-      throw new LockUnavailableError(this.resource, 'extend', `could not extend lock "${this.resource}": ${asError(error).message}`, error)
+      this.#host.emit({
+        type: 'error',
+        resource: this.resource,
+        operation: 'extend',
+        error: asError(error),
+        token: this.token,
+      })
+      throw new LockUnavailableError(
+        this.resource,
+        'extend',
+        `could not extend lock "${this.resource}": ${asError(error).message}`,
+        error,
+      )
     }
     if (validUntil === undefined) {
       this.#lose('not-owner')
@@ -160,12 +171,30 @@ export class Lock {
     try {
       outcome = await this.#host.backend.release(this.#resource, this.#ownerId)
     } catch (error) {
-      this.#host.emit({ type: 'error', resource: this.resource, operation: 'release', error: asError(error), token: this.token })
+      this.#host.emit({
+        type: 'error',
+        resource: this.resource,
+        operation: 'release',
+        error: asError(error),
+        token: this.token,
+      })
       if (!wasLost) this.#host.onLockEnd(this.#serial)
-      throw new LockUnavailableError(this.resource, 'release', `could not release lock "${this.resource}": ${asError(error).message}`, error)
+      throw new LockUnavailableError(
+        this.resource,
+        'release',
+        `could not release lock "${this.resource}": ${asError(error).message}`,
+        error,
+      )
     }
     if (this.#host.listening) {
-      this.#host.emit({ type: 'released', resource: this.resource, token: this.token, heldMs, outcome: outcome.freed ? 'released' : 'expired', wasLost })
+      this.#host.emit({
+        type: 'released',
+        resource: this.resource,
+        token: this.token,
+        heldMs,
+        outcome: outcome.freed ? 'released' : 'expired',
+        wasLost,
+      })
     }
     if (!wasLost) this.#host.onLockEnd(this.#serial)
     // Our own release message is ignored by this locker (the echo would cost a wasted attempt),
@@ -198,7 +227,13 @@ export class Lock {
         },
         (error: unknown) => {
           if (this.#state !== 'held') return
-          this.#host.emit({ type: 'error', resource: this.resource, operation: 'renew', error: asError(error), token: this.token })
+          this.#host.emit({
+            type: 'error',
+            resource: this.resource,
+            operation: 'renew',
+            error: asError(error),
+            token: this.token,
+          })
           const remaining = this.#validUntil - performance.now()
           if (remaining <= 0) return this.#lose('expired', error)
           // Try again soon, and in any case before the validity runs out.
@@ -237,7 +272,14 @@ export class Lock {
     clearTimeout(this.#watchdog)
     this.#settleExpiry()
     const error = new LockLostError(this.resource, this.token, reason, cause)
-    this.#host.emit({ type: 'lost', resource: this.resource, token: this.token, heldMs: performance.now() - this.#acquiredAt, reason, autoExtend: this.#autoExtend })
+    this.#host.emit({
+      type: 'lost',
+      resource: this.resource,
+      token: this.token,
+      heldMs: performance.now() - this.#acquiredAt,
+      reason,
+      autoExtend: this.#autoExtend,
+    })
     this.#host.onLockEnd(this.#serial)
     // The key may be gone (deleted or expired), so a local waiter may take it now.
     this.#host.wake(this.resource)

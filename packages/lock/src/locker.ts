@@ -3,7 +3,14 @@ import type { AcquireOutcome, BackendListener, LockBackend, LockResource, QueueM
 import { ConnectionDownError } from './backend/connection-error.js'
 import { InFlightCalls } from './backend/in-flight.js'
 import { DeadlineExceededError, Deadlines } from './deadline.js'
-import { asError, InvalidLockOptionError, LockAbortedError, LockError, LockTimeoutError, LockUnavailableError } from './errors.js'
+import {
+  asError,
+  InvalidLockOptionError,
+  LockAbortedError,
+  LockError,
+  LockTimeoutError,
+  LockUnavailableError,
+} from './errors.js'
 import type { LockEvent } from './events.js'
 import { Lock, type LockHost } from './lock.js'
 import {
@@ -74,7 +81,13 @@ export class Locker {
     // A queued locker that stops trying (a crashed process) is dropped after this lease. Waiters
     // try at least every 1.2 × pollMs (the safety poll), so a live one always renews it in time.
     const queueLeaseMs = 3 * o.pollMs + o.commandTimeoutMs
-    const backendOptions: RedisBackendOptions = { prefix: o.prefix, commandTimeoutMs: o.commandTimeoutMs, fenceTtlMs: o.fenceTtlMs, handoffMs: o.handoffMs, queueLeaseMs }
+    const backendOptions: RedisBackendOptions = {
+      prefix: o.prefix,
+      commandTimeoutMs: o.commandTimeoutMs,
+      fenceTtlMs: o.fenceTtlMs,
+      handoffMs: o.handoffMs,
+      queueLeaseMs,
+    }
     const quorumOptions: QuorumBackendOptions = { ...backendOptions, nodeRestartDelayMs: o.nodeRestartDelayMs }
     const listener: BackendListener = {
       released: (resource, handedTo, handoffMs, next) => {
@@ -148,7 +161,10 @@ export class Locker {
    */
   async acquire(resource: string, options?: AcquireOptions): Promise<Lock> {
     const r = this.#backend.resource(resource)
-    const o = options === undefined ? this.#defaultAcquire : resolveAcquireOptions(options, this.#options, 'acquire', this.#ttlFloor)
+    const o =
+      options === undefined
+        ? this.#defaultAcquire
+        : resolveAcquireOptions(options, this.#options, 'acquire', this.#ttlFloor)
     this.#assertOpen(resource)
     const start = performance.now()
     if (o.signal?.aborted) throw this.#aborted(resource, start, o.signal)
@@ -162,7 +178,10 @@ export class Locker {
    */
   async tryAcquire(resource: string, options?: TryAcquireOptions): Promise<Lock | null> {
     const r = this.#backend.resource(resource)
-    const o = options === undefined ? this.#defaultAcquire : resolveAcquireOptions(options, this.#options, 'tryAcquire', this.#ttlFloor)
+    const o =
+      options === undefined
+        ? this.#defaultAcquire
+        : resolveAcquireOptions(options, this.#options, 'tryAcquire', this.#ttlFloor)
     this.#assertOpen(resource)
     const start = performance.now()
     const attempt = await this.#attempt(r, o, start, undefined, true, 'none')
@@ -212,7 +231,14 @@ export class Locker {
   }
 
   /** One try through the backend; a grant becomes a {@link Lock}. Never rejects. */
-  #attempt(resource: LockResource, o: ResolvedAcquire, sentAt: number, waitUntil: number | undefined, first: boolean, queue: QueueMode): Promise<Attempt> {
+  #attempt(
+    resource: LockResource,
+    o: ResolvedAcquire,
+    sentAt: number,
+    waitUntil: number | undefined,
+    first: boolean,
+    queue: QueueMode,
+  ): Promise<Attempt> {
     const tries = this.#tries
     tries.begin()
     return this.#backend.acquire(resource, { ttlMs: o.ttlMs, sentAt, waitUntil, first, queue }).then(
@@ -233,7 +259,8 @@ export class Locker {
   #toAttempt(resource: LockResource, o: ResolvedAcquire, sentAt: number, outcome: AcquireOutcome): Attempt {
     if (!outcome.granted) {
       // Running out of the caller's own wait is not a Redis failure.
-      if (outcome.error && !outcome.cut) this.#emit({ type: 'error', resource: resource.name, operation: 'acquire', error: outcome.error })
+      if (outcome.error && !outcome.cut)
+        this.#emit({ type: 'error', resource: resource.name, operation: 'acquire', error: outcome.error })
       return outcome
     }
     if (this.#closed) {
@@ -264,7 +291,8 @@ export class Locker {
       get closed() {
         return isClosed()
       },
-      attempt: (resource, o, sentAt, waitUntil, first, queue) => this.#attempt(resource, o, sentAt, waitUntil, first, queue),
+      attempt: (resource, o, sentAt, waitUntil, first, queue) =>
+        this.#attempt(resource, o, sentAt, waitUntil, first, queue),
       contended: (resource, holderTtlMs) => this.#emit({ type: 'contended', resource, holderTtlMs }),
       acquired: (lock, start, attempts) => this.#emitAcquired(lock, start, attempts),
       giveUp: (resource, start, lastError) => this.#giveUp(resource, start, lastError),
@@ -284,7 +312,15 @@ export class Locker {
   }
 
   #emitAcquired(lock: Lock, start: number, attempts: number): void {
-    if (this.#listeners.size > 0) this.#emit({ type: 'acquired', resource: lock.resource, token: lock.token, ttlMs: lock.ttlMs, waitedMs: performance.now() - start, attempts })
+    if (this.#listeners.size > 0)
+      this.#emit({
+        type: 'acquired',
+        resource: lock.resource,
+        token: lock.token,
+        ttlMs: lock.ttlMs,
+        waitedMs: performance.now() - start,
+        attempts,
+      })
   }
 
   /** The wait ran out: a timeout if Redis answered last, otherwise Redis is unavailable. */
@@ -302,7 +338,8 @@ export class Locker {
   #unavailable(resource: string, start: number, cause: Error): LockUnavailableError {
     this.#emit({ type: 'unavailable', resource, waitedMs: performance.now() - start, error: cause })
     const prefix = `could not acquire lock "${resource}": `
-    if (cause instanceof ConnectionDownError) return new LockUnavailableError(resource, 'acquire', prefix + cause.message, cause.cause ?? cause)
+    if (cause instanceof ConnectionDownError)
+      return new LockUnavailableError(resource, 'acquire', prefix + cause.message, cause.cause ?? cause)
     const why = cause instanceof DeadlineExceededError ? 'Redis did not answer in time' : 'the Redis call failed'
     return new LockUnavailableError(resource, 'acquire', `${prefix}${why} (${cause.message})`, cause)
   }
@@ -322,7 +359,11 @@ export class Locker {
 export const MAX_QUORUM_NODES = 99
 
 function isClient(value: unknown): value is RedisClient {
-  return value != null && typeof (value as Partial<Redis>).evalsha === 'function' && typeof (value as Partial<Redis>).duplicate === 'function'
+  return (
+    value != null &&
+    typeof (value as Partial<Redis>).evalsha === 'function' &&
+    typeof (value as Partial<Redis>).duplicate === 'function'
+  )
 }
 
 function isClientList(clients: RedisClient | readonly RedisClient[]): clients is readonly RedisClient[] {
@@ -332,16 +373,31 @@ function isClientList(clients: RedisClient | readonly RedisClient[]): clients is
 /** A client, or an array of 3 or more distinct clients (quorum mode). */
 function checkClients(redis: unknown): RedisClient | readonly RedisClient[] {
   if (!Array.isArray(redis)) {
-    if (!isClient(redis)) throw new InvalidLockOptionError('redis', 'must be an ioredis Redis or Cluster client, or an array of 3 or more (quorum mode)', redis)
+    if (!isClient(redis))
+      throw new InvalidLockOptionError(
+        'redis',
+        'must be an ioredis Redis or Cluster client, or an array of 3 or more (quorum mode)',
+        redis,
+      )
     return redis
   }
   if (redis.length < 3 || redis.length > MAX_QUORUM_NODES) {
-    throw new InvalidLockOptionError('redis', `an array (quorum mode) must hold 3 to ${MAX_QUORUM_NODES} clients of independent Redis masters; for one Redis pass the client itself`, redis.length)
+    throw new InvalidLockOptionError(
+      'redis',
+      `an array (quorum mode) must hold 3 to ${MAX_QUORUM_NODES} clients of independent Redis masters; for one Redis pass the client itself`,
+      redis.length,
+    )
   }
   const seen = new Set<unknown>()
   redis.forEach((client: unknown, i) => {
-    if (!isClient(client)) throw new InvalidLockOptionError(`redis[${i}]`, 'must be an ioredis Redis or Cluster client', client)
-    if (seen.has(client)) throw new InvalidLockOptionError(`redis[${i}]`, 'must not repeat a client: each node counts once toward the majority', client)
+    if (!isClient(client))
+      throw new InvalidLockOptionError(`redis[${i}]`, 'must be an ioredis Redis or Cluster client', client)
+    if (seen.has(client))
+      throw new InvalidLockOptionError(
+        `redis[${i}]`,
+        'must not repeat a client: each node counts once toward the majority',
+        client,
+      )
     seen.add(client)
   })
   return Object.freeze([...(redis as RedisClient[])])

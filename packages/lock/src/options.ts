@@ -135,7 +135,10 @@ export interface TtlFloor {
 }
 
 export const SINGLE_TTL_FLOOR: TtlFloor = Object.freeze({ minMs: 1, why: undefined })
-export const QUORUM_TTL_FLOOR: TtlFloor = Object.freeze({ minMs: MIN_QUORUM_TTL_MS, why: 'quorum mode: the lease less the clock drift must leave time for the grant' })
+export const QUORUM_TTL_FLOOR: TtlFloor = Object.freeze({
+  minMs: MIN_QUORUM_TTL_MS,
+  why: 'quorum mode: the lease less the clock drift must leave time for the grant',
+})
 
 /** Checks a lease time against the Locker's floor. */
 export function checkTtl(value: unknown, floor: TtlFloor = SINGLE_TTL_FLOOR): number {
@@ -146,7 +149,8 @@ export function checkResource(resource: unknown): string {
   if (typeof resource !== 'string') throw new InvalidLockOptionError('resource', 'must be a string', resource)
   if (resource.length === 0) throw new InvalidLockOptionError('resource', 'must not be empty', resource)
   // A lone surrogate becomes U+FFFD in UTF-8, so two different names would share one Redis key.
-  if (/\p{Cs}/u.test(resource)) throw new InvalidLockOptionError('resource', 'must be well-formed Unicode (no lone surrogates)', resource)
+  if (/\p{Cs}/u.test(resource))
+    throw new InvalidLockOptionError('resource', 'must be well-formed Unicode (no lone surrogates)', resource)
   if (Buffer.byteLength(resource, 'utf8') > MAX_RESOURCE_BYTES) {
     throw new InvalidLockOptionError('resource', `must be at most ${MAX_RESOURCE_BYTES} bytes in UTF-8`, resource)
   }
@@ -171,12 +175,26 @@ function checkObject(field: string, value: unknown, what: string, known: readonl
     if (known.includes(key)) continue
     const near = known.find((k) => k.toLowerCase() === key.toLowerCase())
     const hint = near ? `did you mean ${near}?` : `the options are ${known.join(', ')}`
-    throw new InvalidLockOptionError(`${field}.${key}`, `is not an option of ${what} (${hint})`, (value as Record<string, unknown>)[key])
+    throw new InvalidLockOptionError(
+      `${field}.${key}`,
+      `is not an option of ${what} (${hint})`,
+      (value as Record<string, unknown>)[key],
+    )
   }
   return value as Record<string, unknown>
 }
 
-const LOCKER_OPTIONS = ['ttlMs', 'waitMs', 'prefix', 'commandTimeoutMs', 'pollMs', 'fenceTtlMs', 'handoffMs', 'nodeRestartDelayMs', 'onEvent'] as const
+const LOCKER_OPTIONS = [
+  'ttlMs',
+  'waitMs',
+  'prefix',
+  'commandTimeoutMs',
+  'pollMs',
+  'fenceTtlMs',
+  'handoffMs',
+  'nodeRestartDelayMs',
+  'onEvent',
+] as const
 /** The options each call takes, by the call's name. */
 const CALL_OPTIONS = Object.freeze({
   acquire: ['ttlMs', 'waitMs', 'signal', 'autoExtend'],
@@ -213,11 +231,19 @@ export function resolveLockerOptions(options: unknown, ttlFloor: TtlFloor = SING
     ttlMs,
     waitMs: checkInteger('waitMs', or(o.waitMs, LOCK_DEFAULTS.waitMs), 0, MAX_DURATION_MS),
     prefix,
-    commandTimeoutMs: checkInteger('commandTimeoutMs', or(o.commandTimeoutMs, LOCK_DEFAULTS.commandTimeoutMs), 1, 60_000),
+    commandTimeoutMs: checkInteger(
+      'commandTimeoutMs',
+      or(o.commandTimeoutMs, LOCK_DEFAULTS.commandTimeoutMs),
+      1,
+      60_000,
+    ),
     pollMs: checkInteger('pollMs', or(o.pollMs, LOCK_DEFAULTS.pollMs), 10, 60_000),
     fenceTtlMs: checkInteger('fenceTtlMs', or(o.fenceTtlMs, LOCK_DEFAULTS.fenceTtlMs), 1_000, 30 * MAX_DURATION_MS),
     handoffMs: checkInteger('handoffMs', or(o.handoffMs, LOCK_DEFAULTS.handoffMs), 1, 60_000),
-    nodeRestartDelayMs: o.nodeRestartDelayMs === undefined ? undefined : checkInteger('nodeRestartDelayMs', o.nodeRestartDelayMs, 0, MAX_DURATION_MS),
+    nodeRestartDelayMs:
+      o.nodeRestartDelayMs === undefined
+        ? undefined
+        : checkInteger('nodeRestartDelayMs', o.nodeRestartDelayMs, 0, MAX_DURATION_MS),
     onEvent: o.onEvent as ResolvedLockerOptions['onEvent'],
   }
 }
@@ -230,7 +256,12 @@ export interface ResolvedAcquire {
 }
 
 /** The options of one call (`acquire`, `tryAcquire` or `using`), defaults filled in; `using` always renews. */
-export function resolveAcquireOptions(options: unknown, defaults: ResolvedLockerOptions, call: OptionsOf, ttlFloor: TtlFloor = SINGLE_TTL_FLOOR): ResolvedAcquire {
+export function resolveAcquireOptions(
+  options: unknown,
+  defaults: ResolvedLockerOptions,
+  call: OptionsOf,
+  ttlFloor: TtlFloor = SINGLE_TTL_FLOOR,
+): ResolvedAcquire {
   const o = checkObject('options', options, `${call}()`, CALL_OPTIONS[call])
   return {
     ttlMs: checkTtl(or(o.ttlMs, defaults.ttlMs), ttlFloor),

@@ -45,11 +45,21 @@ describe('acquireOnce (one script: SET NX PX and the token)', () => {
 
   it("misses a held lock with the holder's remaining PTTL, and touches neither key", async () => {
     const keys = resourceKeys(PREFIX, unique('miss'))
-    const first = await acquireOnce(redis, keys, { ownerId: newOwnerId(), ttlMs: 5_000, fenceTtlMs: DAY, lockerId: LOCKER })
+    const first = await acquireOnce(redis, keys, {
+      ownerId: newOwnerId(),
+      ttlMs: 5_000,
+      fenceTtlMs: DAY,
+      lockerId: LOCKER,
+    })
     expect(first.granted).toBe(true)
     const holder = await redis.get(keys.lock)
     const fence = await redis.get(keys.fence)
-    const second = await acquireOnce(redis, keys, { ownerId: newOwnerId(), ttlMs: 5_000, fenceTtlMs: DAY, lockerId: LOCKER })
+    const second = await acquireOnce(redis, keys, {
+      ownerId: newOwnerId(),
+      ttlMs: 5_000,
+      fenceTtlMs: DAY,
+      lockerId: LOCKER,
+    })
     expect(second).toEqual({ granted: false, holderTtlMs: expect.any(Number) })
     if (second.granted) return
     expect(second.holderTtlMs).toBeGreaterThan(4_000)
@@ -61,7 +71,9 @@ describe('acquireOnce (one script: SET NX PX and the token)', () => {
   it('reports -1 for a holder key without expiry', async () => {
     const keys = resourceKeys(PREFIX, unique('persist'))
     await redis.set(keys.lock, 'someone')
-    expect(await acquireOnce(redis, keys, { ownerId: newOwnerId(), ttlMs: 1_000, fenceTtlMs: DAY, lockerId: LOCKER })).toEqual({ granted: false, holderTtlMs: -1 })
+    expect(
+      await acquireOnce(redis, keys, { ownerId: newOwnerId(), ttlMs: 1_000, fenceTtlMs: DAY, lockerId: LOCKER }),
+    ).toEqual({ granted: false, holderTtlMs: -1 })
     await redis.del(keys.lock)
   })
 
@@ -69,23 +81,40 @@ describe('acquireOnce (one script: SET NX PX and the token)', () => {
     const keys = resourceKeys(PREFIX, unique('ahead'))
     const ahead = (await serverMicros()) + 10_000_000_000n
     await redis.set(keys.fence, String(ahead), 'PX', 60_000)
-    const attempt = await acquireOnce(redis, keys, { ownerId: newOwnerId(), ttlMs: 1_000, fenceTtlMs: DAY, lockerId: LOCKER })
+    const attempt = await acquireOnce(redis, keys, {
+      ownerId: newOwnerId(),
+      ttlMs: 1_000,
+      fenceTtlMs: DAY,
+      lockerId: LOCKER,
+    })
     expect(attempt).toEqual({ granted: true, token: ahead + 1n, handedOver: false })
     expect(await redis.pttl(keys.fence)).toBeGreaterThan(DAY - 5_000)
 
     const behind = resourceKeys(PREFIX, unique('behind'))
     await redis.set(behind.fence, '41')
-    expect(await acquireOnce(redis, behind, { ownerId: newOwnerId(), ttlMs: 1_000, fenceTtlMs: DAY, lockerId: LOCKER })).toEqual({ granted: true, token: 42n, handedOver: false })
+    expect(
+      await acquireOnce(redis, behind, { ownerId: newOwnerId(), ttlMs: 1_000, fenceTtlMs: DAY, lockerId: LOCKER }),
+    ).toEqual({ granted: true, token: 42n, handedOver: false })
   })
 
   it('seeds a missing counter from the server clock (µs), above every token minted since the last seed', async () => {
     const keys = resourceKeys(PREFIX, unique('reseed'))
-    const first = await acquireOnce(redis, keys, { ownerId: newOwnerId(), ttlMs: 1_000, fenceTtlMs: DAY, lockerId: LOCKER })
+    const first = await acquireOnce(redis, keys, {
+      ownerId: newOwnerId(),
+      ttlMs: 1_000,
+      fenceTtlMs: DAY,
+      lockerId: LOCKER,
+    })
     if (!first.granted) throw new Error('expected a grant')
     let last = first.token
     for (let i = 0; i < 200; i++) {
       await redis.del(keys.lock)
-      const a = await acquireOnce(redis, keys, { ownerId: newOwnerId(), ttlMs: 1_000, fenceTtlMs: DAY, lockerId: LOCKER })
+      const a = await acquireOnce(redis, keys, {
+        ownerId: newOwnerId(),
+        ttlMs: 1_000,
+        fenceTtlMs: DAY,
+        lockerId: LOCKER,
+      })
       if (!a.granted) throw new Error('expected a grant')
       expect(a.token).toBe(last + 1n)
       last = a.token
@@ -93,7 +122,12 @@ describe('acquireOnce (one script: SET NX PX and the token)', () => {
     // 200 grants took far more than 200 µs, so the clock is past the counter: a new seed jumps.
     await redis.del(keys.lock, keys.fence)
     const before = await serverMicros()
-    const seeded = await acquireOnce(redis, keys, { ownerId: newOwnerId(), ttlMs: 1_000, fenceTtlMs: DAY, lockerId: LOCKER })
+    const seeded = await acquireOnce(redis, keys, {
+      ownerId: newOwnerId(),
+      ttlMs: 1_000,
+      fenceTtlMs: DAY,
+      lockerId: LOCKER,
+    })
     if (!seeded.granted) throw new Error('expected a grant')
     expect(seeded.token).toBeGreaterThan(last)
     expect(seeded.token).toBeGreaterThanOrEqual(before)
@@ -108,7 +142,9 @@ describe('acquireOnce (one script: SET NX PX and the token)', () => {
     expect(await redis.get(keys.lock)).toBe(owner)
     expect(await redis.pttl(keys.lock)).toBeGreaterThan(4_000)
     await redis.set(keys.lock, '~another-locker', 'PX', 500)
-    expect(await acquireOnce(redis, keys, { ownerId: newOwnerId(), ttlMs: 5_000, fenceTtlMs: DAY, lockerId: LOCKER })).toEqual({
+    expect(
+      await acquireOnce(redis, keys, { ownerId: newOwnerId(), ttlMs: 5_000, fenceTtlMs: DAY, lockerId: LOCKER }),
+    ).toEqual({
       granted: false,
       holderTtlMs: expect.any(Number),
     })
@@ -119,7 +155,12 @@ describe('acquireOnce (one script: SET NX PX and the token)', () => {
     const keys = resourceKeys(PREFIX, unique('gone'))
     const tokens: bigint[] = []
     for (let i = 0; i < 5; i++) {
-      const a = await acquireOnce(redis, keys, { ownerId: newOwnerId(), ttlMs: 1_000, fenceTtlMs: DAY, lockerId: LOCKER })
+      const a = await acquireOnce(redis, keys, {
+        ownerId: newOwnerId(),
+        ttlMs: 1_000,
+        fenceTtlMs: DAY,
+        lockerId: LOCKER,
+      })
       if (!a.granted) throw new Error('expected a grant')
       tokens.push(a.token)
       await redis.del(keys.lock, keys.fence)

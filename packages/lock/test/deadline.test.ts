@@ -26,14 +26,25 @@ describe('Deadlines.race', () => {
     const hang = new Promise<never>(() => {})
     const start = performance.now()
     const at: Record<string, number> = {}
-    const calls = ([['long', 150], ['short', 40], ['middle', 90]] as const).map(([name, ms]) =>
+    const calls = (
+      [
+        ['long', 150],
+        ['short', 40],
+        ['middle', 90],
+      ] as const
+    ).map(([name, ms]) =>
       deadlines.race(hang, ms).catch((error: unknown) => {
         expect(error).toBeInstanceOf(DeadlineExceededError)
         at[name] = performance.now() - start
       }),
     )
     // One that answers in time in between changes nothing for the others.
-    await expect(deadlines.race(sleep(10).then(() => 'ok'), 60)).resolves.toBe('ok')
+    await expect(
+      deadlines.race(
+        sleep(10).then(() => 'ok'),
+        60,
+      ),
+    ).resolves.toBe('ok')
     await Promise.all(calls)
     expect(at.short).toBeGreaterThanOrEqual(39)
     expect(at.middle).toBeGreaterThanOrEqual(89)

@@ -13,10 +13,22 @@ describe('errors', () => {
     const cause = new Error('socket closed')
     const cases = [
       [new LockTimeoutError('r', 12.5), 'LockTimeoutError', { resource: 'r', waitedMs: 12.5 }],
-      [new LockLostError('r', 2n ** 60n, 'expired', cause), 'LockLostError', { resource: 'r', token: 2n ** 60n, reason: 'expired', cause }],
-      [new LockUnavailableError('r', 'release', 'down', cause), 'LockUnavailableError', { resource: 'r', operation: 'release', cause }],
+      [
+        new LockLostError('r', 2n ** 60n, 'expired', cause),
+        'LockLostError',
+        { resource: 'r', token: 2n ** 60n, reason: 'expired', cause },
+      ],
+      [
+        new LockUnavailableError('r', 'release', 'down', cause),
+        'LockUnavailableError',
+        { resource: 'r', operation: 'release', cause },
+      ],
       [new LockAbortedError('r', 3, 'why'), 'LockAbortedError', { resource: 'r', waitedMs: 3, cause: 'why' }],
-      [new InvalidLockOptionError('ttlMs', 'must be an integer', Number.NaN), 'InvalidLockOptionError', { field: 'ttlMs', rule: 'must be an integer' }],
+      [
+        new InvalidLockOptionError('ttlMs', 'must be an integer', Number.NaN),
+        'InvalidLockOptionError',
+        { field: 'ttlMs', rule: 'must be an integer' },
+      ],
     ] as const
     for (const [error, name, context] of cases) {
       expect(error).toBeInstanceOf(LockError)

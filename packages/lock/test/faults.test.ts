@@ -5,7 +5,14 @@
 import type { Redis } from 'ioredis'
 import { describe, expect, it } from 'vitest'
 import { acquireOnce } from './support/scripts.js'
-import { LockAbortedError, LockLostError, LockTimeoutError, LockUnavailableError, resourceKeys, type Lock } from '../src/index.js'
+import {
+  LockAbortedError,
+  LockLostError,
+  LockTimeoutError,
+  LockUnavailableError,
+  resourceKeys,
+  type Lock,
+} from '../src/index.js'
 import { newOwnerId } from '../src/owner-id.js'
 import { commandCalls, connect, makeLocker, ready, unique } from './support/connections.js'
 import { eventLog } from './support/events.js'
@@ -73,7 +80,10 @@ describe('a killed Redis', () => {
     client.set(keyOf(control), 'late', 'PX', 60_000, 'NX').catch(() => {})
 
     await server.restart()
-    await waitUntil(async () => (await admin.exists(keyOf(control))) === 1, { timeoutMs: 3_000, what: 'the queued SET to land' })
+    await waitUntil(async () => (await admin.exists(keyOf(control))) === 1, {
+      timeoutMs: 3_000,
+      what: 'the queued SET to land',
+    })
     await sleep(100)
     // No acquire was queued behind it: not one of them reached the server (no token counter, no lock).
     expect(await admin.exists(...names.map((n) => resourceKeys('fencelock:', n).fence))).toBe(0)
@@ -97,8 +107,14 @@ describe('a killed Redis', () => {
     expect(error).toBeInstanceOf(LockUnavailableError)
     expect(performance.now() - t).toBeLessThan(SLACK_MS)
     // ioredis sent it again on the new connection; it ran when the pause ended and was given back.
-    await waitUntil(async () => (await admin.exists(resourceKeys('fencelock:', r).fence)) === 1, { timeoutMs: 3_000, what: 'the resent try to run' })
-    await waitUntil(async () => (await admin.exists(keyOf(r))) === 0, { timeoutMs: 3_000, what: 'its grant to be given back' })
+    await waitUntil(async () => (await admin.exists(resourceKeys('fencelock:', r).fence)) === 1, {
+      timeoutMs: 3_000,
+      what: 'the resent try to run',
+    })
+    await waitUntil(async () => (await admin.exists(keyOf(r))) === 0, {
+      timeoutMs: 3_000,
+      what: 'its grant to be given back',
+    })
     void server
   })
 })
@@ -154,10 +170,18 @@ describe('a healthy Redis that is 20 ms away (latency proxy)', () => {
     // must count it, had run out when the reply came; the key is gone moments later.
     const keys = resourceKeys('fencelock:', unique('far-expired-bare'))
     const sent = performance.now()
-    const reply = await acquireOnce(far, keys, { ownerId: newOwnerId(), ttlMs: 30, fenceTtlMs: 60_000, lockerId: 'bare' })
+    const reply = await acquireOnce(far, keys, {
+      ownerId: newOwnerId(),
+      ttlMs: 30,
+      fenceTtlMs: 60_000,
+      lockerId: 'bare',
+    })
     expect(reply.granted).toBe(true)
     expect(performance.now() - sent).toBeGreaterThanOrEqual(30)
-    await waitUntil(async () => (await admin.exists(keys.lock)) === 0, { timeoutMs: 1_000, what: 'the bare grant to expire' })
+    await waitUntil(async () => (await admin.exists(keys.lock)) === 0, {
+      timeoutMs: 1_000,
+      what: 'the bare grant to expire',
+    })
   })
 
   it('a waiter woken by a release just before its deadline gets the lock or LockTimeoutError, never LockUnavailableError', async () => {
@@ -231,12 +255,20 @@ describe('a stopped (SIGSTOP) Redis', () => {
       t = performance.now()
       await expectUnavailableWithin(locker.acquire(b, { waitMs: 500 }), t, 500) // several attempts
       // Control: the same acquire without its clean-up, given up on locally after 100 ms.
-      const bare = acquireOnce(client, resourceKeys('fencelock:', control), { ownerId: newOwnerId(), ttlMs: 60_000, fenceTtlMs: 86_400_000, lockerId: 'bare' })
+      const bare = acquireOnce(client, resourceKeys('fencelock:', control), {
+        ownerId: newOwnerId(),
+        ttlMs: 60_000,
+        fenceTtlMs: 86_400_000,
+        lockerId: 'bare',
+      })
       expect(await Promise.race([bare.then(() => 'answered'), sleep(100).then(() => 'gave up')])).toBe('gave up')
     } finally {
       server.resume()
     }
-    await waitUntil(async () => (await admin.exists(keyOf(control))) === 1, { timeoutMs: 2_000, what: 'the bare acquire to land' })
+    await waitUntil(async () => (await admin.exists(keyOf(control))) === 1, {
+      timeoutMs: 2_000,
+      what: 'the bare acquire to land',
+    })
     await sleep(50)
     // Our late acquires did land (their token counters exist), and the compare-and-delete behind
     // each attempt removed the lock it set.
@@ -335,10 +367,15 @@ describe('a Redis that stalls (DEBUG SLEEP) while lockers wait', () => {
     expect((await firstWaiting).error).toBeInstanceOf(LockAbortedError)
     expect(performance.now() - firstAbortedAt).toBeLessThan(200)
     // Once Redis answers, the grant nobody wants any more is released, not left for its TTL.
-    await waitUntil(async () => (await admin.exists(keyOf(resource))) === 0 && (await admin.exists(resourceKeys('fencelock:', resource).fence)) === 1, {
-      timeoutMs: 3_000,
-      what: 'the abandoned grant to be given back',
-    })
+    await waitUntil(
+      async () =>
+        (await admin.exists(keyOf(resource))) === 0 &&
+        (await admin.exists(resourceKeys('fencelock:', resource).fence)) === 1,
+      {
+        timeoutMs: 3_000,
+        what: 'the abandoned grant to be given back',
+      },
+    )
   })
 })
 

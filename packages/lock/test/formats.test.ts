@@ -4,7 +4,14 @@
  */
 import type { Redis } from 'ioredis'
 import { beforeAll, describe, expect, it } from 'vitest'
-import { handedTo, HANDED_TO, LUA, parseReleaseMessage, releaseMessage, WAITING_MARK } from '../src/fair-queue/formats.js'
+import {
+  handedTo,
+  HANDED_TO,
+  LUA,
+  parseReleaseMessage,
+  releaseMessage,
+  WAITING_MARK,
+} from '../src/fair-queue/formats.js'
 import { newOwnerId } from '../src/owner-id.js'
 import { connectShared } from './support/connections.js'
 
@@ -19,8 +26,16 @@ const luaValue = (expression: string, ...args: string[]) => redis.eval(`return $
 describe('release messages', () => {
   it.each([
     ['freed', releaseMessage('s1'), { sender: 's1', handedTo: undefined, handoffMs: Number.NaN, next: undefined }],
-    ['handed', releaseMessage('s1', { lockerId: 'l2', handoffMs: 500 }), { sender: 's1', handedTo: 'l2', handoffMs: 500, next: undefined }],
-    ['handed, with the next in line', releaseMessage('s1', { lockerId: 'l2', handoffMs: 500, next: 'l3' }), { sender: 's1', handedTo: 'l2', handoffMs: 500, next: 'l3' }],
+    [
+      'handed',
+      releaseMessage('s1', { lockerId: 'l2', handoffMs: 500 }),
+      { sender: 's1', handedTo: 'l2', handoffMs: 500, next: undefined },
+    ],
+    [
+      'handed, with the next in line',
+      releaseMessage('s1', { lockerId: 'l2', handoffMs: 500, next: 'l3' }),
+      { sender: 's1', handedTo: 'l2', handoffMs: 500, next: 'l3' },
+    ],
   ])('%s: built and read back', (_label, message, expected) => {
     expect(parseReleaseMessage(message)).toEqual(expected)
   })
@@ -31,7 +46,9 @@ describe('release messages', () => {
 
   it('the scripts build the same messages (Lua fragments)', async () => {
     expect(await luaValue(LUA.freedMessage('ARGV[1]'), 's1')).toBe(releaseMessage('s1'))
-    expect(await luaValue(LUA.handedMessage('ARGV[1]', 'ARGV[2]', 'ARGV[3]', 'false'), 's1', 'l2', '500')).toBe(releaseMessage('s1', { lockerId: 'l2', handoffMs: 500 }))
+    expect(await luaValue(LUA.handedMessage('ARGV[1]', 'ARGV[2]', 'ARGV[3]', 'false'), 's1', 'l2', '500')).toBe(
+      releaseMessage('s1', { lockerId: 'l2', handoffMs: 500 }),
+    )
     expect(await luaValue(LUA.handedMessage('ARGV[1]', 'ARGV[2]', 'ARGV[3]', 'ARGV[4]'), 's1', 'l2', '500', 'l3')).toBe(
       releaseMessage('s1', { lockerId: 'l2', handoffMs: 500, next: 'l3' }),
     )

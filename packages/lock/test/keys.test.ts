@@ -7,7 +7,20 @@ import { startRedisServer, type RedisServer } from './support/redis-server.js'
 import { sleep, waitUntil } from './support/timing.js'
 
 // Odd names on purpose: braces inside the resource move where Redis finds the hash tag.
-const RESOURCES = ['order:42', 'a{b}c', 'x}y', '{x}', 'a{', 'a}', '{{}}', 'a:b:{c}', 'ключ', '🔒', ' ', 'x'.repeat(1024)]
+const RESOURCES = [
+  'order:42',
+  'a{b}c',
+  'x}y',
+  '{x}',
+  'a{',
+  'a}',
+  '{{}}',
+  'a:b:{c}',
+  'ключ',
+  '🔒',
+  ' ',
+  'x'.repeat(1024),
+]
 
 describe('resourceKeys', () => {
   it('builds <prefix>{<resource>}:lock, :fence, :queue, :leases and the :released channel', () => {
@@ -53,7 +66,12 @@ describe('hash tags (CLUSTER KEYSLOT on a cluster-mode redis-server)', () => {
       for (const r of RESOURCES) {
         const k = resourceKeys(prefix, r)
         const lockSlot = await slot(k.lock)
-        expect({ r, prefix, fence: await slot(k.fence), channel: await slot(k.channel) }).toEqual({ r, prefix, fence: lockSlot, channel: lockSlot })
+        expect({ r, prefix, fence: await slot(k.fence), channel: await slot(k.channel) }).toEqual({
+          r,
+          prefix,
+          fence: lockSlot,
+          channel: lockSlot,
+        })
       }
     }
   })
@@ -78,7 +96,9 @@ describe('hash tags (CLUSTER KEYSLOT on a cluster-mode redis-server)', () => {
 
     it('acquires, hands off through pub/sub and releases odd resource names in one slot each', async () => {
       await redis.cluster('ADDSLOTSRANGE', 0, 16383)
-      await waitUntil(async () => ((await redis.cluster('INFO')) as string).includes('cluster_state:ok'), { what: 'cluster_state:ok' })
+      await waitUntil(async () => ((await redis.cluster('INFO')) as string).includes('cluster_state:ok'), {
+        what: 'cluster_state:ok',
+      })
       const a = makeLocker(clusterClient())
       const b = makeLocker(clusterClient(), { pollMs: 5_000 })
       for (const name of ['a{b}c', 'x}y', '{x}', 'ключ', 'a:b:{c}']) {
@@ -98,7 +118,9 @@ describe('hash tags (CLUSTER KEYSLOT on a cluster-mode redis-server)', () => {
 
     it("control: a script over the keys of a resource starting with '}' is refused with CROSSSLOT", async () => {
       const k = resourceKeys('fencelock:', '}x')
-      await expect(redis.eval("return redis.call('EXISTS', KEYS[1], KEYS[2])", 2, k.lock, k.fence)).rejects.toThrow(/CROSSSLOT/)
+      await expect(redis.eval("return redis.call('EXISTS', KEYS[1], KEYS[2])", 2, k.lock, k.fence)).rejects.toThrow(
+        /CROSSSLOT/,
+      )
     })
   })
 })

@@ -21,7 +21,7 @@ beforeAll(async () => {
 })
 
 describe('only the owner releases or extends', () => {
-  it("after our lease expired and another locker took it: release() is false and extend() throws, their lock untouched", async () => {
+  it('after our lease expired and another locker took it: release() is false and extend() throws, their lock untouched', async () => {
     const resource = unique('takeover')
     const ours = await mine.acquire(resource, { ttlMs: 100 })
     await sleep(130)
@@ -77,8 +77,12 @@ describe('expiry', () => {
     expect(held.isHeld()).toBe(false)
     // The lease ran out first: the lock was lost ('expired') before release() came.
     expect(log.of('lost', short.resource)).toMatchObject([{ reason: 'expired', token: short.token }])
-    expect(log.of('released', short.resource)).toMatchObject([{ outcome: 'expired', wasLost: true, token: short.token }])
-    expect(log.of('released', held.resource)).toMatchObject([{ outcome: 'released', wasLost: false, token: held.token }])
+    expect(log.of('released', short.resource)).toMatchObject([
+      { outcome: 'expired', wasLost: true, token: short.token },
+    ])
+    expect(log.of('released', held.resource)).toMatchObject([
+      { outcome: 'released', wasLost: false, token: held.token },
+    ])
     expect(log.of('released', held.resource)[0]!.heldMs).toBeGreaterThanOrEqual(0)
   })
 
@@ -215,7 +219,8 @@ describe('the watchdog (acquire with autoExtend)', () => {
     let hang = false
     const never = () => new Promise(() => {})
     const flaky = {
-      evalsha: (...args: unknown[]) => (hang ? never() : (redis.evalsha as (...a: unknown[]) => Promise<unknown>)(...args)),
+      evalsha: (...args: unknown[]) =>
+        hang ? never() : (redis.evalsha as (...a: unknown[]) => Promise<unknown>)(...args),
       eval: (...args: unknown[]) => (hang ? never() : (redis.eval as (...a: unknown[]) => Promise<unknown>)(...args)),
       duplicate: () => redis.duplicate(),
     } as unknown as Redis

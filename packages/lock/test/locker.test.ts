@@ -13,7 +13,16 @@ import {
   type Lock,
   type Locker,
 } from '../src/index.js'
-import { commandCalls, connect, connectionCount, connectShared, makeLocker, ready, SHARED_REDIS_URL, unique } from './support/connections.js'
+import {
+  commandCalls,
+  connect,
+  connectionCount,
+  connectShared,
+  makeLocker,
+  ready,
+  SHARED_REDIS_URL,
+  unique,
+} from './support/connections.js'
 import { eventLog, type EventLog } from './support/events.js'
 import { startLatencyProxy } from './support/latency-proxy.js'
 import { startRedisServer, type RedisServer } from './support/redis-server.js'
@@ -43,7 +52,12 @@ beforeAll(async () => {
  * Runs `contenders` concurrent acquire -> critical section -> release cycles over `lockers`,
  * with a shared in-process counter of who is inside. Returns what it observed.
  */
-async function contend(lockers: Locker[], resource: string, contenders: number, { ttlMs, holdMs }: { ttlMs: number; holdMs: number }) {
+async function contend(
+  lockers: Locker[],
+  resource: string,
+  contenders: number,
+  { ttlMs, holdMs }: { ttlMs: number; holdMs: number },
+) {
   let inside = 0
   let maxInside = 0
   let overlaps = 0
@@ -60,13 +74,17 @@ async function contend(lockers: Locker[], resource: string, contenders: number, 
       await lock.release()
     }),
   )
-  const failures = results.filter((r): r is PromiseRejectedResult => r.status === 'rejected').map((r) => r.reason as unknown)
+  const failures = results
+    .filter((r): r is PromiseRejectedResult => r.status === 'rejected')
+    .map((r) => r.reason as unknown)
   return { overlaps, maxInside, entered, failures }
 }
 
 describe('mutual exclusion', () => {
   it('50 concurrent contenders over 5 Lockers, each on its own connection: 0 overlaps, all get in, tokens in entry order', async () => {
-    const lockers = await Promise.all(Array.from({ length: 5 }, async () => makeLocker(await connectShared(), { prefix: PREFIX })))
+    const lockers = await Promise.all(
+      Array.from({ length: 5 }, async () => makeLocker(await connectShared(), { prefix: PREFIX })),
+    )
     const r = await contend(lockers, unique('mutex'), 50, { ttlMs: 5_000, holdMs: 2 })
     expect(r.failures).toEqual([])
     expect(r.entered).toHaveLength(50)
@@ -76,7 +94,9 @@ describe('mutual exclusion', () => {
   })
 
   it('control: the same harness does count overlaps when the lease is shorter than the critical section', async () => {
-    const lockers = await Promise.all(Array.from({ length: 2 }, async () => makeLocker(await connectShared(), { prefix: PREFIX, pollMs: 10 })))
+    const lockers = await Promise.all(
+      Array.from({ length: 2 }, async () => makeLocker(await connectShared(), { prefix: PREFIX, pollMs: 10 })),
+    )
     const r = await contend(lockers, unique('mutex-control'), 8, { ttlMs: 5, holdMs: 30 })
     expect(r.failures).toEqual([])
     expect(r.overlaps).toBeGreaterThan(0)
@@ -142,7 +162,7 @@ describe('acquire / tryAcquire', () => {
     expect(await lb.release()).toBe(true)
   })
 
-  it("works on a client with ioredis keyPrefix: keys land under it, waiters are still woken by pub/sub", async () => {
+  it('works on a client with ioredis keyPrefix: keys land under it, waiters are still woken by pub/sub', async () => {
     const keyPrefix = unique('kp') + ':'
     const a = makeLocker(connect(undefined, { keyPrefix }), { prefix: PREFIX })
     const b = makeLocker(connect(undefined, { keyPrefix }), { prefix: PREFIX, pollMs: 5_000 })
@@ -191,13 +211,15 @@ describe('abort', () => {
     await held.release()
   })
 
-  it('one signal for 15 acquires (a request\'s signal passed to each): one abort listener, no MaxListenersExceededWarning, all aborted, none left', async () => {
+  it("one signal for 15 acquires (a request's signal passed to each): one abort listener, no MaxListenersExceededWarning, all aborted, none left", async () => {
     const warnings: Error[] = []
     const onWarning = (w: Error) => warnings.push(w)
     process.on('warning', onWarning)
     const busy = await other.acquire(unique('one-signal-busy'), { ttlMs: 10_000 })
     const controller = new AbortController()
-    const waiting = Array.from({ length: 15 }, () => settle(locker.acquire(busy.resource, { waitMs: 5_000, signal: controller.signal })))
+    const waiting = Array.from({ length: 15 }, () =>
+      settle(locker.acquire(busy.resource, { waitMs: 5_000, signal: controller.signal })),
+    )
     await waitUntil(() => getEventListeners(controller.signal, 'abort').length > 0, { what: 'a listener' })
     expect(getEventListeners(controller.signal, 'abort')).toHaveLength(1)
     controller.abort(new Error('request gone'))
@@ -205,7 +227,9 @@ describe('abort', () => {
     expect(getEventListeners(controller.signal, 'abort')).toHaveLength(0)
     // A signal that never aborts keeps no listener once its acquires are done.
     const idle = new AbortController()
-    const locks = await Promise.all(Array.from({ length: 12 }, () => locker.acquire(unique('one-signal-free'), { signal: idle.signal })))
+    const locks = await Promise.all(
+      Array.from({ length: 12 }, () => locker.acquire(unique('one-signal-free'), { signal: idle.signal })),
+    )
     expect(getEventListeners(idle.signal, 'abort')).toHaveLength(0)
     await Promise.all(locks.map((l) => l.release()))
     await busy.release()
@@ -229,7 +253,8 @@ describe('abort', () => {
     const resource = unique('abort-in-flight')
     const slow = makeLocker(redis, { prefix: PREFIX, pollMs: 5_000 })
     const held = await other.acquire(resource, { ttlMs: 10_000 })
-    await expect(slow.acquire(resource, { waitMs: 30 })).rejects.toBeInstanceOf(LockTimeoutError) // leaves the queue lingering
+    // It leaves the queue lingering.
+    await expect(slow.acquire(resource, { waitMs: 30 })).rejects.toBeInstanceOf(LockTimeoutError)
     const controller = new AbortController()
     const pending = settle(slow.acquire(resource, { waitMs: 600, signal: controller.signal }))
     controller.abort(new Error('stop'))
@@ -279,7 +304,7 @@ describe('using()', () => {
     expect(log.of('released', resource)).toMatchObject([{ outcome: 'released' }])
   })
 
-  it('hands fn a signal that aborts with LockLostError when the lock is lost; using() still settles with fn\'s result', async () => {
+  it("hands fn a signal that aborts with LockLostError when the lock is lost; using() still settles with fn's result", async () => {
     const resource = unique('using-lost')
     const result = await locker.using(
       resource,
@@ -300,9 +325,13 @@ describe('using()', () => {
     const held = await other.acquire(resource, { ttlMs: 5_000 })
     let called = false
     await expect(
-      locker.using(resource, () => {
-        called = true
-      }, { waitMs: 50 }),
+      locker.using(
+        resource,
+        () => {
+          called = true
+        },
+        { waitMs: 50 },
+      ),
     ).rejects.toBeInstanceOf(LockTimeoutError)
     expect(called).toBe(false)
     await held.release()
@@ -353,7 +382,10 @@ describe('typed events', () => {
       { type: 'released', token: b.token, outcome: 'expired', wasLost: true },
       { type: 'aborted' },
     ])
-    const [acquiredA, contended, releasedA, acquiredB, , timeout, , lost, releasedB] = mine as never as Record<string, number>[]
+    const [acquiredA, contended, releasedA, acquiredB, , timeout, , lost, releasedB] = mine as never as Record<
+      string,
+      number
+    >[]
     expect(acquiredA!.waitedMs).toBeLessThan(50)
     expect(contended!.holderTtlMs).toBeGreaterThan(1_500)
     expect(releasedA!.heldMs).toBeGreaterThanOrEqual(100)
@@ -413,11 +445,23 @@ describe('close()', () => {
     expect(error).toBeInstanceOf(LockUnavailableError)
     expect(error).toMatchObject({ operation: 'acquire', resource: busy.resource })
     expect(ms).toBeLessThan(1_000)
-    expect(await admin.exists(resourceKeys('fencelock:', held.resource).lock, resourceKeys('fencelock:', watched.resource).lock)).toBe(0)
-    expect(l.of('released').map((e) => [e.resource, e.outcome]).sort()).toEqual([
-      [held.resource, 'released'],
-      [watched.resource, 'released'],
-    ].sort())
+    expect(
+      await admin.exists(
+        resourceKeys('fencelock:', held.resource).lock,
+        resourceKeys('fencelock:', watched.resource).lock,
+      ),
+    ).toBe(0)
+    expect(
+      l
+        .of('released')
+        .map((e) => [e.resource, e.outcome])
+        .sort(),
+    ).toEqual(
+      [
+        [held.resource, 'released'],
+        [watched.resource, 'released'],
+      ].sort(),
+    )
     expect(closing.heldCount).toBe(0)
     expect(await held.release()).toBe(true) // the release close() already did
     await waitUntil(async () => (await connectionCount(admin, name)) === 1, { what: 'the subscriber to close' })
@@ -519,14 +563,21 @@ describe('close()', () => {
         const held = await holder.acquire(busy, { ttlMs: 30_000 })
         // A waiter queued on the busy one (its tries join the Redis queue), a try in flight on the free one.
         const waiting = settle(closing.acquire(busy, { waitMs: 10_000 }))
-        await waitUntil(async () => (await admin.zcard(resourceKeys('fencelock:', busy).queue)) === 1, { what: 'the waiter queued' })
+        await waitUntil(async () => (await admin.zcard(resourceKeys('fencelock:', busy).queue)) === 1, {
+          what: 'the waiter queued',
+        })
         if (flushed) await admin.script('FLUSH')
         const granting = settle(closing.acquire(free, { waitMs: 10_000 }))
         await closing.close()
         await client.quit()
         await granting
         expect((await waiting).error).toBeInstanceOf(LockUnavailableError)
-        expect({ trial, flushed, freeHeld: await admin.exists(resourceKeys('fencelock:', free).lock), queued: await admin.zcard(resourceKeys('fencelock:', busy).queue) }).toEqual({
+        expect({
+          trial,
+          flushed,
+          freeHeld: await admin.exists(resourceKeys('fencelock:', free).lock),
+          queued: await admin.zcard(resourceKeys('fencelock:', busy).queue),
+        }).toEqual({
           trial,
           flushed,
           freeHeld: 0,
@@ -542,9 +593,13 @@ describe('close()', () => {
 
   it('a process that quits only its own Redis client (no close()) still exits', async () => {
     // Issue 13, defect 6: the Locker's subscriber (a duplicate of the client) kept it alive.
-    const child = spawn(process.execPath, ['--import', 'tsx', join(here, 'fixtures', 'quit-only-the-client.ts'), SHARED_REDIS_URL, unique('quit-client')], {
-      stdio: ['ignore', 'pipe', 'pipe'],
-    })
+    const child = spawn(
+      process.execPath,
+      ['--import', 'tsx', join(here, 'fixtures', 'quit-only-the-client.ts'), SHARED_REDIS_URL, unique('quit-client')],
+      {
+        stdio: ['ignore', 'pipe', 'pipe'],
+      },
+    )
     let out = ''
     child.stdout.on('data', (chunk: Buffer) => (out += chunk.toString()))
     child.stderr.on('data', (chunk: Buffer) => (out += chunk.toString()))

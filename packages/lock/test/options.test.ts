@@ -25,7 +25,18 @@ type AnyLocker = {
 }
 type Case = readonly [label: string, field: string, call: (locker: AnyLocker) => unknown]
 
-const BAD_DURATIONS = [null, -1, 1.5, Number.NaN, Number.POSITIVE_INFINITY, Number.NEGATIVE_INFINITY, '100', 10n, true, {}] as const
+const BAD_DURATIONS = [
+  null,
+  -1,
+  1.5,
+  Number.NaN,
+  Number.POSITIVE_INFINITY,
+  Number.NEGATIVE_INFINITY,
+  '100',
+  10n,
+  true,
+  {},
+] as const
 const BAD_TTLS = [0, ...BAD_DURATIONS, MAX_DURATION_MS + 1]
 const BAD_WAITS = [...BAD_DURATIONS, MAX_DURATION_MS + 1]
 const BAD_RESOURCES: readonly unknown[] = [
@@ -46,8 +57,19 @@ const BAD_RESOURCES: readonly unknown[] = [
   'a\uDC00b',
   '😀'.slice(0, 1),
 ]
-const BAD_SIGNALS: readonly unknown[] = [null, {}, 'abort', { aborted: false, addEventListener() {} }, new AbortController()]
-const show = (v: unknown) => (typeof v === 'string' ? JSON.stringify(v.length > 12 ? `${v.slice(0, 6)}…(${v.length})` : v) : typeof v === 'bigint' ? `${v}n` : String(v))
+const BAD_SIGNALS: readonly unknown[] = [
+  null,
+  {},
+  'abort',
+  { aborted: false, addEventListener() {} },
+  new AbortController(),
+]
+const show = (v: unknown) =>
+  typeof v === 'string'
+    ? JSON.stringify(v.length > 12 ? `${v.slice(0, 6)}…(${v.length})` : v)
+    : typeof v === 'bigint'
+      ? `${v}n`
+      : String(v)
 
 /** Every bad argument of the acquire-side entry points, with the field the error must name. */
 const CALL_CASES: Case[] = [
@@ -69,7 +91,11 @@ const CALL_CASES: Case[] = [
     [`acquire signal ${show(v)}`, 'signal', (l) => l.acquire('r', { signal: v })],
     [`using signal ${show(v)}`, 'signal', (l) => l.using('r', async () => 1, { signal: v })],
   ]),
-  ...['yes', 1, null].map((v): Case => [`acquire autoExtend ${show(v)}`, 'autoExtend', (l) => l.acquire('r', { autoExtend: v })]),
+  ...['yes', 1, null].map((v): Case => [
+    `acquire autoExtend ${show(v)}`,
+    'autoExtend',
+    (l) => l.acquire('r', { autoExtend: v }),
+  ]),
   ...['x', 5, null].flatMap((v): Case[] => [
     [`acquire options ${show(v)}`, 'options', (l) => l.acquire('r', v)],
     [`tryAcquire options ${show(v)}`, 'options', (l) => l.tryAcquire('r', v)],
@@ -80,7 +106,11 @@ const CALL_CASES: Case[] = [
   ['acquire waitMS (misspelled)', 'options.waitMS', (l) => l.acquire('r', { waitMS: 5 })],
   ['acquire ttl (unknown)', 'options.ttl', (l) => l.acquire('r', { ttl: 5 })],
   ['tryAcquire waitMs (not an option of tryAcquire)', 'options.waitMs', (l) => l.tryAcquire('r', { waitMs: 5 })],
-  ['using autoExtend (always on in using)', 'options.autoExtend', (l) => l.using('r', async () => 1, { autoExtend: false })],
+  [
+    'using autoExtend (always on in using)',
+    'options.autoExtend',
+    (l) => l.using('r', async () => 1, { autoExtend: false }),
+  ],
   ...[undefined, 'fn'].map((v): Case => [`listen ${show(v)}`, 'listener', (l) => l.listen(v)]),
 ]
 
@@ -91,11 +121,19 @@ const CONSTRUCTOR_CASES: (readonly [label: string, field: string, options: unkno
   ...['fn', 5, {}, null].map((v) => [`onEvent ${show(v)}`, 'onEvent', { onEvent: v }] as const),
   ...BAD_TTLS.map((v) => [`ttlMs ${show(v)}`, 'ttlMs', { ttlMs: v }] as const),
   ...BAD_WAITS.map((v) => [`waitMs ${show(v)}`, 'waitMs', { waitMs: v }] as const),
-  ...[0, -1, 1.5, Number.NaN, Number.POSITIVE_INFINITY, '100', 60_001].map((v) => [`commandTimeoutMs ${show(v)}`, 'commandTimeoutMs', { commandTimeoutMs: v }] as const),
+  ...[0, -1, 1.5, Number.NaN, Number.POSITIVE_INFINITY, '100', 60_001].map(
+    (v) => [`commandTimeoutMs ${show(v)}`, 'commandTimeoutMs', { commandTimeoutMs: v }] as const,
+  ),
   ...[9, 60_001, 1.5, Number.NaN, '100'].map((v) => [`pollMs ${show(v)}`, 'pollMs', { pollMs: v }] as const),
-  ...[999, 30 * MAX_DURATION_MS + 1, Number.NaN].map((v) => [`fenceTtlMs ${show(v)}`, 'fenceTtlMs', { fenceTtlMs: v }] as const),
-  ...[0, 60_001, 1.5, Number.NaN, null, '500'].map((v) => [`handoffMs ${show(v)}`, 'handoffMs', { handoffMs: v }] as const),
-  ...[-1, 86_400_001, 1.5, Number.NaN, null, '500'].map((v) => [`nodeRestartDelayMs ${show(v)}`, 'nodeRestartDelayMs', { nodeRestartDelayMs: v }] as const),
+  ...[999, 30 * MAX_DURATION_MS + 1, Number.NaN].map(
+    (v) => [`fenceTtlMs ${show(v)}`, 'fenceTtlMs', { fenceTtlMs: v }] as const,
+  ),
+  ...[0, 60_001, 1.5, Number.NaN, null, '500'].map(
+    (v) => [`handoffMs ${show(v)}`, 'handoffMs', { handoffMs: v }] as const,
+  ),
+  ...[-1, 86_400_001, 1.5, Number.NaN, null, '500'].map(
+    (v) => [`nodeRestartDelayMs ${show(v)}`, 'nodeRestartDelayMs', { nodeRestartDelayMs: v }] as const,
+  ),
   ['ttlMS (misspelled)', 'options.ttlMS', { ttlMS: 5 }],
   ['retries (unknown)', 'options.retries', { retries: 3 }],
 ]
@@ -109,7 +147,8 @@ async function invalidOption(call: () => unknown): Promise<InvalidLockOptionErro
   } catch (error) {
     outcome = error
   }
-  if (!(outcome instanceof InvalidLockOptionError)) throw new Error(`expected InvalidLockOptionError, got ${String(outcome)}`)
+  if (!(outcome instanceof InvalidLockOptionError))
+    throw new Error(`expected InvalidLockOptionError, got ${String(outcome)}`)
   expect(outcome).toBeInstanceOf(LockError)
   expect(outcome.name).toBe('InvalidLockOptionError')
   return outcome
@@ -145,10 +184,13 @@ describe('bad input throws InvalidLockOptionError naming the field, before any I
     expect(calls).toEqual([])
   })
 
-  it.each([null, undefined, {}, 'redis://127.0.0.1', { evalsha() {} }])('new Locker(redis = %s) -> field redis', async (redis) => {
-    const error = await invalidOption(() => new Locker(redis as never))
-    expect(error.field).toBe('redis')
-  })
+  it.each([null, undefined, {}, 'redis://127.0.0.1', { evalsha() {} }])(
+    'new Locker(redis = %s) -> field redis',
+    async (redis) => {
+      const error = await invalidOption(() => new Locker(redis as never))
+      expect(error.field).toBe('redis')
+    },
+  )
 
   it.each(CALL_CASES)('%s -> field %s', async (_label, field, call) => {
     const { client, calls } = recordingClient()
@@ -184,8 +226,15 @@ describe('accepted boundary values (on a spawned redis-server)', () => {
   })
 
   it('accepts ttl 1 ms and 24 h, wait 0 and 24 h, 1 KiB resources counted in UTF-8 bytes, and a prefix of 256 or 0 characters', async () => {
-    const locker = makeLocker(redis, { prefix: 'p'.repeat(256), ttlMs: MAX_DURATION_MS, waitMs: MAX_DURATION_MS, commandTimeoutMs: 60_000 })
-    expect(makeLocker(redis, { prefix: '', commandTimeoutMs: 1, pollMs: 10, fenceTtlMs: 1_000 }).options.prefix).toBe('')
+    const locker = makeLocker(redis, {
+      prefix: 'p'.repeat(256),
+      ttlMs: MAX_DURATION_MS,
+      waitMs: MAX_DURATION_MS,
+      commandTimeoutMs: 60_000,
+    })
+    expect(makeLocker(redis, { prefix: '', commandTimeoutMs: 1, pollMs: 10, fenceTtlMs: 1_000 }).options.prefix).toBe(
+      '',
+    )
     const names = ['a'.repeat(MAX_RESOURCE_BYTES), 'é'.repeat(512), '€'.repeat(341), '😀'.repeat(256), 'x}y', 'a{b}c']
     for (const name of names) {
       const resource = `${name.slice(0, -8)}${unique('').slice(1, 9)}`.slice(-name.length)
@@ -197,7 +246,11 @@ describe('accepted boundary values (on a spawned redis-server)', () => {
     // A 1 ms lease is accepted; its grant is returned only when it arrives within that 1 ms (a
     // lease that ran out on the way is given back, never returned as held).
     const tiny = await settle(locker.acquire(unique('ttl-1'), { waitMs: 0, ttlMs: 1 }))
-    if (tiny.error) expect(tiny.error).toMatchObject({ name: 'LockUnavailableError', message: expect.stringContaining('lease of 1 ms had run out') })
+    if (tiny.error)
+      expect(tiny.error).toMatchObject({
+        name: 'LockUnavailableError',
+        message: expect.stringContaining('lease of 1 ms had run out'),
+      })
     else expect(tiny.value!.ttlMs).toBe(1)
     const long = await locker.tryAcquire(unique('ttl-max'), { ttlMs: MAX_DURATION_MS })
     expect(await redis.pttl(`${'p'.repeat(256)}{${long!.resource}}:lock`)).toBeGreaterThan(MAX_DURATION_MS - 5_000)
@@ -230,7 +283,9 @@ describe('accepted boundary values (on a spawned redis-server)', () => {
     await lock.extend(5_000)
     await lock.release()
     const statsControl = await commandCalls(redis)
-    expect((statsControl.evalsha ?? 0) + (statsControl.eval ?? 0)).toBeGreaterThanOrEqual((statsAfter.evalsha ?? 0) + (statsAfter.eval ?? 0) + 2)
+    expect((statsControl.evalsha ?? 0) + (statsControl.eval ?? 0)).toBeGreaterThanOrEqual(
+      (statsAfter.evalsha ?? 0) + (statsAfter.eval ?? 0) + 2,
+    )
   })
 })
 
@@ -293,11 +348,24 @@ describe('LOCK_SCRIPTS', () => {
 describe('defaults', () => {
   it('are one frozen object with the documented values, and fill in what a Locker was not given', () => {
     expect(Object.isFrozen(LOCK_DEFAULTS)).toBe(true)
-    expect(LOCK_DEFAULTS).toEqual({ ttlMs: 30_000, waitMs: 10_000, prefix: 'fencelock:', commandTimeoutMs: 2_000, pollMs: 1_000, fenceTtlMs: 86_400_000, handoffMs: 500 })
+    expect(LOCK_DEFAULTS).toEqual({
+      ttlMs: 30_000,
+      waitMs: 10_000,
+      prefix: 'fencelock:',
+      commandTimeoutMs: 2_000,
+      pollMs: 1_000,
+      fenceTtlMs: 86_400_000,
+      handoffMs: 500,
+    })
     const { client } = recordingClient()
     // nodeRestartDelayMs (quorum mode) is automatic unless given: the lease records decide.
     expect(new Locker(client).options).toEqual({ ...LOCK_DEFAULTS, nodeRestartDelayMs: undefined })
-    expect(new Locker(client, { ttlMs: 500, prefix: 'x:' }).options).toEqual({ ...LOCK_DEFAULTS, ttlMs: 500, prefix: 'x:', nodeRestartDelayMs: undefined })
+    expect(new Locker(client, { ttlMs: 500, prefix: 'x:' }).options).toEqual({
+      ...LOCK_DEFAULTS,
+      ttlMs: 500,
+      prefix: 'x:',
+      nodeRestartDelayMs: undefined,
+    })
     expect(MAX_DURATION_MS).toBe(24 * 3600 * 1000)
     expect(MAX_RESOURCE_BYTES).toBe(1024)
   })

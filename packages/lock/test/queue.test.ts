@@ -58,7 +58,9 @@ describe('the wait queue in Redis (one locker per process)', () => {
     await env.admin.hset(keys.leases, 'crashed-locker', (await serverMs()) - 1)
     const l = eventLog()
     const waiting = lockerOn({ pollMs: 5_000, onEvent: l.onEvent }).acquire(resource, { waitMs: 5_000 })
-    await waitUntil(async () => (await env.admin.zcard(keys.queue)) === 2, { what: 'the live waiter to queue behind the dead one' })
+    await waitUntil(async () => (await env.admin.zcard(keys.queue)) === 2, {
+      what: 'the live waiter to queue behind the dead one',
+    })
     const releasedAt = performance.now()
     await holder.release()
     const lock = await waiting
@@ -77,7 +79,9 @@ describe('the wait queue in Redis (one locker per process)', () => {
     await env.admin.hset(keys.leases, 'silent-locker', (await serverMs()) + 60_000)
     const waiter = lockerOn({ pollMs: 5_000 })
     const waiting = waiter.acquire(resource, { waitMs: 5_000 })
-    await waitUntil(async () => (await env.admin.zcard(keys.queue)) === 2, { what: 'the waiter to queue behind the silent one' })
+    await waitUntil(async () => (await env.admin.zcard(keys.queue)) === 2, {
+      what: 'the waiter to queue behind the silent one',
+    })
     const releasedAt = performance.now()
     await holder.release()
     expect(await env.admin.get(keys.lock)).toBe('~silent-locker')
@@ -149,7 +153,10 @@ describe('the wait queue in Redis (one locker per process)', () => {
         }
       }),
     )
-    expect({ timeouts: timeouts.reduce((a, b) => a + b, 0), neverServed: grants.filter((g) => g === 0).length }).toEqual({ timeouts: 0, neverServed: 0 })
+    expect({
+      timeouts: timeouts.reduce((a, b) => a + b, 0),
+      neverServed: grants.filter((g) => g === 0).length,
+    }).toEqual({ timeouts: 0, neverServed: 0 })
     // The first round starts with all n at once, so the back of the queue waits (n - 1) holds
     // then too; hand-offs (a round trip or two each) and a loaded machine add the rest.
     expect(longestWaitMs).toBeLessThanOrEqual(1.5 * fairWaitMs)

@@ -63,8 +63,15 @@ async function threeGrants(keepOldExpiry: boolean): Promise<[bigint, bigint, big
   if (keepOldExpiry) await admins[1]!.pexpire(fence, Math.max(1, cLeft))
   await back(2)
   // C's counter, untouched since the first grant, ages out; B's lives on unless it kept its old expiry.
-  await waitUntil(async () => (await admins[2]!.exists(fence)) === 0, { timeoutMs: FENCE_TTL_MS * 2, what: "C's counter expired" })
-  if (keepOldExpiry) await waitUntil(async () => (await admins[1]!.exists(fence)) === 0, { timeoutMs: FENCE_TTL_MS, what: "B's counter expired with C's" })
+  await waitUntil(async () => (await admins[2]!.exists(fence)) === 0, {
+    timeoutMs: FENCE_TTL_MS * 2,
+    what: "C's counter expired",
+  })
+  if (keepOldExpiry)
+    await waitUntil(async () => (await admins[1]!.exists(fence)) === 0, {
+      timeoutMs: FENCE_TTL_MS,
+      what: "B's counter expired with C's",
+    })
   await out(0)
   const third = await grant()
   await back(0)

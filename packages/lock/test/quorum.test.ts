@@ -7,7 +7,17 @@
 import { Redis } from 'ioredis'
 import { describe, expect, it } from 'vitest'
 import { acquireOnce } from './support/scripts.js'
-import { InvalidLockOptionError, LOCK_SCRIPTS, LockLostError, MIN_QUORUM_TTL_MS, LockTimeoutError, LockUnavailableError, Locker, resourceKeys, type Lock } from '../src/index.js'
+import {
+  InvalidLockOptionError,
+  LOCK_SCRIPTS,
+  LockLostError,
+  MIN_QUORUM_TTL_MS,
+  LockTimeoutError,
+  LockUnavailableError,
+  Locker,
+  resourceKeys,
+  type Lock,
+} from '../src/index.js'
 import { newOwnerId } from '../src/owner-id.js'
 import { clockDriftMs, majorityOf } from '../src/quorum/quorum-backend.js'
 import { commandCalls, connect, makeLocker, ready, unique } from './support/connections.js'
@@ -28,7 +38,9 @@ const nodes = useQuorumNodes(3)
 async function state(resource: string): Promise<{ lock: (string | null)[]; fence: (bigint | null)[] }> {
   const k = keysOf(resource)
   const lock = await Promise.all(nodes.admins.map((a) => a.get(k.lock)))
-  const fence = await Promise.all(nodes.admins.map(async (a) => ((v) => (v === null ? null : BigInt(v)))(await a.get(k.fence))))
+  const fence = await Promise.all(
+    nodes.admins.map(async (a) => ((v) => (v === null ? null : BigInt(v)))(await a.get(k.fence))),
+  )
   return { lock, fence }
 }
 
@@ -36,7 +48,11 @@ async function state(resource: string): Promise<{ lock: (string | null)[]; fence
  * The unprotected twin: what a Redlock that minted a token per node would do — run the acquire
  * script (which mints) on the given nodes and take the largest token, with no second phase.
  */
-async function naiveGrant(resource: string, on: readonly number[], admins: readonly Redis[] = nodes.admins): Promise<bigint> {
+async function naiveGrant(
+  resource: string,
+  on: readonly number[],
+  admins: readonly Redis[] = nodes.admins,
+): Promise<bigint> {
   const k = keysOf(resource)
   const ownerId = newOwnerId()
   let max = -1n
@@ -73,11 +89,22 @@ describe('quorum mode: the Locker over N clients', () => {
     const one = fake()
     expect(() => new Locker([one, fake(), one] as never)).toThrow(/redis\[2\].*must not repeat a client/)
     // A lease must leave a validity after the clock drift: 10 ms at least, however it is given.
-    expect(() => new Locker([fake(), fake(), fake()] as never, { ttlMs: MIN_QUORUM_TTL_MS - 1 })).toThrow(/ttlMs.*from 10 .*quorum mode/)
+    expect(() => new Locker([fake(), fake(), fake()] as never, { ttlMs: MIN_QUORUM_TTL_MS - 1 })).toThrow(
+      /ttlMs.*from 10 .*quorum mode/,
+    )
     const locker = new Locker([fake(), fake(), fake()] as never)
-    await expect(locker.acquire('r', { ttlMs: 5 })).rejects.toMatchObject({ name: 'InvalidLockOptionError', field: 'ttlMs' })
-    await expect(locker.tryAcquire('r', { ttlMs: 5 })).rejects.toMatchObject({ name: 'InvalidLockOptionError', field: 'ttlMs' })
-    await expect(locker.using('r', () => 1, { ttlMs: 5 })).rejects.toMatchObject({ name: 'InvalidLockOptionError', field: 'ttlMs' })
+    await expect(locker.acquire('r', { ttlMs: 5 })).rejects.toMatchObject({
+      name: 'InvalidLockOptionError',
+      field: 'ttlMs',
+    })
+    await expect(locker.tryAcquire('r', { ttlMs: 5 })).rejects.toMatchObject({
+      name: 'InvalidLockOptionError',
+      field: 'ttlMs',
+    })
+    await expect(locker.using('r', () => 1, { ttlMs: 5 })).rejects.toMatchObject({
+      name: 'InvalidLockOptionError',
+      field: 'ttlMs',
+    })
     expect(calls).toBe(0)
     const lock = await nodes.locker().acquire(unique('q-short-extend'))
     await expect(lock.extend(5)).rejects.toMatchObject({ name: 'InvalidLockOptionError', field: 'ttlMs' })
@@ -94,7 +121,10 @@ describe('quorum mode: the Locker over N clients', () => {
     for (const call of [() => locker.acquire(r, { waitMs: 500 }), () => locker.tryAcquire(r)]) {
       const { error, ms } = await settle(call())
       expect(error).toBeInstanceOf(InvalidLockOptionError)
-      expect(error).toMatchObject({ field: expect.stringMatching(/^redis\[[12]\]$/), message: expect.stringContaining('run_id') })
+      expect(error).toMatchObject({
+        field: expect.stringMatching(/^redis\[[12]\]$/),
+        message: expect.stringContaining('run_id'),
+      })
       expect(ms).toBeLessThan(400) // at once, not after waitMs
     }
     expect(await admin.exists(keysOf(r).lock)).toBe(0)
@@ -116,7 +146,9 @@ describe('quorum mode: the Locker over N clients', () => {
     expect(held.lock[0]).toMatch(/^[0-9a-f]{32}$/)
     expect(held.fence.filter((f) => f !== null && f >= lock.token).length).toBeGreaterThanOrEqual(majorityOf(3))
     // The nodes seeded their counters from their own clocks: the second phase ran (LOCK_SCRIPTS.raiseFence).
-    const loaded = await Promise.all(nodes.admins.map((a) => a.script('EXISTS', LOCK_SCRIPTS.raiseFence.sha) as Promise<number[]>))
+    const loaded = await Promise.all(
+      nodes.admins.map((a) => a.script('EXISTS', LOCK_SCRIPTS.raiseFence.sha) as Promise<number[]>),
+    )
     expect(loaded.flat()).toContain(1)
     expect(await lock.release()).toBe(true)
     // A majority freed it when release() resolves; the last node's answer may come a moment later.
@@ -137,7 +169,6 @@ describe('quorum mode: the Locker over N clients', () => {
     expect(remaining).toBeGreaterThan(10_000 - clockDriftMs(10_000) - (performance.now() - before) - 1)
     await lock.release()
   })
-
 })
 
 describe('quorum mode: tokens strictly increase across changing majorities', () => {
@@ -145,7 +176,13 @@ describe('quorum mode: tokens strictly increase across changing majorities', () 
     const r = unique('q-rotate')
     const locker = nodes.locker({ commandTimeoutMs: 300 })
     await nodes.admins[0]!.set(keysOf(r).fence, FAR_AHEAD.toString())
-    const majorities = [[0, 1], [1, 2], [0, 2], [1, 2], [0, 1]] as const
+    const majorities = [
+      [0, 1],
+      [1, 2],
+      [0, 2],
+      [1, 2],
+      [0, 1],
+    ] as const
     const tokens: bigint[] = []
     for (const majority of majorities) {
       const down = [0, 1, 2].find((i) => !(majority as readonly number[]).includes(i))!
@@ -159,7 +196,8 @@ describe('quorum mode: tokens strictly increase across changing majorities', () 
       }
     }
     expect(tokens[0]).toBeGreaterThan(FAR_AHEAD)
-    for (let i = 1; i < tokens.length; i++) expect(tokens[i]!, `grant ${i} on ${majorities[i]!.join()}`).toBeGreaterThan(tokens[i - 1]!)
+    for (let i = 1; i < tokens.length; i++)
+      expect(tokens[i]!, `grant ${i} on ${majorities[i]!.join()}`).toBeGreaterThan(tokens[i - 1]!)
 
     // Unprotected: the largest counter of each majority, nothing written back.
     const naive = unique('q-rotate-naive')
@@ -176,7 +214,10 @@ describe('quorum mode: tokens strictly increase across changing majorities', () 
     const admins = servers.map((s) => connect({ port: s.port }))
     for (const [i, a] of admins.entries()) await ready(a, servers[i]!.url)
     // About tokens, not the delayed restart (tested below): the restarted node may grant at once.
-    const locker = makeLocker(servers.map((s) => connect({ port: s.port })), { commandTimeoutMs: 300, nodeRestartDelayMs: 0 })
+    const locker = makeLocker(
+      servers.map((s) => connect({ port: s.port })),
+      { commandTimeoutMs: 300, nodeRestartDelayMs: 0 },
+    )
     const r = unique('q-amnesia')
     const naive = unique('q-amnesia-naive')
     for (const resource of [r, naive]) await admins[0]!.set(keysOf(resource).fence, FAR_AHEAD.toString())
@@ -189,7 +230,9 @@ describe('quorum mode: tokens strictly increase across changing majorities', () 
     servers[2]!.resume()
     await first.release()
     expect(first.token).toBeGreaterThan(FAR_AHEAD)
-    await waitUntil(async () => (await fenceOf(1, r)) >= first.token && (await fenceOf(2, r)) >= first.token, { what: 'B and C raised to the token' })
+    await waitUntil(async () => (await fenceOf(1, r)) >= first.token && (await fenceOf(2, r)) >= first.token, {
+      what: 'B and C raised to the token',
+    })
     // Unprotected twin: the same grant without a second phase leaves B and C where they were.
     const naiveFirst = await naiveGrant(naive, [0, 1], admins)
     expect(naiveFirst).toBeGreaterThan(FAR_AHEAD)
@@ -213,7 +256,11 @@ describe('quorum mode: tokens strictly increase across changing majorities', () 
     /** Whether a contender got the lock while the holder (on A and B, B then restarted) still held it. */
     const secondHolder = async (nodeRestartDelayMs: number | undefined): Promise<boolean> => {
       const r = unique('q-restarted')
-      const options = { ttlMs: 5_000, commandTimeoutMs: 300, ...(nodeRestartDelayMs === undefined ? {} : { nodeRestartDelayMs }) }
+      const options = {
+        ttlMs: 5_000,
+        commandTimeoutMs: 300,
+        ...(nodeRestartDelayMs === undefined ? {} : { nodeRestartDelayMs }),
+      }
       const holderClients = servers.map((s) => connect({ port: s.port }))
       const contenderClients = servers.map((s) => connect({ port: s.port }))
       for (const c of [...holderClients, ...contenderClients]) await ready(c, 'a node')
@@ -241,9 +288,12 @@ describe('quorum mode: tokens strictly increase across changing majorities', () 
     await Promise.all(servers.map((s) => s.dispose()))
   })
 
-  it('a per-call lease longer than the Locker\'s ttlMs, a node restarted empty, a second Locker (existing, or new after the restart): no second holder with the defaults; with the guard off, two', async () => {
+  it("a per-call lease longer than the Locker's ttlMs, a node restarted empty, a second Locker (existing, or new after the restart): no second holder with the defaults; with the guard off, two", async () => {
     /** Whether a second Locker got the lock while the first (10 s lease on A and B, B then restarted) held it. */
-    const secondHolder = async (options: { nodeRestartDelayMs?: number }, contenderAfterRestart: boolean): Promise<boolean> => {
+    const secondHolder = async (
+      options: { nodeRestartDelayMs?: number },
+      contenderAfterRestart: boolean,
+    ): Promise<boolean> => {
       // Servers of its own: a restart is remembered by the others' lease records for as long as a lease may live.
       const servers = await Promise.all([0, 1, 2].map(() => startRedisServer()))
       const admins = servers.map((s) => connect({ port: s.port }))
@@ -358,7 +408,8 @@ describe('quorum mode: nodes that fail', () => {
       // Calls to a node whose connection is down are not sent at all: its offline queue holds only
       // what was in flight when it went down (and their clean-ups, sent at their deadlines).
       await sleep(600)
-      const offline = () => clients.slice(0, 3).map((c) => (c as unknown as { offlineQueue: { length: number } }).offlineQueue.length)
+      const offline = () =>
+        clients.slice(0, 3).map((c) => (c as unknown as { offlineQueue: { length: number } }).offlineQueue.length)
       const before = offline()
       for (let i = 0; i < 200; i++) await settle(locker.acquire(unique('q-3down'), { waitMs: 0 }))
       for (let i = 0; i < 50; i++) await settle(locker.acquire(unique('q-3down'), { waitMs: 20 }))
@@ -406,18 +457,23 @@ describe('quorum mode: nodes that fail', () => {
     }
   })
 
-  it('a reply lost to a reconnect on one node: the lock is granted by the others, and the resent try\'s grant on that node is given back, not left for its TTL', async () => {
+  it("a reply lost to a reconnect on one node: the lock is granted by the others, and the resent try's grant on that node is given back, not left for its TTL", async () => {
     const locker = nodes.locker({ ttlMs: 30_000, commandTimeoutMs: 2_000 })
     await (await locker.acquire(unique('q-warm'))).release()
     const r = unique('q-lost-reply')
     nodes.proxies[0]!.blackhole('replies') // node 0 runs the try; its reply is lost
     const pending = locker.acquire(r)
-    await waitUntil(async () => (await nodes.admins[0]!.exists(keysOf(r).lock)) === 1, { what: 'the try ran on node 0' })
+    await waitUntil(async () => (await nodes.admins[0]!.exists(keysOf(r).lock)) === 1, {
+      what: 'the try ran on node 0',
+    })
     nodes.proxies[0]!.restore()
     await nodes.admins[0]!.call('CLIENT', 'KILL', 'TYPE', 'normal', 'SKIPME', 'yes') // ioredis resends it
     const lock = await pending
     expect(await lock.release()).toBe(true)
-    await waitUntil(async () => (await state(r)).lock.every((v) => v === null), { timeoutMs: 3_000, what: 'nothing left on any node' })
+    await waitUntil(async () => (await state(r)).lock.every((v) => v === null), {
+      timeoutMs: 3_000,
+      what: 'nothing left on any node',
+    })
   })
 
   it('partial grants are given back: with two nodes held by someone else, nothing of ours is left on the third', async () => {
@@ -438,11 +494,17 @@ describe('quorum mode: nodes that fail', () => {
     // Own proxies, 80 ms each way: a round trip of 160 ms against a 100 ms TTL.
     const { startLatencyProxy } = await import('./support/latency-proxy.js')
     const proxies = await Promise.all(nodes.servers.map((s) => startLatencyProxy({ port: s.port }, 80)))
-    const locker = makeLocker(proxies.map((p) => connect({ port: p.port })), { ttlMs: 100, commandTimeoutMs: 2_000 })
+    const locker = makeLocker(
+      proxies.map((p) => connect({ port: p.port })),
+      { ttlMs: 100, commandTimeoutMs: 2_000 },
+    )
     const r = unique('q-too-slow')
     const { error } = await settle(locker.acquire(r, { waitMs: 0 }))
     expect(error).toBeInstanceOf(LockUnavailableError)
-    await waitUntil(async () => (await state(r)).lock.every((v) => v === null), { timeoutMs: 2_000, what: 'no key left' })
+    await waitUntil(async () => (await state(r)).lock.every((v) => v === null), {
+      timeoutMs: 2_000,
+      what: 'no key left',
+    })
     expect(locker.heldCount).toBe(0)
   })
 

@@ -15,7 +15,13 @@ import { startLatencyProxy } from './support/latency-proxy.js'
 import { useScriptedServer } from './support/scripted-server.js'
 import { settle, sleep, waitUntil } from './support/timing.js'
 
-const OPTIONS: RedisBackendOptions = { prefix: 'fencelock:', commandTimeoutMs: 1_000, fenceTtlMs: LOCK_DEFAULTS.fenceTtlMs, handoffMs: 500, queueLeaseMs: 5_000 }
+const OPTIONS: RedisBackendOptions = {
+  prefix: 'fencelock:',
+  commandTimeoutMs: 1_000,
+  fenceTtlMs: LOCK_DEFAULTS.fenceTtlMs,
+  handoffMs: 500,
+  queueLeaseMs: 5_000,
+}
 
 const env = useScriptedServer()
 
@@ -34,7 +40,14 @@ function backendOn(options: Partial<RedisBackendOptions> = {}, client: Redis = c
   return { backend: new RedisBackend(client, { ...OPTIONS, ...options }, new Deadlines(), listener), heard, client }
 }
 
-const request = (o: Partial<AcquireRequest> = {}): AcquireRequest => ({ ttlMs: 5_000, sentAt: performance.now(), waitUntil: undefined, first: true, queue: 'none', ...o })
+const request = (o: Partial<AcquireRequest> = {}): AcquireRequest => ({
+  ttlMs: 5_000,
+  sentAt: performance.now(),
+  waitUntil: undefined,
+  first: true,
+  queue: 'none',
+  ...o,
+})
 
 function granted(outcome: AcquireOutcome): Extract<AcquireOutcome, { granted: true }> {
   if (!outcome.granted) throw new Error(`expected a grant, got ${JSON.stringify(outcome)}`)
@@ -116,7 +129,10 @@ describe('RedisBackend: the round trips', () => {
     env.admin.debug('SLEEP', '0.5').catch(() => {})
     await sleep(20)
     expect((await settle(h.backend.release(r, held.ownerId))).error).toBeDefined()
-    await waitUntil(async () => (await env.admin.get(r.keys.lock)) === `~${w.backend.lockerId}`, { timeoutMs: 2_000, what: 'the late hand-off' })
+    await waitUntil(async () => (await env.admin.get(r.keys.lock)) === `~${w.backend.lockerId}`, {
+      timeoutMs: 2_000,
+      what: 'the late hand-off',
+    })
   })
 
   it('a grant that answers after its deadline is released again, and reported as a failure cut by the wait', async () => {
@@ -142,7 +158,12 @@ describe('RedisBackend: the round trips', () => {
     const first = await backend.acquire(backend.resource(unique('far')), request({ sentAt, waitUntil: sentAt + 5 }))
     expect(first.granted).toBe(true)
     const again = performance.now()
-    expect(await backend.acquire(backend.resource(unique('far')), request({ sentAt: again, waitUntil: again + 5, first: false }))).toMatchObject({ granted: false, cut: true })
+    expect(
+      await backend.acquire(
+        backend.resource(unique('far')),
+        request({ sentAt: again, waitUntil: again + 5, first: false }),
+      ),
+    ).toMatchObject({ granted: false, cut: true })
   })
 
   it('close() leaves every queue the locker may be in, and closes the subscriber it opened', async () => {
@@ -165,7 +186,8 @@ describe('RedisBackend: the round trips', () => {
     const client = connect({ port: env.server.port }, { connectionName: name })
     const { backend } = backendOn({}, client)
     await backend.subscribe(backend.resource(unique('follow')))
-    const connections = async () => ((await env.admin.client('LIST')) as string).split('\n').filter((l) => l.includes(` name=${name} `)).length
+    const connections = async () =>
+      ((await env.admin.client('LIST')) as string).split('\n').filter((l) => l.includes(` name=${name} `)).length
     expect(await connections()).toBe(2)
     await client.quit()
     await waitUntil(async () => (await connections()) === 0, { what: 'both connections to close' })
@@ -187,6 +209,8 @@ describe('RedisBackend: the round trips', () => {
     ])
     expect(heard.reconnects).toBe(1) // the subscriber's first 'ready'
     backend.unsubscribe(r)
-    await waitUntil(async () => ((await env.admin.pubsub('NUMSUB', r.keys.channel)) as [string, number])[1] === 0, { what: 'the unsubscribe' })
+    await waitUntil(async () => ((await env.admin.pubsub('NUMSUB', r.keys.channel)) as [string, number])[1] === 0, {
+      what: 'the unsubscribe',
+    })
   })
 })

@@ -40,7 +40,7 @@ describe('releaseOnce: nobody queued (an unmarked key)', () => {
     expect(heard(keys.channel)).toEqual(['probe'])
   })
 
-  it("does not delete a key someone else took after ours expired, and says so", async () => {
+  it('does not delete a key someone else took after ours expired, and says so', async () => {
     const keys = resourceKeys(PREFIX, unique('taken'))
     await redis.set(keys.lock, 'next-owner', 'PX', 5_000)
     expect(await releaseOnce(redis, keys, 'expired-owner', 'x', 500)).toEqual({ freed: false })
@@ -70,7 +70,9 @@ describe('releaseOnce: a key a waiting locker marked (owner id + "+")', () => {
     expect(await redis.zrange(keys.queue, '0', '-1')).toEqual(['behind'])
     expect(Object.keys(await redis.hgetall(keys.leases))).toEqual(['behind'])
     await waitUntil(() => heard(keys.channel).length === 1, { what: 'the hand-off message' })
-    expect(heard(keys.channel)).toEqual([releaseMessage('releaser', { lockerId: 'alive', handoffMs: 700, next: 'behind' })])
+    expect(heard(keys.channel)).toEqual([
+      releaseMessage('releaser', { lockerId: 'alive', handoffMs: 700, next: 'behind' }),
+    ])
   })
 
   it('frees the lock, and says so, when every queued locker lapsed', async () => {
@@ -105,7 +107,10 @@ describe('the leave script', () => {
     await redis.zadd(keys.queue, 1, 'leaver')
     await redis.hset(keys.leases, 'leaver', now + 60_000)
     await redis.set(keys.lock, '~leaver', 'PX', 500)
-    expect(await leaveScript.run(redis, keys, args, { map: toReleaseOutcome })).toEqual({ freed: true, handedTo: 'next' })
+    expect(await leaveScript.run(redis, keys, args, { map: toReleaseOutcome })).toEqual({
+      freed: true,
+      handedTo: 'next',
+    })
     expect(await redis.get(keys.lock)).toBe('~next')
   })
 })

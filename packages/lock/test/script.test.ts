@@ -18,27 +18,52 @@ async function scriptCalls(): Promise<{ evalsha: number; eval: number }> {
 }
 
 describe('defineScript (typed keys and arguments; EVALSHA with a fallback to EVAL on NOSCRIPT)', () => {
-  const script = defineScript({ keys: ['first', 'second'], args: ['name', 'count'], lua: (k, a) => `return {${k.second}, ${k.first}, ${a.count}, ${a.name}, 'v1'}` })
-  const lua = "local firstKey = KEYS[1]\nlocal secondKey = KEYS[2]\nlocal name = ARGV[1]\nlocal count = ARGV[2]\nreturn {secondKey, firstKey, count, name, 'v1'}\n"
+  const script = defineScript({
+    keys: ['first', 'second'],
+    args: ['name', 'count'],
+    lua: (k, a) => `return {${k.second}, ${k.first}, ${a.count}, ${a.name}, 'v1'}`,
+  })
+  const lua =
+    "local firstKey = KEYS[1]\nlocal secondKey = KEYS[2]\nlocal name = ARGV[1]\nlocal count = ARGV[2]\nreturn {secondKey, firstKey, count, name, 'v1'}\n"
 
   it('names each key and argument as a Lua local from its position, so the Lua reads as its source does, and computes the SHA1 up front', () => {
     expect(script.lua).toBe(lua)
     expect(script.sha).toBe(createHash('sha1').update(lua).digest('hex'))
-    expect([script.keys, script.args]).toEqual([['first', 'second'], ['name', 'count']])
+    expect([script.keys, script.args]).toEqual([
+      ['first', 'second'],
+      ['name', 'count'],
+    ])
   })
 
   it('sends keys and arguments by name, in the positions the script reads them from (extra names are not sent)', async () => {
-    expect(await script.run(redis, { second: 's', first: 'f', third: 'x' } as { first: string; second: string }, { count: 3, name: 'n' })).toEqual(['s', 'f', '3', 'n', 'v1'])
+    expect(
+      await script.run(redis, { second: 's', first: 'f', third: 'x' } as { first: string; second: string }, {
+        count: 3,
+        name: 'n',
+      }),
+    ).toEqual(['s', 'f', '3', 'n', 'v1'])
   })
 
   it('falls back to EVAL once after SCRIPT FLUSH, then runs by SHA again', async () => {
     await redis.script('FLUSH')
     const start = await scriptCalls()
-    expect(await script.run(redis, { first: 'k', second: 'l' }, { name: 'a', count: 1 })).toEqual(['l', 'k', '1', 'a', 'v1'])
+    expect(await script.run(redis, { first: 'k', second: 'l' }, { name: 'a', count: 1 })).toEqual([
+      'l',
+      'k',
+      '1',
+      'a',
+      'v1',
+    ])
     expect(await scriptCalls()).toEqual({ evalsha: start.evalsha + 1, eval: start.eval + 1 })
     expect(await redis.script('EXISTS', script.sha)).toEqual([1])
 
-    expect(await script.run(redis, { first: 'k', second: 'l' }, { name: 'a', count: 2 })).toEqual(['l', 'k', '2', 'a', 'v1'])
+    expect(await script.run(redis, { first: 'k', second: 'l' }, { name: 'a', count: 2 })).toEqual([
+      'l',
+      'k',
+      '2',
+      'a',
+      'v1',
+    ])
     expect(await scriptCalls()).toEqual({ evalsha: start.evalsha + 2, eval: start.eval + 1 })
   })
 

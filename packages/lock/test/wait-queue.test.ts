@@ -50,7 +50,13 @@ function scripted(pollMs: number) {
 
 const MISS: Attempt = { granted: false, holderTtlMs: 60_000 }
 const resource: LockResource = { name: 'r', keys: resourceKeys('t:', 'r') }
-const options = (o: Partial<ResolvedAcquire> = {}): ResolvedAcquire => ({ ttlMs: 1_000, waitMs: 10_000, signal: undefined, autoExtend: false, ...o })
+const options = (o: Partial<ResolvedAcquire> = {}): ResolvedAcquire => ({
+  ttlMs: 1_000,
+  waitMs: 10_000,
+  signal: undefined,
+  autoExtend: false,
+  ...o,
+})
 
 /** Answers each try as it comes with a miss (until stopped). */
 function missAll(tries: Try[]): () => void {

@@ -1,6 +1,13 @@
 import { getEventListeners } from 'node:events'
 import { describe, expect, it } from 'vitest'
-import { InvalidLockOptionError, LockAbortedError, LockTimeoutError, resourceKeys, type Lock, type Locker } from '../src/index.js'
+import {
+  InvalidLockOptionError,
+  LockAbortedError,
+  LockTimeoutError,
+  resourceKeys,
+  type Lock,
+  type Locker,
+} from '../src/index.js'
 import { commandCalls, unique } from './support/connections.js'
 import { eventLog } from './support/events.js'
 import { useScriptedServer } from './support/scripted-server.js'

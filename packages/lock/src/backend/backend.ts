@@ -125,7 +125,10 @@ export interface LockBackend {
    * us. A no-op when our locker cannot be in it.
    */
   leave(resource: LockResource): void
-  /** Starts delivering the resource's release messages to the listener. Resolves or rejects within `commandTimeoutMs`. */
+  /**
+   * Starts delivering the resource's release messages to the listener. Resolves or rejects within
+   * `commandTimeoutMs`.
+   */
   subscribe(resource: LockResource): Promise<void>
   unsubscribe(resource: LockResource): void
   /**

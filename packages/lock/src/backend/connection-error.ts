@@ -5,7 +5,10 @@
  */
 export class ConnectionDownError extends Error {
   constructor(lastError: Error | undefined) {
-    super(`the connection to Redis is down${lastError ? ` (${lastError.message})` : ''}`, lastError ? { cause: lastError } : undefined)
+    super(
+      `the connection to Redis is down${lastError ? ` (${lastError.message})` : ''}`,
+      lastError ? { cause: lastError } : undefined,
+    )
     this.name = 'ConnectionDownError'
   }
 }

@@ -1,4 +1,11 @@
-import type { AcquireOutcome, AcquireRequest, BackendListener, LockBackend, LockResource, ReleaseOutcome } from './backend.js'
+import type {
+  AcquireOutcome,
+  AcquireRequest,
+  BackendListener,
+  LockBackend,
+  LockResource,
+  ReleaseOutcome,
+} from './backend.js'
 import { AcquireCall, type AcquireCallHost } from './acquire-call.js'
 import { Connection, type RedisClient } from './connection.js'
 import { Reseeds } from './generations.js'
@@ -88,7 +95,9 @@ export class RedisBackend implements LockBackend, AcquireCallHost {
     this.lockerId = options.lockerId ?? newOwnerId().slice(0, 16)
     // A try in flight when the connection closes fails at once: ioredis would only send it again
     // after the reconnection (its late reply is then cleaned up, see late()).
-    this.connection = new Connection(client, () => deadlines.failGroup(this.connection, () => this.connection.downError()))
+    this.connection = new Connection(client, () =>
+      deadlines.failGroup(this.connection, () => this.connection.downError()),
+    )
     this.#membership = new QueueMembership((resource) => this.#sendLeave(resource))
     this.#subscriber = new Subscriber(client, options.prefix, this.lockerId, listener)
   }
@@ -135,7 +144,10 @@ export class RedisBackend implements LockBackend, AcquireCallHost {
     // one is cut short, the held lock seen before decides.
     const floor = request.first ? (this.#srttMs === 0 ? timeout : 3 * this.#srttMs + 2) : 1
     const waitUntil = request.waitUntil
-    const ms = Math.min(as?.maxMs ?? Number.POSITIVE_INFINITY, waitUntil === undefined ? timeout : Math.min(timeout, Math.max(floor, waitUntil - request.sentAt)))
+    const ms = Math.min(
+      as?.maxMs ?? Number.POSITIVE_INFINITY,
+      waitUntil === undefined ? timeout : Math.min(timeout, Math.max(floor, waitUntil - request.sentAt)),
+    )
     const mode = request.queue
     const generation = connection.generation
     const call = new AcquireCall(this, {
@@ -167,30 +179,54 @@ export class RedisBackend implements LockBackend, AcquireCallHost {
     const rtt = now - call.sentAt
     this.#srttMs = this.#srttMs === 0 ? rtt : 0.875 * this.#srttMs + 0.125 * rtt
     const reply = toAcquireReply(raw)
-    this.#membership.replied(call.resource, call.mode, call.leavesBefore, reply.granted, reply.granted && reply.handedOver)
+    this.#membership.replied(
+      call.resource,
+      call.mode,
+      call.leavesBefore,
+      reply.granted,
+      reply.granted && reply.handedOver,
+    )
     if (!reply.granted) return reply
     if (call.reseed === '0' && call.generation !== this.connection.generation) {
       // The connection changed while this try was in flight: ioredis may have sent it again to
       // a new primary, where INCR alone can mint a token already handed out. Give the grant back;
       // the next try mints from the clock.
       this.#cleanUp(call)
-      return { granted: false, error: new Error('the connection to Redis changed while the acquire was in flight; the grant was given back'), cut: false }
+      return {
+        granted: false,
+        error: new Error('the connection to Redis changed while the acquire was in flight; the grant was given back'),
+        cut: false,
+      }
     }
     if (now >= call.sentAt + call.ttlMs) {
       // The lease ran out before its grant arrived (a tiny TTL on a slow round trip): a lock
       // that is no longer ours on arrival is not returned as held.
       this.#cleanUp(call)
-      return { granted: false, error: new Error(`the grant arrived after its lease of ${call.ttlMs} ms had run out; it was given back`), cut: false }
+      return {
+        granted: false,
+        error: new Error(`the grant arrived after its lease of ${call.ttlMs} ms had run out; it was given back`),
+        cut: false,
+      }
     }
     if (call.reseed === '1') this.#reseeds.done(call.resource.name, call.generation)
-    return { granted: true, ownerId: call.ownerId, token: reply.token, validUntil: call.sentAt + call.ttlMs, handedOver: reply.handedOver }
+    return {
+      granted: true,
+      ownerId: call.ownerId,
+      token: reply.token,
+      validUntil: call.sentAt + call.ttlMs,
+      handedOver: reply.handedOver,
+    }
   }
 
   /** An attempt that failed, or missed its deadline: its outcome is unknown (AcquireCallHost). */
   failed(call: AcquireCall, error: unknown): AcquireOutcome {
     this.#cleanUp(call)
     const e = asError(error)
-    return { granted: false, error: e, cut: error instanceof DeadlineExceededError && call.ms < this.#options.commandTimeoutMs }
+    return {
+      granted: false,
+      error: e,
+      cut: error instanceof DeadlineExceededError && call.ms < this.#options.commandTimeoutMs,
+    }
   }
 
   /** The reply of an attempt that answered after its deadline: a grant is given back (AcquireCallHost). */
@@ -201,7 +237,13 @@ export class RedisBackend implements LockBackend, AcquireCallHost {
     } catch {
       return
     }
-    this.#membership.replied(call.resource, call.mode, call.leavesBefore, reply.granted, reply.granted && reply.handedOver)
+    this.#membership.replied(
+      call.resource,
+      call.mode,
+      call.leavesBefore,
+      reply.granted,
+      reply.granted && reply.handedOver,
+    )
     if (reply.granted) this.#cleanUp(call)
   }
 
@@ -216,13 +258,18 @@ export class RedisBackend implements LockBackend, AcquireCallHost {
 
   extend(resource: LockResource, ownerId: string, ttlMs: number, timeoutMs: number): Promise<number | undefined> {
     const sentAt = performance.now()
-    return extendScript.run(this.#client, resource.keys, { ownerId, ttlMs }, {
-      deadlines: this.#deadlines,
-      ms: timeoutMs,
-      sentAt,
-      inFlight: this.#inFlight,
-      map: (reply: unknown) => (isExtended(reply) ? sentAt + ttlMs : undefined),
-    })
+    return extendScript.run(
+      this.#client,
+      resource.keys,
+      { ownerId, ttlMs },
+      {
+        deadlines: this.#deadlines,
+        ms: timeoutMs,
+        sentAt,
+        inFlight: this.#inFlight,
+        map: (reply: unknown) => (isExtended(reply) ? sentAt + ttlMs : undefined),
+      },
+    )
   }
 
   /**
@@ -232,7 +279,12 @@ export class RedisBackend implements LockBackend, AcquireCallHost {
    */
   raiseFence(resource: LockResource, token: bigint, timeoutMs: number): Promise<void> {
     const args = { token: token.toString(), fenceTtlMs: this.#options.fenceTtlMs }
-    return raiseFenceScript.run(this.#client, resource.keys, args, { deadlines: this.#deadlines, ms: timeoutMs, inFlight: this.#inFlight, map: toKnown })
+    return raiseFenceScript.run(this.#client, resource.keys, args, {
+      deadlines: this.#deadlines,
+      ms: timeoutMs,
+      inFlight: this.#inFlight,
+      map: toKnown,
+    })
   }
 
   /** Smoothed round trip of this backend's acquire attempts, ms; 0 until one answered. */
@@ -245,7 +297,8 @@ export class RedisBackend implements LockBackend, AcquireCallHost {
       deadlines: this.#deadlines,
       ms: this.#options.commandTimeoutMs,
       inFlight: this.#inFlight,
-      map: (reply: unknown) => (reply === MARKED ? this.#handOn(resource, ownerId, true) : reply === 1 ? FREED : NOT_OURS),
+      map: (reply: unknown) =>
+        reply === MARKED ? this.#handOn(resource, ownerId, true) : reply === 1 ? FREED : NOT_OURS,
       // A release that answered late was still ours to finish: a marked key is handed on now.
       onLate: (reply: unknown) => {
         if (reply === MARKED) this.#handOn(resource, ownerId, false).catch(() => {})
@@ -256,9 +309,19 @@ export class RedisBackend implements LockBackend, AcquireCallHost {
 
   /** The release of a marked key: hands the lock to the queue's head, or frees it. */
   #handOn(resource: LockResource, ownerId: string, withDeadline: boolean): Promise<ReleaseOutcome> {
-    const args = { ownerId, channel: resource.keys.channel, lockerId: this.lockerId, handoffMs: this.#options.handoffMs }
+    const args = {
+      ownerId,
+      channel: resource.keys.channel,
+      lockerId: this.lockerId,
+      handoffMs: this.#options.handoffMs,
+    }
     const handling: Handling<ReleaseOutcome> = withDeadline
-      ? { deadlines: this.#deadlines, ms: this.#options.commandTimeoutMs, inFlight: this.#inFlight, map: toReleaseOutcome }
+      ? {
+          deadlines: this.#deadlines,
+          ms: this.#options.commandTimeoutMs,
+          inFlight: this.#inFlight,
+          map: toReleaseOutcome,
+        }
       : { inFlight: this.#inFlight, map: toReleaseOutcome }
     return handoffReleaseScript.run(this.#client, resource.keys, args, handling)
   }
@@ -269,12 +332,19 @@ export class RedisBackend implements LockBackend, AcquireCallHost {
 
   #sendLeave(resource: LockResource): Promise<ReleaseOutcome> {
     const args = { channel: resource.keys.channel, lockerId: this.lockerId, handoffMs: this.#options.handoffMs }
-    const handling = { deadlines: this.#deadlines, ms: this.#options.commandTimeoutMs, inFlight: this.#inFlight, map: toReleaseOutcome }
+    const handling = {
+      deadlines: this.#deadlines,
+      ms: this.#options.commandTimeoutMs,
+      inFlight: this.#inFlight,
+      map: toReleaseOutcome,
+    }
     return leaveScript.run(this.#client, resource.keys, args, handling)
   }
 
   subscribe(resource: LockResource): Promise<void> {
-    return this.#deadlines.race(this.#subscriber.subscribe(resource.keys.channel), this.#options.commandTimeoutMs).then(() => {})
+    return this.#deadlines
+      .race(this.#subscriber.subscribe(resource.keys.channel), this.#options.commandTimeoutMs)
+      .then(() => {})
   }
 
   unsubscribe(resource: LockResource): void {

@@ -57,7 +57,9 @@ export function parseReleaseMessage(message: string): ReleaseMessage | undefined
 /** Builds a release message (the scripts build the same with {@link LUA}). */
 export function releaseMessage(sender: string, to?: { lockerId: string; handoffMs: number; next?: string }): string {
   if (!to) return sender
-  return to.next === undefined ? `${sender} ${to.lockerId} ${to.handoffMs}` : `${sender} ${to.lockerId} ${to.handoffMs} ${to.next}`
+  return to.next === undefined
+    ? `${sender} ${to.lockerId} ${to.handoffMs}`
+    : `${sender} ${to.lockerId} ${to.handoffMs} ${to.next}`
 }
 
 /**
@@ -72,7 +74,8 @@ export const LUA = Object.freeze({
   /** The value of a held key that a waiting locker marked. */
   marked: (ownerId: string) => `${ownerId} .. '${WAITING_MARK}'`,
   /** True for the value of a held key not yet marked (neither marked nor handed to a locker). */
-  isUnmarkedHolder: (value: string) => `(string.sub(${value}, 1, 1) ~= '${HANDED_TO}' and string.sub(${value}, -1) ~= '${WAITING_MARK}')`,
+  isUnmarkedHolder: (value: string) =>
+    `(string.sub(${value}, 1, 1) ~= '${HANDED_TO}' and string.sub(${value}, -1) ~= '${WAITING_MARK}')`,
   /** The message of a release that freed the lock. */
   freedMessage: (sender: string) => sender,
   /**

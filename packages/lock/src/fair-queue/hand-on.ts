@@ -9,7 +9,10 @@ import { LUA } from './formats.js'
  * lockers whose lease ran out (they stopped trying: a crashed process) are dropped on the way.
  * Leaves the head's id in `head` (nil when the lock was freed).
  */
-const handOn = (k: { lock: string; queue: string; leases: string }, a: { channel: string; lockerId: string; handoffMs: string }) => `
+const handOn = (
+  k: { lock: string; queue: string; leases: string },
+  a: { channel: string; lockerId: string; handoffMs: string },
+) => `
 local head = nil
 local nowMs = nil
 while true do

@@ -33,7 +33,11 @@ export function learnToken(
   if (needed <= 0) return Promise.resolve(token)
   const targets = nodes.filter((node) => !knowing.has(node) && node.reachable)
   if (targets.length < needed) {
-    return Promise.reject(new Error(`the token could not be made known to a majority: ${knowing.size + targets.length} of ${nodes.length} nodes can be asked`))
+    return Promise.reject(
+      new Error(
+        `the token could not be made known to a majority: ${knowing.size + targets.length} of ${nodes.length} nodes can be asked`,
+      ),
+    )
   }
   return new Promise((resolve, reject) => {
     const tally = new Tally(targets.length, needed, (won, tally) => {

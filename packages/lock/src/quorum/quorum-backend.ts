@@ -19,7 +19,14 @@
  *   one call at a time until one answers (quorum-node.ts). So memory stays bounded and no call
  *   waits for a node that cannot answer, whatever the client options.
  */
-import type { AcquireOutcome, AcquireRequest, BackendListener, LockBackend, LockResource, ReleaseOutcome } from '../backend/backend.js'
+import type {
+  AcquireOutcome,
+  AcquireRequest,
+  BackendListener,
+  LockBackend,
+  LockResource,
+  ReleaseOutcome,
+} from '../backend/backend.js'
 import { RedisBackend, type RedisBackendOptions, type RedisClient } from '../backend/redis-backend.js'
 import type { Deadlines } from '../deadline.js'
 import { asError } from '../errors.js'
@@ -53,11 +60,19 @@ export interface QuorumBackendOptions extends RedisBackendOptions {
 /** Why each node left out of `asked` was not asked (none on the common path: every node asked). */
 function notAsked(nodes: readonly QuorumNode[], asked: readonly QuorumNode[]): Error[] {
   if (asked.length === nodes.length) return []
-  return nodes.filter((node) => !asked.includes(node)).map((node) => new Error(`node ${node.index} was not asked: ${node.whyNotAsked()}`))
+  return nodes
+    .filter((node) => !asked.includes(node))
+    .map((node) => new Error(`node ${node.index} was not asked: ${node.whyNotAsked()}`))
 }
 
 /** A new tally over every node, the ones not asked counted as failed up front. */
-function tallyOf(nodes: readonly QuorumNode[], asked: readonly QuorumNode[], needed: number, onSettle: (won: boolean, tally: Tally) => void, waitForAll = false): Tally {
+function tallyOf(
+  nodes: readonly QuorumNode[],
+  asked: readonly QuorumNode[],
+  needed: number,
+  onSettle: (won: boolean, tally: Tally) => void,
+  waitForAll = false,
+): Tally {
   const tally = new Tally(nodes.length, needed, onSettle, { waitForAll })
   for (const error of notAsked(nodes, asked)) tally.fail(error)
   return tally
@@ -77,13 +92,20 @@ export class QuorumBackend implements LockBackend {
    * @param clients one ioredis client per node (3 or more, checked by the Locker); never closed here.
    * @param listener gets the release messages of every node.
    */
-  constructor(clients: readonly RedisClient[], options: QuorumBackendOptions, deadlines: Deadlines, listener: BackendListener) {
+  constructor(
+    clients: readonly RedisClient[],
+    options: QuorumBackendOptions,
+    deadlines: Deadlines,
+    listener: BackendListener,
+  ) {
     // Names this locker in every node's queues and release messages. Not a secret.
     this.lockerId = options.lockerId ?? newOwnerId().slice(0, 16)
     const nodeOptions = { ...options, lockerId: this.lockerId }
     const clock: QuorumClock = { answeredAt: 0 }
     this.#listener = listener
-    this.#nodes = clients.map((client, i) => new QuorumNode(i, new RedisBackend(client, nodeOptions, deadlines, listener), client, clock))
+    this.#nodes = clients.map(
+      (client, i) => new QuorumNode(i, new RedisBackend(client, nodeOptions, deadlines, listener), client, clock),
+    )
     this.#quorum = majorityOf(clients.length)
     this.#options = options
     this.#guard = new RestartGuard(this.#nodes, options, deadlines)
@@ -101,7 +123,10 @@ export class QuorumBackend implements LockBackend {
     // most a round trip's deadline (a stalled node's check ends by it), and not past the wait.
     if (this.#nodes.filter((node) => node.grants).length < this.#quorum) {
       const timeout = this.#options.commandTimeoutMs
-      const ms = request.waitUntil === undefined ? timeout : Math.max(1, Math.min(timeout, request.waitUntil - performance.now()))
+      const ms =
+        request.waitUntil === undefined
+          ? timeout
+          : Math.max(1, Math.min(timeout, request.waitUntil - performance.now()))
       // The validity runs from when the requests go out, after the wait.
       return guard.untilChecked(ms).then(() => this.#acquire(resource, { ...request, sentAt: performance.now() }))
     }
@@ -109,7 +134,8 @@ export class QuorumBackend implements LockBackend {
   }
 
   #acquire(resource: LockResource, request: AcquireRequest): Promise<AcquireOutcome> {
-    if (this.#guard.misconfigured) return Promise.resolve({ granted: false, error: this.#guard.misconfigured, cut: false })
+    if (this.#guard.misconfigured)
+      return Promise.resolve({ granted: false, error: this.#guard.misconfigured, cut: false })
     const nodes = this.#nodes
     const n = nodes.length
     const q = this.#quorum
@@ -117,10 +143,18 @@ export class QuorumBackend implements LockBackend {
     const validUntil = request.sentAt + validMs
     const asked = nodes.filter((node) => node.grants)
     if (asked.length < q) {
-      return Promise.resolve({ granted: false, error: nodesFailed('no majority of the nodes can be asked', notAsked(nodes, asked), n), cut: false })
+      return Promise.resolve({
+        granted: false,
+        error: nodesFailed('no majority of the nodes can be asked', notAsked(nodes, asked), n),
+        cut: false,
+      })
     }
     if (validMs <= 0) {
-      return Promise.resolve({ granted: false, error: new Error(`a ttlMs of ${request.ttlMs} leaves no validity after the clock drift allowed for`), cut: false })
+      return Promise.resolve({
+        granted: false,
+        error: new Error(`a ttlMs of ${request.ttlMs} leaves no validity after the clock drift allowed for`),
+        cut: false,
+      })
     }
     const ownerId = newOwnerId()
     const sentAtWall = Date.now()
@@ -132,7 +166,12 @@ export class QuorumBackend implements LockBackend {
     let srtt = 0
     for (const node of asked) if (node.backend.srttMs > srtt) srtt = node.backend.srttMs
     const floorMs = request.first ? (srtt === 0 ? this.#options.commandTimeoutMs : 3 * srtt + 2) : 1
-    const maxMs = Math.min(validMs, request.waitUntil === undefined ? Number.POSITIVE_INFINITY : Math.max(floorMs, request.waitUntil - request.sentAt))
+    const maxMs = Math.min(
+      validMs,
+      request.waitUntil === undefined
+        ? Number.POSITIVE_INFINITY
+        : Math.max(floorMs, request.waitUntil - request.sentAt),
+    )
     const as = { ownerId, maxMs, ticket, stayTicket }
     return new Promise<AcquireOutcome>((resolve) => {
       const grants: NodeGrant[] = []
@@ -150,7 +189,12 @@ export class QuorumBackend implements LockBackend {
         if (!won) {
           // No majority can be won any more: too many nodes failed (Redis is unavailable), or
           // enough nodes are held by someone else (contention).
-          if (tally.failed > n - q) fail({ granted: false, error: nodesFailed('no majority of the nodes answered', tally.errors, n), cut: cutErrors === tally.failed })
+          if (tally.failed > n - q)
+            fail({
+              granted: false,
+              error: nodesFailed('no majority of the nodes answered', tally.errors, n),
+              cut: cutErrors === tally.failed,
+            })
           else fail({ granted: false, holderTtlMs })
           return
         }
@@ -159,7 +203,13 @@ export class QuorumBackend implements LockBackend {
           (token) => {
             if (given) return
             if (performance.now() >= validUntil) {
-              return fail({ granted: false, error: new Error(`the grant took longer than its validity (${Math.round(validMs)} ms: ttlMs less the clock drift)`), cut: false })
+              return fail({
+                granted: false,
+                error: new Error(
+                  `the grant took longer than its validity (${Math.round(validMs)} ms: ttlMs less the clock drift)`,
+                ),
+                cut: false,
+              })
             }
             given = true
             this.#tickets.granted(resource.name, request.queue, sentAtWall)
@@ -182,7 +232,8 @@ export class QuorumBackend implements LockBackend {
           grants.push({ node, token: outcome.token, handedOver: outcome.handedOver })
           tally.agree()
         } else if (outcome.error === undefined) {
-          if (outcome.holderTtlMs >= 0 && (holderTtlMs < 0 || outcome.holderTtlMs < holderTtlMs)) holderTtlMs = outcome.holderTtlMs
+          if (outcome.holderTtlMs >= 0 && (holderTtlMs < 0 || outcome.holderTtlMs < holderTtlMs))
+            holderTtlMs = outcome.holderTtlMs
           tally.refuse()
         } else {
           if (outcome.cut) cutErrors++
@@ -190,7 +241,8 @@ export class QuorumBackend implements LockBackend {
         }
       }
       this.#guard.beforeLease(asked, request.ttlMs)
-      for (const node of asked) void node.acquire(node.backend.acquireAs(resource, request, as)).then((outcome) => count(node, outcome))
+      for (const node of asked)
+        void node.acquire(node.backend.acquireAs(resource, request, as)).then((outcome) => count(node, outcome))
     })
   }
 
@@ -203,7 +255,8 @@ export class QuorumBackend implements LockBackend {
   #releaseOn(node: QuorumNode, resource: LockResource, ownerId: string): void {
     node.track(node.backend.release(resource, ownerId)).then(
       (outcome) => {
-        if (outcome.freed && outcome.handedTo === this.lockerId) this.#listener.released(resource.name, this.lockerId, this.#options.handoffMs, undefined)
+        if (outcome.freed && outcome.handedTo === this.lockerId)
+          this.#listener.released(resource.name, this.lockerId, this.#options.handoffMs, undefined)
       },
       () => {},
     )
@@ -216,7 +269,8 @@ export class QuorumBackend implements LockBackend {
     const q = this.#quorum
     const validUntil = sentAt + ttlMs - clockDriftMs(ttlMs)
     const asked = nodes.filter((node) => node.reachable)
-    if (asked.length < q) return Promise.reject(nodesFailed('no majority of the nodes can be asked', notAsked(nodes, asked), n))
+    if (asked.length < q)
+      return Promise.reject(nodesFailed('no majority of the nodes can be asked', notAsked(nodes, asked), n))
     return new Promise((resolve, reject) => {
       const tally = tallyOf(nodes, asked, q, (won, tally) => {
         if (won) resolve(validUntil)
@@ -284,7 +338,11 @@ export class QuorumBackend implements LockBackend {
         if (won) resolve()
         else reject(nodesFailed('subscribe', tally.errors, this.#nodes.length))
       })
-      for (const node of asked) node.backend.subscribe(resource).then(() => tally.agree(), (error: unknown) => tally.fail(asError(error)))
+      for (const node of asked)
+        node.backend.subscribe(resource).then(
+          () => tally.agree(),
+          (error: unknown) => tally.fail(asError(error)),
+        )
     })
   }
 

@@ -78,7 +78,14 @@ export class RestartGuard {
     this.#options = options
     this.#deadlines = deadlines
     this.#key = leaseRecordKey(options.prefix)
-    this.#records = nodes.map(() => ({ recordedMs: 0, recordedAt: 0, recordedFor: -1, runId: undefined, state: 'unchecked', check: 0 }))
+    this.#records = nodes.map(() => ({
+      recordedMs: 0,
+      recordedAt: 0,
+      recordedFor: -1,
+      runId: undefined,
+      state: 'unchecked',
+      check: 0,
+    }))
   }
 
   get enabled(): boolean {
@@ -242,7 +249,10 @@ export class RestartGuard {
   async #listed(): Promise<Map<string, number>> {
     const reachable = this.#nodes.filter((node) => !node.backend.connection.down)
     const read = (node: QuorumNode) =>
-      this.#deadlines.race(readLeaseRecordScript.run(node.client, { record: this.#key }, {}) as Promise<unknown[]>, this.#options.commandTimeoutMs)
+      this.#deadlines.race(
+        readLeaseRecordScript.run(node.client, { record: this.#key }, {}) as Promise<unknown[]>,
+        this.#options.commandTimeoutMs,
+      )
     const replies = await Promise.allSettled(reachable.map(read))
     const listed = new Map<string, number>()
     for (const reply of replies) {

@@ -24,7 +24,12 @@ export class Tally {
    * @param waitForAll a lost call settles only when every voter voted (a release reports what the
    *   nodes said, not only that a majority can no longer free it).
    */
-  constructor(voters: number, needed: number, onSettle: (won: boolean, tally: Tally) => void, { waitForAll = false } = {}) {
+  constructor(
+    voters: number,
+    needed: number,
+    onSettle: (won: boolean, tally: Tally) => void,
+    { waitForAll = false } = {},
+  ) {
     this.#pending = voters
     this.#needed = needed
     this.#onSettle = onSettle
@@ -80,5 +85,8 @@ export class Tally {
 /** Many nodes' errors as one, naming how many failed and the first reason. */
 export function nodesFailed(what: string, errors: readonly Error[], n: number): Error {
   const first = errors[0]
-  return new Error(`${what}: ${errors.length} of ${n} nodes did not answer${first ? ` (${first.message})` : ''}`, first ? { cause: first } : undefined)
+  return new Error(
+    `${what}: ${errors.length} of ${n} nodes did not answer${first ? ` (${first.message})` : ''}`,
+    first ? { cause: first } : undefined,
+  )
 }

@@ -40,7 +40,8 @@ return token
 })
 
 /** Outcome of one acquire round trip. */
-export type AcquireReply = { granted: true; token: bigint; handedOver: boolean } | { granted: false; holderTtlMs: number }
+export type AcquireReply =
+  { granted: true; token: bigint; handedOver: boolean } | { granted: false; holderTtlMs: number }
 
 /** The reply of either acquire script as an outcome; throws on a reply it cannot be. */
 export function toAcquireReply(reply: unknown): AcquireReply {

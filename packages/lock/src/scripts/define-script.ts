@@ -72,7 +72,9 @@ export interface Script<K extends string, A extends string> {
 
 const LUA_NAME = /^[A-Za-z_][A-Za-z0-9_]*$/
 const LUA_KEYWORDS = new Set(
-  'and break do else elseif end false for function goto if in local nil not or repeat return then true until while'.split(' '),
+  'and break do else elseif end false for function goto if in local nil not or repeat return then true until while'.split(
+    ' ',
+  ),
 )
 
 /**
@@ -88,7 +90,8 @@ export function defineScript<const K extends string, const A extends string>(spe
   const argLocals = Object.fromEntries(spec.args.map((a) => [a, String(a)])) as { [a in A]: string }
   const names = [...Object.values<string>(keyLocals), ...Object.values<string>(argLocals)]
   for (const name of names) {
-    if (!LUA_NAME.test(name) || LUA_KEYWORDS.has(name)) throw new TypeError(`script name ${JSON.stringify(name)} is not a Lua name`)
+    if (!LUA_NAME.test(name) || LUA_KEYWORDS.has(name))
+      throw new TypeError(`script name ${JSON.stringify(name)} is not a Lua name`)
   }
   if (new Set(names).size !== names.length) throw new TypeError(`script names repeat: ${names.join(', ')}`)
   const header = [
@@ -106,7 +109,12 @@ export function defineScript<const K extends string, const A extends string>(spe
     lua,
     keys: spec.keys,
     args: spec.args,
-    run<T>(client: ScriptClient, keys: { readonly [k in K]: string }, args: { readonly [a in A]: string | number }, h?: Handling<T>) {
+    run<T>(
+      client: ScriptClient,
+      keys: { readonly [k in K]: string },
+      args: { readonly [a in A]: string | number },
+      h?: Handling<T>,
+    ) {
       const argv = new Array<string | number>(nk + na)
       for (let i = 0; i < nk; i++) argv[i] = keys[keyOrder[i]!]
       for (let i = 0; i < na; i++) argv[nk + i] = args[argOrder[i]!]

@@ -5,7 +5,10 @@
 
 /** What the tries so far came to, as the next one's schedule needs it. */
 export interface TryRecord {
-  /** When the head must try at the latest: a jittered `pollMs` after its last try (each try renews our lease in the Redis queue). */
+  /**
+   * When the head must try at the latest: a jittered `pollMs` after its last try (each try renews
+   * our lease in the Redis queue).
+   */
   readonly pollAt: number
   /** The last try failed (not merely cut short by the caller's own wait); how a wait that runs out ends. */
   readonly lastError: Error | undefined
@@ -15,7 +18,12 @@ export interface TryRecord {
   readonly lastHolderTtlMs: number
 }
 
-export const NO_TRIES: TryRecord = Object.freeze({ pollAt: Number.POSITIVE_INFINITY, lastError: undefined, errorStreak: 0, lastHolderTtlMs: -1 })
+export const NO_TRIES: TryRecord = Object.freeze({
+  pollAt: Number.POSITIVE_INFINITY,
+  lastError: undefined,
+  errorStreak: 0,
+  lastHolderTtlMs: -1,
+})
 
 /** What one try came to, as the schedule sees it. */
 export type TryOutcome =
@@ -32,7 +40,13 @@ export function pollDelay(pollMs: number, random: number): number {
 export function recordTry(before: TryRecord, outcome: TryOutcome, sentAt: number, pollDelayMs: number): TryRecord {
   const pollAt = sentAt + pollDelayMs
   if (outcome.granted) return { pollAt, lastError: undefined, errorStreak: 0, lastHolderTtlMs: outcome.ttlMs }
-  if (outcome.error) return { pollAt, lastError: outcome.cut ? before.lastError : outcome.error, errorStreak: before.errorStreak + 1, lastHolderTtlMs: before.lastHolderTtlMs }
+  if (outcome.error)
+    return {
+      pollAt,
+      lastError: outcome.cut ? before.lastError : outcome.error,
+      errorStreak: before.errorStreak + 1,
+      lastHolderTtlMs: before.lastHolderTtlMs,
+    }
   return { pollAt, lastError: undefined, errorStreak: 0, lastHolderTtlMs: outcome.holderTtlMs }
 }
 
@@ -47,7 +61,12 @@ export function hintAfter(record: TryRecord, pollMs: number): number | undefined
  * Undefined when a try armed for `armedAt` comes no later: a message may bring a try earlier,
  * never push it later (trying is what keeps our place in the Redis queue).
  */
-export function nextTryAt(now: number, record: TryRecord, hintMs: number | undefined, armedAt: number | undefined): number | undefined {
+export function nextTryAt(
+  now: number,
+  record: TryRecord,
+  hintMs: number | undefined,
+  armedAt: number | undefined,
+): number | undefined {
   let at = record.pollAt
   if (hintMs !== undefined && now + hintMs < at) at = now + hintMs
   return armedAt !== undefined && armedAt <= at ? undefined : at

@@ -40,7 +40,14 @@ export interface WaitHost {
   /** True once the Locker is closed: nothing more is tried. */
   readonly closed: boolean
   /** One try: `first` for an acquire's first, sent at `sentAt`; `waitUntil` bounds its wait. */
-  attempt(resource: LockResource, o: ResolvedAcquire, sentAt: number, waitUntil: number | undefined, first: boolean, queue: QueueMode): Promise<Attempt>
+  attempt(
+    resource: LockResource,
+    o: ResolvedAcquire,
+    sentAt: number,
+    waitUntil: number | undefined,
+    first: boolean,
+    queue: QueueMode,
+  ): Promise<Attempt>
   /** Events, and the errors an acquire ends with (each emits its event). */
   contended(resource: string, holderTtlMs: number): void
   acquired(lock: Lock, start: number, attempts: number): void
@@ -138,7 +145,13 @@ export class WaitQueues {
   }
 
   /** The acquire's first try, given up at once when its signal aborts (the try goes on). */
-  #firstAttempt(resource: LockResource, o: ResolvedAcquire, start: number, deadline: number, queue: QueueMode): Promise<Attempt | typeof ABORTED> {
+  #firstAttempt(
+    resource: LockResource,
+    o: ResolvedAcquire,
+    start: number,
+    deadline: number,
+    queue: QueueMode,
+  ): Promise<Attempt | typeof ABORTED> {
     const attempt = this.#host.attempt(resource, o, start, o.waitMs === 0 ? undefined : deadline, true, queue)
     const signal = o.signal
     if (!signal) return attempt
@@ -171,9 +184,29 @@ export class WaitQueues {
     return lock
   }
 
-  #wait(q: ResourceQueue, resource: LockResource, o: ResolvedAcquire, start: number, deadline: number, attempts: number, retryAtOnce: boolean): Promise<Lock> {
+  #wait(
+    q: ResourceQueue,
+    resource: LockResource,
+    o: ResolvedAcquire,
+    start: number,
+    deadline: number,
+    attempts: number,
+    retryAtOnce: boolean,
+  ): Promise<Lock> {
     return new Promise<Lock>((resolve, reject) => {
-      const w: Waiter = { resource, o, start, deadline, attempts, running: false, done: false, timer: undefined, stopListening: undefined, resolve, reject }
+      const w: Waiter = {
+        resource,
+        o,
+        start,
+        deadline,
+        attempts,
+        running: false,
+        done: false,
+        timer: undefined,
+        stopListening: undefined,
+        resolve,
+        reject,
+      }
       w.timer = setTimeout(() => this.#expire(q, w), Math.max(0, deadline - performance.now()))
       w.timer.unref()
       if (o.signal) w.stopListening = onAbort(o.signal, () => this.#abort(q, w))
@@ -222,7 +255,16 @@ export class WaitQueues {
   }
 
   #open(resource: LockResource, first: Attempt, triedAt: number): ResourceQueue {
-    const q: ResourceQueue = { resource, waiters: [], state: 'subscribing', wakeAgain: false, wakes: 0, tries: NO_TRIES, timer: undefined, timerAt: undefined }
+    const q: ResourceQueue = {
+      resource,
+      waiters: [],
+      state: 'subscribing',
+      wakeAgain: false,
+      wakes: 0,
+      tries: NO_TRIES,
+      timer: undefined,
+      timerAt: undefined,
+    }
     this.#record(q, first, triedAt)
     this.#queues.set(resource.name, q)
     // Subscribe before the next attempt: a release between our miss and the subscription is
@@ -286,7 +328,8 @@ export class WaitQueues {
     if (head.done) return
     if (head.o.signal?.aborted) this.#finish(q, head, host.aborted(head.resource.name, head.start, head.o.signal))
     else if (isFatal(attempt)) this.#finish(q, head, attempt.error)
-    else if (performance.now() >= head.deadline) this.#finish(q, head, host.giveUp(head.resource.name, head.start, q.tries.lastError))
+    else if (performance.now() >= head.deadline)
+      this.#finish(q, head, host.giveUp(head.resource.name, head.start, q.tries.lastError))
     else {
       // Its deadline timer may have fired during the attempt (timers can run a little early)
       // and stood aside for it: arm it again, or the waiter would outlive its wait.

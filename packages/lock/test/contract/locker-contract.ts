@@ -5,7 +5,14 @@
  * backend alone promises (its faults, its formats) stays in its own test files.
  */
 import { describe, expect, it } from 'vitest'
-import { LockAbortedError, LockLostError, LockTimeoutError, LockUnavailableError, type Locker, type LockerOptions } from '../../src/index.js'
+import {
+  LockAbortedError,
+  LockLostError,
+  LockTimeoutError,
+  LockUnavailableError,
+  type Locker,
+  type LockerOptions,
+} from '../../src/index.js'
 import { unique } from '../support/connections.js'
 import { settle, sleep, waitUntil } from '../support/timing.js'
 

@@ -21,5 +21,8 @@ lockerContract('one Redis', {
   steal: async (resource) => {
     await admin.del(keysOf(resource).lock)
   },
-  traces: async (resource) => ({ held: await admin.exists(keysOf(resource).lock), queued: await admin.zcard(keysOf(resource).queue) }),
+  traces: async (resource) => ({
+    held: await admin.exists(keysOf(resource).lock),
+    queued: await admin.zcard(keysOf(resource).queue),
+  }),
 })

@@ -19,10 +19,15 @@ const lockers = new Set<Locker>()
  * 'error' events are swallowed: a killed server makes every client report them, and the tests
  * assert outcomes instead.
  */
-export function connect(target: string | { port: number; host?: string } = SHARED_REDIS_URL, options: RedisOptions = {}): Redis {
+export function connect(
+  target: string | { port: number; host?: string } = SHARED_REDIS_URL,
+  options: RedisOptions = {},
+): Redis {
   const merged: RedisOptions = { retryStrategy: (times) => Math.min(times * 20, 200), ...options }
   const client =
-    typeof target === 'string' ? new Redis(target, merged) : new Redis({ host: target.host ?? '127.0.0.1', port: target.port, ...merged })
+    typeof target === 'string'
+      ? new Redis(target, merged)
+      : new Redis({ host: target.host ?? '127.0.0.1', port: target.port, ...merged })
   client.on('error', () => {})
   clients.add(client)
   return client

@@ -10,14 +10,19 @@ export interface EventLog {
   /** The events of one type, in order, each with the performance.now() it arrived at. */
   of<T extends LockEventType>(type: T, resource?: string): (EventOf<T> & { at: number })[]
   /** Resolves with the first event of `type` (from now on, or already logged when `past`). */
-  next<T extends LockEventType>(type: T, options?: { resource?: string; timeoutMs?: number }): Promise<EventOf<T> & { at: number }>
+  next<T extends LockEventType>(
+    type: T,
+    options?: { resource?: string; timeoutMs?: number },
+  ): Promise<EventOf<T> & { at: number }>
 }
 
 export function eventLog(): EventLog {
   const events: (LockEvent & { at: number })[] = []
   const waiting = new Set<(event: LockEvent & { at: number }) => void>()
   const of = <T extends LockEventType>(type: T, resource?: string) =>
-    events.filter((e): e is EventOf<T> & { at: number } => e.type === type && (resource === undefined || e.resource === resource))
+    events.filter(
+      (e): e is EventOf<T> & { at: number } => e.type === type && (resource === undefined || e.resource === resource),
+    )
   return {
     events,
     onEvent(event) {

@@ -20,7 +20,10 @@ export interface QuorumNodes {
   clients(options?: RedisOptions): Redis[]
   /** A Locker over new clients to every node. */
   locker(options?: LockerOptions, clientOptions?: RedisOptions): ReturnType<typeof makeLocker>
-  /** Cuts node `i` off by a partition (calls get no answer; its data is kept), or heals it (held calls are answered late). */
+  /**
+   * Cuts node `i` off by a partition (calls get no answer; its data is kept), or heals it (held
+   * calls are answered late).
+   */
   cut(i: number): void
   mend(i: number): void
 }

@@ -5,6 +5,11 @@
 import { stopAllRedisServers } from '@fencelock/devkit/redis-server'
 import { afterAll } from 'vitest'
 
-export { RedisServer, startRedisServer, stopAllRedisServers, type RedisServerOptions } from '@fencelock/devkit/redis-server'
+export {
+  RedisServer,
+  startRedisServer,
+  stopAllRedisServers,
+  type RedisServerOptions,
+} from '@fencelock/devkit/redis-server'
 
 afterAll(stopAllRedisServers)

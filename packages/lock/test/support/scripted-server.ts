@@ -18,7 +18,8 @@ export interface ScriptedServer {
 
 export function useScriptedServer(): ScriptedServer {
   const env = {
-    lockerOn: (options: Parameters<typeof makeLocker>[1] = {}) => makeLocker(connect({ port: env.server.port }), options),
+    lockerOn: (options: Parameters<typeof makeLocker>[1] = {}) =>
+      makeLocker(connect({ port: env.server.port }), options),
   } as ScriptedServer
   beforeAll(async () => {
     env.server = await startRedisServer()

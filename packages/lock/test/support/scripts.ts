@@ -13,13 +13,24 @@ import { MARKED, releaseScript } from '../../src/scripts/release.js'
 export function acquireOnce(
   client: ScriptClient,
   keys: { readonly lock: string; readonly fence: string },
-  args: { readonly ownerId: string; readonly ttlMs: number; readonly fenceTtlMs: number; readonly lockerId: string; readonly reseed?: '0' | '1' },
+  args: {
+    readonly ownerId: string
+    readonly ttlMs: number
+    readonly fenceTtlMs: number
+    readonly lockerId: string
+    readonly reseed?: '0' | '1'
+  },
 ): Promise<AcquireReply> {
   return acquireScript.run(client, keys, { ...args, reseed: args.reseed ?? '0' }, { map: toAcquireReply })
 }
 
 /** The owner-checked extend. */
-export function extendOnce(client: ScriptClient, keys: { readonly lock: string }, ownerId: string, ttlMs: number): Promise<boolean> {
+export function extendOnce(
+  client: ScriptClient,
+  keys: { readonly lock: string },
+  ownerId: string,
+  ttlMs: number,
+): Promise<boolean> {
   return extendScript.run(client, keys, { ownerId, ttlMs }, { map: isExtended })
 }
 
@@ -31,12 +42,22 @@ export function releaseOnce(
   lockerId: string,
   handoffMs: number,
 ): Promise<ReleaseOutcome> {
-  return releaseScript.run(client, keys, { ownerId }, {
-    map: (reply: unknown) =>
-      reply === MARKED
-        ? handoffReleaseScript.run(client, keys, { ownerId, channel: keys.channel, lockerId, handoffMs }, { map: toReleaseOutcome })
-        : reply === 1
-          ? { freed: true, handedTo: undefined }
-          : { freed: false },
-  })
+  return releaseScript.run(
+    client,
+    keys,
+    { ownerId },
+    {
+      map: (reply: unknown) =>
+        reply === MARKED
+          ? handoffReleaseScript.run(
+              client,
+              keys,
+              { ownerId, channel: keys.channel, lockerId, handoffMs },
+              { map: toReleaseOutcome },
+            )
+          : reply === 1
+            ? { freed: true, handedTo: undefined }
+            : { freed: false },
+    },
+  )
 }

@@ -3,7 +3,10 @@
 export const sleep = (ms: number): Promise<void> => new Promise((resolve) => setTimeout(resolve, ms))
 
 /** Polls `probe` every `everyMs` until it returns true; rejects after `timeoutMs`. */
-export async function waitUntil(probe: () => boolean | Promise<boolean>, { timeoutMs = 5_000, everyMs = 5, what = 'condition' } = {}): Promise<number> {
+export async function waitUntil(
+  probe: () => boolean | Promise<boolean>,
+  { timeoutMs = 5_000, everyMs = 5, what = 'condition' } = {},
+): Promise<number> {
   const start = performance.now()
   while (performance.now() - start < timeoutMs) {
     if (await probe()) return performance.now() - start
