@@ -28,11 +28,33 @@ export function delegatesOf(options: ResolvedFencingOptions, dataModel: DataMode
   return delegates
 }
 
+/**
+ * Prisma's own client methods: they run on the wrapped client itself. Every other method — a
+ * client method of a user's extension, which reaches the client through
+ * `Prisma.getExtensionContext(this)` — runs with the fenced view as `this`, so what it writes
+ * through the view is fenced. (`$fenced` of a view is a view of the client with the new token.)
+ */
+const CLIENT_OWN_METHODS: ReadonlySet<string> = new Set([
+  '$connect',
+  '$disconnect',
+  '$on',
+  '$use',
+  '$executeRaw',
+  '$executeRawUnsafe',
+  '$queryRaw',
+  '$queryRawUnsafe',
+  '$queryRawTyped',
+  '$runCommandRaw',
+  '$metrics',
+  '$applyPendingMigrations',
+  '$fenced',
+])
+
 /** Wraps `client` (a Prisma client or transaction client) so its writes carry `scope.token`. */
 export function fenceClient<T extends object>(client: T, scope: FenceScope): T {
   const delegates = new Map<string, object>()
   return new Proxy(client, {
-    get(target, prop) {
+    get(target, prop, receiver) {
       if (prop === FENCE_SCOPE) return scope
       if (typeof prop === 'string') {
         const cached = delegates.get(prop)
@@ -58,9 +80,17 @@ export function fenceClient<T extends object>(client: T, scope: FenceScope): T {
               ? Reflect.apply(transaction, target, [(tx: object) => (arg as (tx: object) => unknown)(fenceClient(tx, scope)), options])
               : Reflect.apply(transaction, target, [arg, options])
         }
+        if (prop === '$extends') {
+          const extend = Reflect.get(target, prop) as unknown
+          if (typeof extend !== 'function') return extend
+          // A client extended from a view is a view too: `db.$fenced(t).$extends(...)` writes under t.
+          return (...args: unknown[]) => fenceClient(Reflect.apply(extend, target, args) as object, scope)
+        }
       }
       const value = Reflect.get(target, prop) as unknown
-      return typeof value === 'function' ? (value as (...args: unknown[]) => unknown).bind(target) : value
+      if (typeof value !== 'function') return value
+      const self = typeof prop === 'string' && CLIENT_OWN_METHODS.has(prop) ? target : receiver
+      return (value as (...args: unknown[]) => unknown).bind(self)
     },
   })
 }
@@ -82,7 +112,7 @@ function fenceDelegate(client: object, delegate: object, model: string, scope: F
   const field = scope.options.models.get(model)
   const methods = new Map<string, (args?: unknown) => unknown>()
   return new Proxy(delegate, {
-    get(target, prop) {
+    get(target, prop, receiver) {
       if (typeof prop === 'string' && WRITE_OPERATIONS.has(prop)) {
         let method = methods.get(prop)
         if (method === undefined) {
@@ -104,7 +134,9 @@ function fenceDelegate(client: object, delegate: object, model: string, scope: F
         return method
       }
       const value = Reflect.get(target, prop) as unknown
-      return typeof value === 'function' ? (value as (...args: unknown[]) => unknown).bind(target) : value
+      // Bound to the fenced delegate: a model method of a user's extension reaches the delegate
+      // through `Prisma.getExtensionContext(this)`, and its writes are then the fenced ones.
+      return typeof value === 'function' ? (value as (...args: unknown[]) => unknown).bind(receiver) : value
     },
   })
 }

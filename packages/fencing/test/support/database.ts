@@ -53,9 +53,10 @@ export const GUARD_MIGRATIONS: ReadonlySet<string> = new Set([GUARD_MIGRATION, G
 
 /**
  * Creates and migrates a fresh schema for one test file. `guard: false` leaves out the database
- * guard's migration: the control that shows what the guard adds.
+ * guard's migrations: the control that shows what the guard adds; `leaveOut` leaves out the
+ * migrations it names (the guard as first installed, without its upgrade).
  */
-export async function createTestDatabase(label: string, options: { guard?: boolean } = {}): Promise<TestDatabase> {
+export async function createTestDatabase(label: string, options: { guard?: boolean; leaveOut?: readonly string[] } = {}): Promise<TestDatabase> {
   const { connectionString } = databaseTarget()
   const schema = uniqueName(`fencing_${label}`)
   const admin = new pg.Client({ connectionString })
@@ -67,7 +68,7 @@ export async function createTestDatabase(label: string, options: { guard?: boole
       { cause },
     )
   }
-  const migrations = (await readMigrations()).filter((m) => options.guard !== false || !GUARD_MIGRATIONS.has(m.name))
+  const migrations = (await readMigrations()).filter((m) => (options.guard !== false || !GUARD_MIGRATIONS.has(m.name)) && !(options.leaveOut ?? []).includes(m.name))
   await applyMigrations(admin, { schema, migrations })
   const base = new PrismaClient({ adapter: new PrismaPg({ connectionString }, { schema }) })
   const rejections: FencingRejection[] = []
