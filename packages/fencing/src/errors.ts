@@ -34,10 +34,12 @@ export class StaleFencingTokenError extends FencingError {
   /** The newer token stored on the row, read right after the refusal; undefined when it could not be read. */
   readonly storedToken: bigint | undefined
 
-  constructor(model: string, operation: string, token: bigint, storedToken: bigint | undefined) {
+  /** `cause`: the database's own error, when there is one to keep. */
+  constructor(model: string, operation: string, token: bigint, storedToken: bigint | undefined, cause?: unknown) {
     const stored = storedToken === undefined ? 'a newer token' : `token ${storedToken}`
     super(`stale fencing token: ${model}.${operation} with token ${token} refused, the row was already written with ${stored}`, {
       model,
+      cause,
     })
     this.operation = operation
     this.token = token
