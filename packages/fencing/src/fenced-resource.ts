@@ -8,7 +8,7 @@ import { delegateKey } from './data-model.js'
 import { InvalidFencingOptionError } from './errors.js'
 import { parseFenceToken } from './fence-token.js'
 import { fenceScopeOf } from './fenced-client.js'
-import { resolveTransactionLimits, type FencedClient, type TransactionClientOf, type TransactionLimits } from './fenced-transaction.js'
+import { checkLimitsOutsideTransaction, resolveTransactionLimits, type FencedClient, type TransactionClientOf, type TransactionLimits } from './fenced-transaction.js'
 import { recordFence } from './fenced-write.js'
 import { resourceRule, type FencingClaim } from './fencing-headers.js'
 
@@ -82,6 +82,7 @@ export async function withFencedResource<C extends FencedClient, R>(
   fn: (tx: TransactionClientOf<C>) => Promise<R>,
 ): Promise<R> {
   const { delegate, keyField, limits } = resolveFencedResource(db, options)
+  checkLimitsOutsideTransaction(db, options)
   const model = options.model
   if (typeof fn !== 'function') throw new InvalidFencingOptionError('fn', 'must be a function', fn)
   const { token, resource } = checkClaim(claim)
