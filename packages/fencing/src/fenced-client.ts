@@ -5,6 +5,7 @@
  */
 import { delegateKey, type DataModel } from './data-model.js'
 import { checkUnfencedWrite, fencedWritePlan, refusedPlan, WRITE_OPERATIONS, type FenceScope } from './fenced-write.js'
+import { FLUENT_OPERATIONS, fluentWrite } from './fluent-write.js'
 import { lazyWrite } from './lazy-write.js'
 import type { ResolvedFencingOptions } from './options.js'
 
@@ -118,7 +119,9 @@ function fenceDelegate(client: object, delegate: object, model: string, scope: F
         if (method === undefined) {
           method =
             field !== undefined
-              ? (args) => lazyWrite(fencedWritePlan(client, model, field, prop, args, scope))
+              ? FLUENT_OPERATIONS.has(prop)
+                ? (args) => fluentWrite(fencedWritePlan(client, model, field, prop, args, scope), model, scope.dataModel, (select) => fencedWritePlan(client, model, field, prop, withSelect(args, select), scope))
+                : (args) => lazyWrite(fencedWritePlan(client, model, field, prop, args, scope))
               : (args) => {
                   // Not fenced: the untouched Prisma call (still a lazy PrismaPromise, fit for
                   // the array form of $transaction), unless it would write a fenced model.
@@ -139,4 +142,11 @@ function fenceDelegate(client: object, delegate: object, model: string, scope: F
       return typeof value === 'function' ? (value as (...args: unknown[]) => unknown).bind(receiver) : value
     },
   })
+}
+
+/** The call's arguments with `select` in place of its `select`, `include` and `omit`. */
+function withSelect(args: unknown, select: Record<string, unknown> | undefined): unknown {
+  if (select === undefined || args === null || typeof args !== 'object') return args
+  const { select: _select, include: _include, omit: _omit, ...rest } = args as Record<string, unknown>
+  return { ...rest, select }
 }

@@ -236,6 +236,24 @@ describe('4. the nested-write check walks Prisma’s grammar and fails closed', 
   })
 })
 
+describe('8. the fluent API on a fenced write', () => {
+  it('update(...).invoices() resolves to the relation as Prisma’s own does, fenced; chained, and stale, too', async () => {
+    // Before: a TypeError (the fenced write's promise had no relation methods).
+    const account = await g.base.account.create({ data: { fence: 5n, invoices: { create: [{ fence: 1n }, { fence: 1n }] } } })
+    const plain = await g.base.account.update({ where: { id: account.id }, data: { balance: 1 } }).invoices()
+    const fenced = await g.db.$fenced(6n).account.update({ where: { id: account.id }, data: { balance: 2 } }).invoices({ orderBy: { id: 'asc' } })
+    expect(fenced).toEqual(plain.sort((a, b) => a.id - b.id))
+    expect(await g.base.account.findUniqueOrThrow({ where: { id: account.id } })).toMatchObject({ balance: 2, fence: 6n })
+    const [first] = fenced
+    const owner = await g.db.$fenced(7n).invoice.update({ where: { id: first!.id }, data: { total: 3 } }).account()
+    expect(owner).toMatchObject({ id: account.id })
+    expect(await g.db.$fenced(7n).invoice.update({ where: { id: first!.id }, data: { total: 4 } }).account().ledger()).toBeNull()
+    const stale = await settle(g.db.$fenced(1n).account.update({ where: { id: account.id }, data: { balance: 0 } }).invoices())
+    expect(stale.error).toBeInstanceOf(StaleFencingTokenError)
+    expect(await g.base.account.findUniqueOrThrow({ where: { id: account.id } })).toMatchObject({ balance: 2, fence: 6n })
+  })
+})
+
 describe('the guard on the @map-ed names', () => {
   it('refuses a raw UPDATE that lowers fence_token of app_users', async () => {
     const user = await g.base.user.create({ data: { email: email(), fence: 7n } })
