@@ -28,8 +28,8 @@ import { writeMarkedSection } from './support/docs-section.js'
 const root = join(dirname(fileURLToPath(import.meta.url)), '..')
 const TARGET_FENCED_P50 = 1.15
 const TARGET_GUARD_P50 = 1.05
-/** The migration that installs the database guard; the unguarded schema is migrated without it. */
-const GUARD_MIGRATION = '20261126000000_fence_guard'
+/** The migrations that install the database guard and bring it up to date; the unguarded schema is migrated without them. */
+const GUARD_MIGRATIONS: ReadonlySet<string> = new Set(['20261126000000_fence_guard', '20261201000000_fence_guard_token'])
 const TOKEN = 1_000_000n
 
 const CLI: CliSpec = {
@@ -105,7 +105,7 @@ async function main(values: CliValues): Promise<number> {
   try {
     const migrations = await readMigrations()
     await applyMigrations(admin, { schema, migrations })
-    await applyMigrations(admin, { schema: bareSchema, migrations: migrations.filter((m) => m.name !== GUARD_MIGRATION) })
+    await applyMigrations(admin, { schema: bareSchema, migrations: migrations.filter((m) => !GUARD_MIGRATIONS.has(m.name)) })
     const pgVersion = String((await admin.query('SHOW server_version')).rows[0]?.server_version ?? 'unknown')
     const db = base.$extends(fencing({ models: { Product: 'fenceToken', Order: 'fenceToken' } }))
     const seed = (client: PrismaClient, sku: string, stock: number) => client.product.create({ data: { sku, name: 'bench', priceCents: 100, stock, fenceToken: TOKEN } })

@@ -34,10 +34,12 @@ export class StaleFencingTokenError extends FencingError {
   /** The newer token stored on the row, read right after the refusal; undefined when it could not be read. */
   readonly storedToken: bigint | undefined
 
-  constructor(model: string, operation: string, token: bigint, storedToken: bigint | undefined) {
+  /** `cause`: the database's own error, when there is one to keep. */
+  constructor(model: string, operation: string, token: bigint, storedToken: bigint | undefined, cause?: unknown) {
     const stored = storedToken === undefined ? 'a newer token' : `token ${storedToken}`
     super(`stale fencing token: ${model}.${operation} with token ${token} refused, the row was already written with ${stored}`, {
       model,
+      cause,
     })
     this.operation = operation
     this.token = token
@@ -76,8 +78,17 @@ export type UnsupportedFencedWriteReason =
    * not the rows' older fences), and the filter would then be read on the raised fence.
    */
   | 'fence-filter'
-  /** A nested write (relation field in `data`) would write rows of a fenced model without the condition. */
+  /**
+   * A nested write (relation field in `data`) would write rows of a fenced model without the
+   * condition — or writes another model from a fenced one, which Prisma runs apart from the fenced
+   * statement; or the check cannot read it (too deep, cyclic, an unknown operation): fail closed.
+   */
   | 'nested-write'
+  /**
+   * A delete that the database would cascade (`onDelete: Cascade`) to rows of a fenced model, whose
+   * fences a DELETE of the parent does not check; `field` is the relation path (`invoices`).
+   */
+  | 'cascade'
   /**
    * `limit` on `updateMany`/`updateManyAndReturn`/`deleteMany`: Prisma moves the filter, and so
    * the fence, into `id IN (SELECT ... LIMIT n)`, which PostgreSQL does not re-check after waiting
@@ -150,7 +161,9 @@ function explain(reason: UnsupportedFencedWriteReason, field: string, detail: st
     case 'fence-filter':
       return `the filter "where" reads the fence column "${field}": a fenced deleteMany raises the fence of its rows to the token before it deletes them, and would then read the filter on the raised fence; select the rows first (their keys), or filter without the fence column`
     case 'nested-write':
-      return `the nested write through "${field}" would write a fenced model without the fencing condition; write that row through $fenced on its own and set foreign keys as scalars`
+      return `the nested write through "${field}" ${detail ?? 'would write a fenced model without the fencing condition; write that row through $fenced on its own and set foreign keys as scalars'}`
+    case 'cascade':
+      return `deleting it ${detail ?? `may cascade through "${field}" to a fenced model`}`
     case 'limit':
       return 'the argument "limit" cannot carry the fence (Prisma moves the filter into "id IN (SELECT ... LIMIT n)", which PostgreSQL does not re-check after a row-lock wait); select the rows first, or write without limit'
     case 'argument':

@@ -5,6 +5,7 @@
  */
 import { delegateKey, type DataModel } from './data-model.js'
 import { checkUnfencedWrite, fencedWritePlan, refusedPlan, WRITE_OPERATIONS, type FenceScope } from './fenced-write.js'
+import { FLUENT_OPERATIONS, fluentWrite } from './fluent-write.js'
 import { lazyWrite } from './lazy-write.js'
 import type { ResolvedFencingOptions } from './options.js'
 
@@ -28,11 +29,33 @@ export function delegatesOf(options: ResolvedFencingOptions, dataModel: DataMode
   return delegates
 }
 
+/**
+ * Prisma's own client methods: they run on the wrapped client itself. Every other method — a
+ * client method of a user's extension, which reaches the client through
+ * `Prisma.getExtensionContext(this)` — runs with the fenced view as `this`, so what it writes
+ * through the view is fenced. (`$fenced` of a view is a view of the client with the new token.)
+ */
+const CLIENT_OWN_METHODS: ReadonlySet<string> = new Set([
+  '$connect',
+  '$disconnect',
+  '$on',
+  '$use',
+  '$executeRaw',
+  '$executeRawUnsafe',
+  '$queryRaw',
+  '$queryRawUnsafe',
+  '$queryRawTyped',
+  '$runCommandRaw',
+  '$metrics',
+  '$applyPendingMigrations',
+  '$fenced',
+])
+
 /** Wraps `client` (a Prisma client or transaction client) so its writes carry `scope.token`. */
 export function fenceClient<T extends object>(client: T, scope: FenceScope): T {
   const delegates = new Map<string, object>()
   return new Proxy(client, {
-    get(target, prop) {
+    get(target, prop, receiver) {
       if (prop === FENCE_SCOPE) return scope
       if (typeof prop === 'string') {
         const cached = delegates.get(prop)
@@ -58,9 +81,17 @@ export function fenceClient<T extends object>(client: T, scope: FenceScope): T {
               ? Reflect.apply(transaction, target, [(tx: object) => (arg as (tx: object) => unknown)(fenceClient(tx, scope)), options])
               : Reflect.apply(transaction, target, [arg, options])
         }
+        if (prop === '$extends') {
+          const extend = Reflect.get(target, prop) as unknown
+          if (typeof extend !== 'function') return extend
+          // A client extended from a view is a view too: `db.$fenced(t).$extends(...)` writes under t.
+          return (...args: unknown[]) => fenceClient(Reflect.apply(extend, target, args) as object, scope)
+        }
       }
       const value = Reflect.get(target, prop) as unknown
-      return typeof value === 'function' ? (value as (...args: unknown[]) => unknown).bind(target) : value
+      if (typeof value !== 'function') return value
+      const self = typeof prop === 'string' && CLIENT_OWN_METHODS.has(prop) ? target : receiver
+      return (value as (...args: unknown[]) => unknown).bind(self)
     },
   })
 }
@@ -82,13 +113,15 @@ function fenceDelegate(client: object, delegate: object, model: string, scope: F
   const field = scope.options.models.get(model)
   const methods = new Map<string, (args?: unknown) => unknown>()
   return new Proxy(delegate, {
-    get(target, prop) {
+    get(target, prop, receiver) {
       if (typeof prop === 'string' && WRITE_OPERATIONS.has(prop)) {
         let method = methods.get(prop)
         if (method === undefined) {
           method =
             field !== undefined
-              ? (args) => lazyWrite(fencedWritePlan(client, model, field, prop, args, scope))
+              ? FLUENT_OPERATIONS.has(prop)
+                ? (args) => fluentWrite(fencedWritePlan(client, model, field, prop, args, scope), model, scope.dataModel, (select) => fencedWritePlan(client, model, field, prop, withSelect(args, select), scope))
+                : (args) => lazyWrite(fencedWritePlan(client, model, field, prop, args, scope))
               : (args) => {
                   // Not fenced: the untouched Prisma call (still a lazy PrismaPromise, fit for
                   // the array form of $transaction), unless it would write a fenced model.
@@ -104,7 +137,16 @@ function fenceDelegate(client: object, delegate: object, model: string, scope: F
         return method
       }
       const value = Reflect.get(target, prop) as unknown
-      return typeof value === 'function' ? (value as (...args: unknown[]) => unknown).bind(target) : value
+      // Bound to the fenced delegate: a model method of a user's extension reaches the delegate
+      // through `Prisma.getExtensionContext(this)`, and its writes are then the fenced ones.
+      return typeof value === 'function' ? (value as (...args: unknown[]) => unknown).bind(receiver) : value
     },
   })
+}
+
+/** The call's arguments with `select` in place of its `select`, `include` and `omit`. */
+function withSelect(args: unknown, select: Record<string, unknown> | undefined): unknown {
+  if (select === undefined || args === null || typeof args !== 'object') return args
+  const { select: _select, include: _include, omit: _omit, ...rest } = args as Record<string, unknown>
+  return { ...rest, select }
 }

@@ -6,10 +6,11 @@
 import { withFenceToken } from './ambient-token.js'
 import { delegateKey } from './data-model.js'
 import { InvalidFencingOptionError } from './errors.js'
+import { parseFenceToken } from './fence-token.js'
 import { fenceScopeOf } from './fenced-client.js'
-import { resolveTransactionLimits, type FencedClient, type TransactionClientOf, type TransactionLimits } from './fenced-transaction.js'
+import { checkLimitsOutsideTransaction, resolveTransactionLimits, type FencedClient, type TransactionClientOf, type TransactionLimits } from './fenced-transaction.js'
 import { recordFence } from './fenced-write.js'
-import type { FencingClaim } from './fencing-headers.js'
+import { resourceRule, type FencingClaim } from './fencing-headers.js'
 
 /** Options of {@link withFencedResource}. */
 export interface FencedResourceOptions extends TransactionLimits {
@@ -46,12 +47,25 @@ export function resolveFencedResource(db: unknown, options: FencedResourceOption
   return { delegate: delegateKey(model), keyField, limits: resolveTransactionLimits(options) }
 }
 
+/** A claim as the headers carry it: a token, and a resource name by the header functions' rules. */
+function checkClaim(claim: unknown): FencingClaim {
+  if (claim === null || typeof claim !== 'object') throw new InvalidFencingOptionError('claim', 'must be { token, resource } (readFencingHeaders returns one)', claim)
+  const c = claim as { token?: unknown; resource?: unknown }
+  // A bad token is an InvalidFenceTokenError, as everywhere else.
+  const token = parseFenceToken(c.token)
+  const rule = resourceRule(c.resource)
+  if (rule !== undefined) throw new InvalidFencingOptionError('claim.resource', rule, c.resource)
+  return { token, resource: c.resource as string }
+}
+
 /**
  * Runs `fn` in one transaction of `db` that first records `claim.token` as the newest token of
  * `claim.resource` — a fenced upsert of the resource's row (a conditional UPDATE; for a new
  * resource an INSERT ... ON CONFLICT DO NOTHING after it), which also takes its row lock — so a request with an older token fails there with `StaleFencingTokenError` and `fn` does
  * not run, and two requests for one resource do their work one after the other. `fn` gets the
- * transaction client, with the claim's token ambient. Options are checked before any I/O.
+ * transaction client, with the claim's token ambient. The claim and the options are checked before
+ * any I/O (`InvalidFencingOptionError`: a claim that is not `{ token, resource }`, a bad token, a
+ * resource the header functions refuse).
  *
  * @example
  * ```ts
@@ -68,10 +82,10 @@ export async function withFencedResource<C extends FencedClient, R>(
   fn: (tx: TransactionClientOf<C>) => Promise<R>,
 ): Promise<R> {
   const { delegate, keyField, limits } = resolveFencedResource(db, options)
+  checkLimitsOutsideTransaction(db, options)
   const model = options.model
   if (typeof fn !== 'function') throw new InvalidFencingOptionError('fn', 'must be a function', fn)
-  const { token, resource } = claim
-  // $fenced checks the token before any query.
+  const { token, resource } = checkClaim(claim)
   db.$fenced(token)
   const run = async (tx: TransactionClientOf<C> & { $fenced(token: bigint): Record<string, object> }): Promise<R> => {
     const scope = fenceScopeOf(tx.$fenced(token))

@@ -77,6 +77,7 @@ export async function fencedTransaction<C extends FencedClient, M extends ModelN
   }
   if (where === null || typeof where !== 'object') throw new InvalidFencingOptionError('where', 'must be a unique filter of the row', where)
   const txOptions = resolveTransactionLimits(options)
+  checkLimitsOutsideTransaction(db, options)
 
   const run = async (tx: { $fenced(token: bigint): unknown }): Promise<R> => {
     const fenced = tx.$fenced(value) as Record<string, object>
@@ -89,6 +90,20 @@ export async function fencedTransaction<C extends FencedClient, M extends ModelN
     return withFenceToken(value, () => fn(fenced as TransactionClientOf<C>, row as RowOf<TransactionClientOf<C>, M>))
   }
   return (db.$transaction as (fn: (tx: never) => Promise<R>, options: object) => Promise<R>)(run, txOptions)
+}
+
+/**
+ * Inside the caller's transaction (a transaction client: Prisma removes its `$connect`) the work
+ * runs in a savepoint of it, and Prisma ignores a nested transaction's isolation level, `maxWait`
+ * and `timeout`: asking for them there is refused rather than silently not done.
+ */
+export function checkLimitsOutsideTransaction(db: object, options: TransactionLimits): void {
+  if (typeof (db as { $connect?: unknown }).$connect === 'function') return
+  for (const field of ['isolationLevel', 'maxWaitMs', 'timeoutMs'] as const) {
+    if (options[field] !== undefined) {
+      throw new InvalidFencingOptionError(field, 'cannot be set inside your transaction (this runs in a savepoint of it, whose level and limits are the transaction’s): set it on your $transaction', options[field])
+    }
+  }
 }
 
 /** The limits of a transaction this package opens for the caller. */

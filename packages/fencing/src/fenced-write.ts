@@ -23,6 +23,7 @@ import { StaleFencingTokenError, UnsupportedFencedWriteError } from './errors.js
 import { fenceGuardRefusal } from './guard-error.js'
 import type { BatchTransaction, WritePlan } from './lazy-write.js'
 import type { ResolvedFencingOptions } from './options.js'
+import { findCascade, findNestedWrite, type NestedWrite } from './nested-writes.js'
 import { isSent, readCallArguments, readFields, sentEntries, type Fields } from './prisma-arguments.js'
 
 /** What one `$fenced(token)` client carries to its writes. */
@@ -154,6 +155,7 @@ function planCall(call: Call, args: unknown): WritePlan<unknown> {
 
     case 'delete': {
       const where = requireFields(call, 'where', a.where)
+      checkCascade(call)
       return severalStatements(call, () => deleteRaised(call, a, where))
     }
 
@@ -170,19 +172,13 @@ function planCall(call: Call, args: unknown): WritePlan<unknown> {
     case 'deleteMany': {
       if (isSent(a.limit)) throw new UnsupportedFencedWriteError(call.model, operation, 'limit', 'limit')
       const where = a.where === undefined ? {} : requireFields(call, 'where', a.where)
-      // The rows are deleted after their fence is raised: a filter on the fence would then be
-      // read on the raised fence, not the one the caller meant.
-      if (filtersOn(where, field, 0)) throw new UnsupportedFencedWriteError(call.model, operation, 'fence-filter', field)
-      const raise: Fields = { where: withCondition(where, field, { lte: token }), data: withToken({}, field, token) }
-      // Only rows whose fence is the token now: ours (locked since the raise), or written since
-      // by the same token. A row committed since with an older fence is left alone, as if this
-      // call had run before it; deleting it would tombstone its older fence.
-      const remove: Fields = { ...a, where: withCondition(where, field, { equals: token }) }
+      checkCascade(call)
+      const key = primaryKeyOf(call)
+      // Without the primary key the rows are deleted by the filter again, after their fence was
+      // raised: a filter on the fence would then be read on the raised fence.
+      if (key === undefined && filtersOn(where, field, 0)) throw new UnsupportedFencedWriteError(call.model, operation, 'fence-filter', field)
       return severalStatements(call, () =>
-        writeMany(call, where, async (delegate) => {
-          await invoke(delegate, 'updateMany', raise)
-          return invoke(delegate, 'deleteMany', remove)
-        }),
+        writeMany(call, where, (delegate) => (key === undefined ? deleteManyByFilter(call, delegate, a, where) : deleteManyByKey(call, delegate, where, key))),
       )
     }
 
@@ -288,11 +284,13 @@ function writeMany(call: Call, where: Fields, write: (delegate: object) => Promi
 function deleteRaised(call: Call, a: Fields, where: Fields): Promise<unknown> {
   const { field, scope } = call
   const selection = selectionOf(a)
+  const key = primaryKeyOf(call)
   return atomically(call.client, async (tx) => {
     const delegate = delegateOf(tx, call.model)
-    let record: unknown
+    const raise = { where: withCondition(where, field, { lte: scope.token }), data: { [field]: scope.token } }
+    let raised: unknown
     try {
-      record = await invoke(delegate, 'update', { ...selection, where: withCondition(where, field, { lte: scope.token }), data: { [field]: scope.token } })
+      raised = await invoke(delegate, 'update', key === undefined ? { ...selection, ...raise } : { ...raise, select: selectKey(key) })
     } catch (error) {
       if (isRecordNotFound(error)) {
         const stored = await readFence(delegate, field, where)
@@ -301,12 +299,86 @@ function deleteRaised(call: Call, a: Fields, where: Fields): Promise<unknown> {
       throw guardToStale(call, error)
     }
     try {
+      // By the primary key the raise returned: the caller's filter, read again, could miss the row
+      // the raise changed (an @updatedAt column, a trigger, a relation filter).
+      if (key !== undefined) return await invoke(delegate, 'delete', { ...selection, where: { ...uniqueKey(key, raised as Fields), [field]: scope.token } })
       await invoke(delegate, 'delete', { where: withCondition(sameRow(call, where), field, { lte: scope.token }), select: { [field]: true } })
     } catch (error) {
       throw guardToStale(call, error)
     }
-    return record
+    return raised
   })
+}
+
+/**
+ * `deleteMany` with the primary key known: raise the fence of the rows the caller's filter matches
+ * (`updateManyAndReturn`, which returns their keys and leaves them locked by this transaction), then
+ * delete exactly those rows by key. Every raised row is deleted: a refused or empty call keeps
+ * nothing of the raise.
+ */
+async function deleteManyByKey(call: Call, delegate: object, where: Fields, key: PrimaryKey): Promise<{ count: number }> {
+  const { field, scope } = call
+  const raised = (await invoke(delegate, 'updateManyAndReturn', {
+    where: withCondition(where, field, { lte: scope.token }),
+    data: { [field]: scope.token },
+    select: selectKey(key),
+  })) as Fields[]
+  let count = 0
+  // A bounded number of keys per statement (PostgreSQL takes at most 65 535 parameters).
+  for (let i = 0; i < raised.length; i += KEYS_PER_DELETE) {
+    const rows = raised.slice(i, i + KEYS_PER_DELETE)
+    const [only] = key.fields
+    const byKey: Fields = key.fields.length === 1 && only !== undefined ? { [only]: { in: rows.map((row) => row[only]) } } : { OR: rows.map((row) => pick(row, key.fields)) }
+    count += ((await invoke(delegate, 'deleteMany', { where: { ...byKey, [field]: scope.token } })) as { count: number }).count
+  }
+  return { count }
+}
+
+const KEYS_PER_DELETE = 5_000
+
+/**
+ * `deleteMany` without a known primary key: raise, then delete the rows the filter matches whose
+ * fence is the token. A raised row the filter no longer matches (the raise changed a filtered
+ * column) would stay raised: then nothing of the call is kept.
+ */
+async function deleteManyByFilter(call: Call, delegate: object, a: Fields, where: Fields): Promise<{ count: number }> {
+  const { field, scope } = call
+  const raised = (await invoke(delegate, 'updateMany', { where: withCondition(where, field, { lte: scope.token }), data: withToken({}, field, scope.token) })) as { count: number }
+  // Only rows whose fence is the token now: ours (locked since the raise), or written since by
+  // the same token. A row committed since with an older fence is left alone, as if this call had
+  // run before it; deleting it would tombstone its older fence.
+  const deleted = (await invoke(delegate, 'deleteMany', { ...a, where: withCondition(where, field, { equals: scope.token }) })) as { count: number }
+  if (deleted.count < raised.count) {
+    throw new UnsupportedFencedWriteError(call.model, call.operation, 'argument', 'where', 'matched fewer rows after their fence was raised (the raise changed a filtered column), and without the primary key in the schema the rows cannot be deleted by key; nothing was kept')
+  }
+  return deleted
+}
+
+interface PrimaryKey {
+  readonly fields: readonly string[]
+  /** The selector of a unique filter: the field, or the compound id's name. */
+  readonly name: string
+}
+
+function primaryKeyOf(call: Call): PrimaryKey | undefined {
+  const shape = call.scope.dataModel?.get(call.model)
+  const fields = shape?.primaryKey
+  if (fields === undefined || shape?.primaryKeyName === undefined || fields.includes(call.field)) return undefined
+  return { fields, name: shape.primaryKeyName }
+}
+
+function selectKey(key: PrimaryKey): Fields {
+  return Object.fromEntries(key.fields.map((f) => [f, true]))
+}
+
+function pick(row: Fields, fields: readonly string[]): Fields {
+  return Object.fromEntries(fields.map((f) => [f, row[f]]))
+}
+
+/** A unique filter of the row `row` (holding at least the key's fields). */
+function uniqueKey(key: PrimaryKey, row: Fields): Fields {
+  const [only] = key.fields
+  return key.fields.length === 1 && only !== undefined ? { [only]: row[only] } : { [key.name]: pick(row, key.fields) }
 }
 
 /**
@@ -490,61 +562,69 @@ function isUniqueViolation(error: unknown): boolean {
   return typeof error === 'object' && error !== null && (error as { code?: unknown }).code === 'P2002'
 }
 
-// Relation write operations. Only for a client without a runtime data model: then a relation
-// field is recognized by the shape of its value. `set` is also a scalar operator, so it counts
-// only with an object or array value.
-const NESTED_OPERATIONS = new Set(['create', 'createMany', 'connect', 'connectOrCreate', 'disconnect', 'update', 'updateMany', 'upsert', 'delete', 'deleteMany'])
-
-function looksLikeNestedWrite(value: unknown): boolean {
-  return sentEntries(value).some(([k, v]) => NESTED_OPERATIONS.has(k) || (k === 'set' && typeof v === 'object' && v !== null))
-}
-
 /** Refuses `data` of a fenced write that sets the fence column or writes through a relation. */
 function checkData(call: Call, data: Fields): void {
-  const shape = call.scope.dataModel?.get(call.model)
-  for (const [key, value] of sentEntries(data)) {
+  for (const [key] of sentEntries(data)) {
     if (key === call.field) throw new UnsupportedFencedWriteError(call.model, call.operation, 'fence-column', key)
-    // Without a data model a relation is known only by the shape of its value: fail closed.
-    const nested = shape !== undefined ? shape.relations.has(key) : looksLikeNestedWrite(value)
-    if (nested) throw new UnsupportedFencedWriteError(call.model, call.operation, 'nested-write', key)
+  }
+  const found = findNestedWrite(call.model, data, call.scope.dataModel, call.scope.options.models)
+  if (found !== undefined) throw nestedWriteError(call.model, call.operation, found)
+}
+
+/** Refuses a delete whose rows the database would cascade to a fenced model. */
+function checkCascade(call: Call): void {
+  const found = findCascade(call.model, call.scope.dataModel, call.scope.options.models)
+  if (found !== undefined) throw nestedWriteError(call.model, call.operation, found)
+}
+
+function nestedWriteError(model: string, operation: string, found: NestedWrite): UnsupportedFencedWriteError {
+  const target = found.target === undefined ? 'another model' : found.target
+  switch (found.kind) {
+    case 'cascade':
+      return new UnsupportedFencedWriteError(
+        model,
+        operation,
+        'cascade',
+        found.path,
+        `would delete rows of the fenced model ${target} through "${found.path}" (onDelete: Cascade in the database), without their fences: delete those rows first, each with its own $fenced call under its own lock, or make the relation onDelete: Restrict`,
+      )
+    case 'fenced':
+      return new UnsupportedFencedWriteError(model, operation, 'nested-write', found.path, `would write the fenced model ${target} through "${found.path}" without its fencing condition; write that row through $fenced on its own and set foreign keys as scalars`)
+    case 'unfenced-from-fenced':
+      return new UnsupportedFencedWriteError(
+        model,
+        operation,
+        'nested-write',
+        found.path,
+        `is a nested write through "${found.path}" (to ${target}, which is not fenced) from the fenced model ${model}: Prisma runs it as statements of its own, apart from the fenced one, so it is refused; write ${target} with its own call (in a transaction with this one) and set foreign keys as scalars`,
+      )
+    case 'unknown':
+      return new UnsupportedFencedWriteError(
+        model,
+        operation,
+        found.path === '' ? 'cascade' : 'nested-write',
+        found.path,
+        `cannot be checked for writes into fenced models at "${found.path}" (${found.path === '' ? "Prisma's data model or the schema's cascades are unknown" : 'an operation the check does not know, an argument too deep or cyclic, or no data model'}): refused rather than run unchecked`,
+      )
   }
 }
 
 /**
  * For a write to a model that is not fenced: throws when a nested write in it reaches a fenced
- * model, which would otherwise be written unconditionally. Without the data model, any nested
- * write is refused (it could reach a fenced model, and we cannot tell).
+ * model, or a delete of it cascades to one, which would otherwise be written unconditionally.
+ * Without the data model, any nested write and any delete is refused (it could reach a fenced
+ * model, and we cannot tell).
  */
 export function checkUnfencedWrite(model: string, operation: string, args: unknown, scope: FenceScope): void {
   const a = readCallArguments(args)
   if (a === undefined) return
+  if (operation === 'delete' || operation === 'deleteMany') {
+    const found = findCascade(model, scope.dataModel, scope.options.models)
+    if (found !== undefined) throw nestedWriteError(model, operation, found)
+    return
+  }
   for (const key of ['data', 'create', 'update'] as const) {
-    const path = findFencedRelation(model, a[key], scope, 0)
-    if (path !== undefined) throw new UnsupportedFencedWriteError(model, operation, 'nested-write', path)
+    const found = findNestedWrite(model, a[key], scope.dataModel, scope.options.models)
+    if (found !== undefined) throw nestedWriteError(model, operation, found)
   }
-}
-
-function findFencedRelation(model: string, value: unknown, scope: FenceScope, depth: number): string | undefined {
-  // Prisma payloads are shallow; the cap only guards against cyclic objects.
-  if (depth > 64) return undefined
-  if (Array.isArray(value)) {
-    for (const item of value) {
-      const found = findFencedRelation(model, item, scope, depth + 1)
-      if (found !== undefined) return found
-    }
-    return undefined
-  }
-  const relations = scope.dataModel?.get(model)?.relations
-  for (const [key, inner] of sentEntries(value)) {
-    if (relations === undefined) {
-      if (looksLikeNestedWrite(inner)) return key
-      continue
-    }
-    const target = relations.get(key)
-    if (target !== undefined && scope.options.models.has(target)) return key
-    // Keys that are not relations (`create`, `data`, `where`, ...) keep the current model.
-    const found = findFencedRelation(target ?? model, inner, scope, depth + 1)
-    if (found !== undefined) return target === undefined ? found : `${key}.${found}`
-  }
-  return undefined
 }

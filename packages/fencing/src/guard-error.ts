@@ -8,6 +8,10 @@ import { FENCE_GUARD_SQLSTATE } from './fence-guard.js'
 /** A guard refusal: the newer fence the database holds, when its detail said so. */
 export interface FenceGuardRefusal {
   readonly storedToken: bigint | undefined
+  /** The table, when the detail named it. */
+  readonly table: string | undefined
+  /** The refused operation (`update`, `delete`, `insert`, `truncate`), when the detail named it. */
+  readonly operation: string | undefined
 }
 
 interface DatabaseErrorFields {
@@ -32,15 +36,19 @@ export function fenceGuardRefusal(error: unknown): FenceGuardRefusal | undefined
   const found = databaseErrorOf(error)
   if (found === undefined) return undefined
   let storedToken: bigint | undefined
+  let table: string | undefined
+  let operation: string | undefined
   if (typeof found.detail === 'string') {
     try {
-      const stored = (JSON.parse(found.detail) as { stored?: unknown }).stored
-      if (typeof stored === 'string' && /^[0-9]{1,19}$/.test(stored)) storedToken = BigInt(stored)
+      const detail = JSON.parse(found.detail) as { stored?: unknown; table?: unknown; operation?: unknown }
+      if (typeof detail.stored === 'string' && /^[0-9]{1,19}$/.test(detail.stored)) storedToken = BigInt(detail.stored)
+      if (typeof detail.table === 'string') table = detail.table
+      if (typeof detail.operation === 'string') operation = detail.operation
     } catch {
       // A detail we did not write (or none): the refusal stands without the stored token.
     }
   }
-  return { storedToken }
+  return { storedToken, table, operation }
 }
 
 /**

@@ -8,7 +8,15 @@ export {
   type RowOf,
 } from './fenced-transaction.js'
 export { withFenceToken, currentFenceToken } from './ambient-token.js'
-export { fenceGuardSql, fenceGuardObjects, FENCE_GUARD_SQLSTATE, type FenceGuardOptions, type FenceGuardObjects } from './fence-guard.js'
+export {
+  fenceGuardSql,
+  fenceGuardUpgradeSql,
+  fenceGuardObjects,
+  FENCE_GUARD_SQLSTATE,
+  FENCE_TOKEN_SETTING,
+  type FenceGuardOptions,
+  type FenceGuardObjects,
+} from './fence-guard.js'
 export { isFenceGuardError } from './guard-error.js'
 export {
   fencingHeaders,

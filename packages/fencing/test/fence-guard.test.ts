@@ -3,13 +3,18 @@
  * their own, attacked with plain SQL from several sessions. No Prisma here: the guard must hold
  * whatever client writes.
  */
+import { createHash } from 'node:crypto'
 import { readFile } from 'node:fs/promises'
 import { join } from 'node:path'
 import pg from 'pg'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { databaseTarget } from '@fencelock/devkit/database-url'
-import { FENCE_GUARD_SQLSTATE, fenceGuardObjects, fenceGuardSql, InvalidFencingOptionError, isFenceGuardError } from '../src/index.js'
-import { GUARD_MIGRATION, holdTransaction, openSession, settle, uniqueName } from './support/database.js'
+import { applyMigrations, readMigrations } from '@fencelock/devkit/migrations'
+import { FENCE_GUARD_SQLSTATE, fenceGuardObjects, fenceGuardSql, fenceGuardUpgradeSql, InvalidFencingOptionError, isFenceGuardError } from '../src/index.js'
+import { GUARD_MIGRATION, GUARD_UPGRADE_MIGRATION, holdTransaction, openSession, settle, uniqueName } from './support/database.js'
+
+/** The first 12 hex digits of the SHA-256 of the guard migration as first applied. */
+const GUARD_MIGRATION_SHA256 = '34f1a2de955b'
 
 const schema = uniqueName('fencing_guard')
 let admin: pg.Client
@@ -85,10 +90,11 @@ describe('fenceGuardSql', () => {
     await admin.query(`INSERT INTO "${t}" VALUES ('eu', 2, 5, 5)`)
     // Moving row 2 onto key 1 would recreate key 1 under 5 < 10.
     expect(code((await settle(admin.query(`UPDATE "${t}" SET code = 1 WHERE code = 2`))).error)).toBe(FENCE_GUARD_SQLSTATE)
-    // Moving it elsewhere leaves key 2 the fence it had (5).
+    // Moving it elsewhere under 12 leaves key 2 the higher of its fences, 12: the re-key was a
+    // write under 12, and a key a write under 12 gave up is not an older token's to take back.
     await admin.query(`UPDATE "${t}" SET code = 3, fence = 12 WHERE code = 2`)
-    expect(code((await settle(admin.query(`INSERT INTO "${t}" VALUES ('eu', 2, 0, 4)`))).error)).toBe(FENCE_GUARD_SQLSTATE)
-    await admin.query(`INSERT INTO "${t}" VALUES ('eu', 2, 0, 5)`)
+    expect(code((await settle(admin.query(`INSERT INTO "${t}" VALUES ('eu', 2, 0, 11)`))).error)).toBe(FENCE_GUARD_SQLSTATE)
+    await admin.query(`INSERT INTO "${t}" VALUES ('eu', 2, 0, 12)`)
   })
 
   it('TRUNCATE keeps the fences of the rows it removes; truncating the tombstones too is the deliberate reset', async () => {
@@ -184,6 +190,39 @@ describe('fenceGuardSql', () => {
     expect(fenceGuardObjects({ table: 'Odd "Table"', column: 'c', key: 'k', name: 'odd' }).tombstoneTable).toBe('odd_tombstones')
   })
 
+  it('a nullable key: rows with a NULL key insert and delete freely and leave no tombstone; other keys stay guarded (issue 24 case 5)', async () => {
+    // Before: the tombstone's primary key made the key NOT NULL there, and the first NULL insert failed with 23502.
+    await admin.query(`CREATE TABLE nullable_key (id serial PRIMARY KEY, email text UNIQUE, fence bigint NOT NULL DEFAULT 0)`)
+    await admin.query(`BEGIN; ${fenceGuardSql({ table: 'nullable_key', column: 'fence', key: 'email' })}; COMMIT`)
+    await admin.query(`INSERT INTO nullable_key (email, fence) VALUES (NULL, 5), (NULL, 6), ('a@x', 7)`)
+    await admin.query(`UPDATE nullable_key SET email = NULL, fence = 8 WHERE email = 'a@x'`)
+    await admin.query(`DELETE FROM nullable_key WHERE email IS NULL AND fence = 5`)
+    await admin.query(`TRUNCATE nullable_key`)
+    expect((await admin.query(`SELECT email, fence FROM nullable_key_fence_tombstones ORDER BY email`)).rows).toEqual([{ email: 'a@x', fence: '8' }])
+    expect(code((await settle(admin.query(`INSERT INTO nullable_key (email, fence) VALUES ('a@x', 7)`))).error)).toBe(FENCE_GUARD_SQLSTATE)
+    await admin.query(`INSERT INTO nullable_key (email, fence) VALUES (NULL, 0), ('a@x', 8)`)
+  })
+
+  it('names that contain the dollar-quote tag or a line break install and work (issue 24 case 6)', async () => {
+    // Before: a name containing $fencelock$ ended the function bodies early (42601), and a line
+    // break in a name ended the header comment, so the rest of the name ran as SQL.
+    const table = 'odd$fencelock$table'
+    const column = 'f$fencelock_1$'
+    await admin.query(`CREATE TABLE "${table}" ("k$fencelock$" int PRIMARY KEY, "${column}" bigint NOT NULL DEFAULT 0)`)
+    const sql = fenceGuardSql({ table, column, key: 'k$fencelock$', name: 'dollar' })
+    expect(sql).toContain('$fencelock_2$')
+    await admin.query(`BEGIN; ${sql}; COMMIT`)
+    await admin.query(`INSERT INTO "${table}" VALUES (1, 5)`)
+    expect(code((await settle(admin.query(`UPDATE "${table}" SET "${column}" = 4`))).error)).toBe(FENCE_GUARD_SQLSTATE)
+    await admin.query(`DELETE FROM "${table}"`)
+    expect(code((await settle(admin.query(`INSERT INTO "${table}" VALUES (1, 4)`))).error)).toBe(FENCE_GUARD_SQLSTATE)
+
+    const injected = 'broken\nCREATE TABLE injected (x int);--'
+    await admin.query(`CREATE TABLE "${injected}" (k int PRIMARY KEY, fence bigint NOT NULL DEFAULT 0)`)
+    await admin.query(`BEGIN; ${fenceGuardSql({ table: injected, column: 'fence', key: 'k', name: 'broken' })}; COMMIT`)
+    expect((await admin.query(`SELECT to_regclass('"${schema}".injected') AS t`)).rows).toEqual([{ t: null }])
+  })
+
   it('refuses bad options before producing anything, naming the field and the rule', () => {
     const ok = { table: 'Product', column: 'fenceToken', key: 'sku' }
     const cases: [unknown, string][] = [
@@ -198,6 +237,7 @@ describe('fenceGuardSql', () => {
       [{ ...ok, schema: 'a\0b' }, 'schema'],
       [{ ...ok, table: 'x'.repeat(60) }, 'table'],
       [{ ...ok, name: 'y'.repeat(60) }, 'name'],
+      [{ ...ok, keys: ['sku'] }, 'keys'],
     ]
     for (const [options, field] of cases) {
       let error: unknown
@@ -208,15 +248,159 @@ describe('fenceGuardSql', () => {
       }
       expect(error, field).toBeInstanceOf(InvalidFencingOptionError)
       expect(error).toMatchObject({ field })
+      error = undefined
+      try {
+        fenceGuardUpgradeSql(options as never)
+      } catch (e) {
+        error = e
+      }
+      expect(error, field).toBeInstanceOf(InvalidFencingOptionError)
+      expect(error).toMatchObject({ field })
     }
   })
 
-  it('the demo’s guard migration is exactly what fenceGuardSql produces for Product and Order', async () => {
-    const file = await readFile(join(import.meta.dirname, '..', '..', '..', 'prisma', 'migrations', GUARD_MIGRATION, 'migration.sql'), 'utf8')
-    const expected = `${fenceGuardSql({ table: 'Product', column: 'fenceToken', key: 'sku' })}\n${fenceGuardSql({ table: 'Order', column: 'fenceToken', key: 'id' })}`
-    // On a mismatch, regenerate the file from these two calls (and add a new migration if the old one was applied anywhere).
-    expect(file).toBe(expected)
-    const gateway = await readFile(join(import.meta.dirname, '..', '..', '..', 'prisma', 'migrations', '20261126000100_payment_gateway', 'migration.sql'), 'utf8')
-    expect(gateway.endsWith(fenceGuardSql({ table: 'GatewayFence', column: 'fenceToken', key: 'resource' }))).toBe(true)
+  it('the guard’s upgrade migrations are what fenceGuardUpgradeSql produces; the applied ones are left as they were', async () => {
+    const migration = (name: string) => readFile(join(import.meta.dirname, '..', '..', '..', 'prisma', 'migrations', name, 'migration.sql'), 'utf8')
+    // On a mismatch, regenerate these files from these calls; never edit an applied migration, add one.
+    expect(await migration(GUARD_UPGRADE_MIGRATION)).toBe(
+      `${fenceGuardUpgradeSql({ table: 'Product', column: 'fenceToken', key: 'sku' })}\n${fenceGuardUpgradeSql({ table: 'Order', column: 'fenceToken', key: 'id' })}`,
+    )
+    expect(await migration('20261201000100_gateway_fence_guard_token')).toBe(fenceGuardUpgradeSql({ table: 'GatewayFence', column: 'fenceToken', key: 'resource' }))
+    // The guard as first installed (an applied migration: its bytes must not change, the runner checks them).
+    const first = createHash('sha256').update(await migration(GUARD_MIGRATION)).digest('hex')
+    expect(first.slice(0, 12)).toBe(GUARD_MIGRATION_SHA256)
+  })
+
+  it('a database migrated through the first guard and its upgrade holds exactly the guard fenceGuardSql installs today', async () => {
+    const migrated = uniqueName('fencing_guard_up')
+    const fresh = uniqueName('fencing_guard_new')
+    const migrations = await readMigrations()
+    try {
+      await applyMigrations(admin, { schema: migrated, migrations })
+      await applyMigrations(admin, { schema: fresh, migrations: migrations.filter((m) => m.name === '20251126000000_init') })
+      const guards = [
+        { table: 'Product', column: 'fenceToken', key: 'sku' },
+        { table: 'Order', column: 'fenceToken', key: 'id' },
+      ]
+      await admin.query(`BEGIN; SET LOCAL search_path TO "${fresh}"; ${guards.map((g) => fenceGuardSql(g)).join('\n')}; COMMIT`)
+      const definitions = async (s: string) => {
+        const functions = await admin.query<{ name: string; def: string }>(
+          `SELECT p.proname AS name, pg_get_functiondef(p.oid) AS def FROM pg_proc p JOIN pg_namespace n ON n.oid = p.pronamespace WHERE n.nspname = $1 AND (p.proname LIKE 'Product_fence%' OR p.proname LIKE 'Order_fence%') ORDER BY 1`,
+          [s],
+        )
+        const triggers = await admin.query<{ name: string; def: string }>(
+          `SELECT t.tgname AS name, pg_get_triggerdef(t.oid) AS def FROM pg_trigger t JOIN pg_class c ON c.oid = t.tgrelid JOIN pg_namespace n ON n.oid = c.relnamespace WHERE n.nspname = $1 AND NOT t.tgisinternal AND c.relname IN ('Product', 'Order', 'Product_fence_tombstones', 'Order_fence_tombstones') ORDER BY 1`,
+          [s],
+        )
+        return [...functions.rows, ...triggers.rows].map((r) => ({ name: r.name, def: r.def.replaceAll(s, '<schema>') }))
+      }
+      const upgraded = await definitions(migrated)
+      expect(upgraded.map((d) => d.name)).toContain('Product_fence_token')
+      expect(upgraded).toEqual(await definitions(fresh))
+    } finally {
+      await admin.query(`DROP SCHEMA IF EXISTS "${migrated}" CASCADE; DROP SCHEMA IF EXISTS "${fresh}" CASCADE`)
+    }
+  })
+})
+
+describe('the transaction’s token (fencelock.token): fencing for any client', () => {
+  /** Runs `statements` in one transaction of `session` that set the token first; rolls back on failure. */
+  async function underToken(session: pg.Client, token: string, ...statements: string[]) {
+    await session.query('BEGIN')
+    try {
+      await session.query(`SELECT set_config('fencelock.token', $1, true)`, [token])
+      for (const sql of statements) await session.query(sql)
+      await session.query('COMMIT')
+    } catch (error) {
+      await session.query('ROLLBACK')
+      throw error
+    }
+  }
+
+  it('an UPDATE or DELETE of a row with a newer fence is refused; a write that does not set the fence raises it to the token', async () => {
+    const t = await guardedTable()
+    await admin.query(`INSERT INTO "${t}" VALUES ('eu', 1, 5, 10), ('eu', 2, 5, 10)`)
+    const stale = await settle(underToken(admin, '9', `UPDATE "${t}" SET qty = 0 WHERE code = 1`))
+    expect(code(stale.error)).toBe(FENCE_GUARD_SQLSTATE)
+    expect(JSON.parse((stale.error as { detail: string }).detail)).toMatchObject({ table: t, stored: '10', token: '9', operation: 'update' })
+    expect(code((await settle(underToken(admin, '9', `DELETE FROM "${t}" WHERE code = 1`))).error)).toBe(FENCE_GUARD_SQLSTATE)
+    // Equal and newer tokens write; the fence follows the token without the write naming it.
+    await underToken(admin, '10', `UPDATE "${t}" SET qty = 1 WHERE code = 1`)
+    await underToken(admin, '12', `UPDATE "${t}" SET qty = 2 WHERE code = 1`, `INSERT INTO "${t}" (region, code, qty) VALUES ('eu', 3, 1)`)
+    expect((await admin.query(`SELECT code, qty, fence FROM "${t}" ORDER BY code`)).rows).toEqual([
+      { code: 1, qty: 2, fence: '12' },
+      { code: 2, qty: 5, fence: '10' },
+      { code: 3, qty: 1, fence: '12' },
+    ])
+    // A DELETE under a token leaves the token in the tombstone, not the row's older fence.
+    await underToken(admin, '20', `DELETE FROM "${t}" WHERE code = 2`)
+    expect(code((await settle(underToken(admin, '19', `INSERT INTO "${t}" VALUES ('eu', 2, 0, 0)`))).error)).toBe(FENCE_GUARD_SQLSTATE)
+    await underToken(admin, '20', `INSERT INTO "${t}" VALUES ('eu', 2, 0, 0)`)
+    // After the transaction the token is gone: plain writes are as before.
+    await admin.query(`UPDATE "${t}" SET qty = 3 WHERE code = 1`)
+    expect((await admin.query(`SELECT qty, fence FROM "${t}" WHERE code = 1`)).rows).toEqual([{ qty: 3, fence: '12' }])
+  })
+
+  it('a token that is not 0 to 2^63 − 1 in digits fails the write (22023), and TRUNCATE under an older token is refused', async () => {
+    const t = await guardedTable()
+    await admin.query(`INSERT INTO "${t}" VALUES ('eu', 1, 5, 10)`)
+    for (const bad of ['abc', '-1', '9223372036854775808', ' 5']) {
+      expect(code((await settle(underToken(admin, bad, `UPDATE "${t}" SET qty = 0`))).error), bad).toBe('22023')
+    }
+    expect(code((await settle(underToken(admin, '9', `TRUNCATE "${t}"`))).error)).toBe(FENCE_GUARD_SQLSTATE)
+    await underToken(admin, '11', `TRUNCATE "${t}"`)
+    expect(code((await settle(admin.query(`INSERT INTO "${t}" VALUES ('eu', 1, 0, 10)`))).error)).toBe(FENCE_GUARD_SQLSTATE)
+  })
+
+  /** A newer holder (token 20) holds the row lock of `code` with its write; `stale` (token 15) is sent behind it. */
+  async function behindNewer(t: string, key: number, stale: string) {
+    const older = await openSession(schema)
+    try {
+      const newer = await holdTransaction(schema, [`SELECT set_config('fencelock.token', '20', true)`], [`UPDATE "${t}" SET qty = 100, fence = 20 WHERE code = ${key}`])
+      await older.query('BEGIN')
+      await older.query(`SELECT set_config('fencelock.token', '15', true)`)
+      const write = settle(older.query(stale))
+      await waitForLock(older)
+      await newer.commit()
+      const outcome = await write
+      await older.query(outcome.error === undefined ? 'COMMIT' : 'ROLLBACK')
+      return outcome
+    } finally {
+      await older.end()
+    }
+  }
+
+  /** Until `session`'s backend waits on a lock. */
+  async function waitForLock(session: pg.Client) {
+    const pid = (session as unknown as { processID: number }).processID
+    for (;;) {
+      const { rows } = await admin.query(`SELECT wait_event_type FROM pg_stat_activity WHERE pid = $1`, [pid])
+      if (rows[0]?.wait_event_type === 'Lock') return
+      await new Promise((resolve) => setTimeout(resolve, 5))
+    }
+  }
+
+  it.each([
+    ['UPDATE', (t: string) => `UPDATE "${t}" SET qty = 1 WHERE code = 1`],
+    ['DELETE', (t: string) => `DELETE FROM "${t}" WHERE code = 1`],
+  ])('race: a %s under an older token that waited for a newer holder’s row lock is refused once that one commits', async (_label, stale) => {
+    const t = await guardedTable()
+    await admin.query(`INSERT INTO "${t}" VALUES ('eu', 1, 5, 10)`)
+    const outcome = await behindNewer(t, 1, stale(t))
+    expect(code(outcome.error)).toBe(FENCE_GUARD_SQLSTATE)
+    expect((await admin.query(`SELECT qty, fence FROM "${t}"`)).rows).toEqual([{ qty: 100, fence: '20' }])
+  })
+
+  it.each([
+    ['UPDATE', (t: string) => `UPDATE "${t}" SET qty = 1 WHERE code = 1`, [{ qty: 1, fence: '20' }]],
+    ['DELETE', (t: string) => `DELETE FROM "${t}" WHERE code = 1`, []],
+  ])('control: without the guard the same %s goes through and overwrites the newer holder’s write', async (_label, stale, rows) => {
+    tables += 1
+    const t = `plain_${tables}`
+    await admin.query(`CREATE TABLE "${t}" (region text, code int, qty int NOT NULL DEFAULT 0, fence bigint NOT NULL DEFAULT 0, PRIMARY KEY (region, code))`)
+    await admin.query(`INSERT INTO "${t}" VALUES ('eu', 1, 5, 10)`)
+    const outcome = await behindNewer(t, 1, stale(t))
+    expect(outcome.error).toBeUndefined()
+    expect((await admin.query(`SELECT qty, fence FROM "${t}"`)).rows).toEqual(rows)
   })
 })

@@ -180,3 +180,19 @@ describe('isolation level (what docs/FENCING.md says)', () => {
     expect(await product(p.id)).toMatchObject({ stock: p.stock, fenceToken: 6n })
   })
 })
+
+describe('inside the caller’s own transaction (issue 24 case 8)', () => {
+  it('isolationLevel, maxWaitMs and timeoutMs are refused there with a typed error, before any query; without them it runs in a savepoint', async () => {
+    // Before: fencedTransaction(tx, …, { isolationLevel }) ran, at the caller's level, and said nothing.
+    const p = await seedProduct(t.base, 1n)
+    for (const option of [{ isolationLevel: 'Serializable' }, { maxWaitMs: 10 }, { timeoutMs: 10 }] as const) {
+      const refused = await settle(
+        t.db.$transaction((tx) => fencedTransaction(tx as unknown as typeof t.db, 2n, { model: 'Product', where: { id: p.id }, ...option }, async () => 'ran')),
+      )
+      expect(refused.error).toBeInstanceOf(InvalidFencingOptionError)
+      expect(refused.error).toMatchObject({ field: Object.keys(option)[0] })
+    }
+    expect(await t.base.product.findUniqueOrThrow({ where: { id: p.id } })).toEqual(p)
+    expect(await t.db.$transaction((tx) => fencedTransaction(tx as unknown as typeof t.db, 2n, { model: 'Product', where: { id: p.id } }, async () => 'ran'))).toBe('ran')
+  })
+})

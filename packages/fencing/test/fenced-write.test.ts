@@ -181,16 +181,22 @@ describe('updateMany / deleteMany', () => {
     ])
   })
 
-  it('deleteMany with a filter on the fence column is refused before any query, naming the column', async () => {
-    const p = await seedProduct(t.base, 2n)
-    const wheres = [{ fenceToken: { lt: 5n } }, { id: p.id, AND: [{ fenceToken: 2n }] }, { OR: [{ id: p.id }, { NOT: { fenceToken: 0n } }] }]
-    for (const where of wheres) {
-      const refused = await settle(t.db.$fenced(5n).product.deleteMany({ where }))
-      expect(refused.error).toBeInstanceOf(UnsupportedFencedWriteError)
-      expect(refused.error).toMatchObject({ reason: 'fence-filter', field: 'fenceToken', operation: 'deleteMany' })
+  it('deleteMany with a filter on the fence column reads it once, before the raise: the rows it matched are deleted by key', async () => {
+    // Once refused (reason fence-filter): the rows were deleted by the filter read again after the
+    // raise. They are deleted by the primary key the raise returned now.
+    const wheres = (id: number) => [{ id, fenceToken: { lt: 5n } }, { id, AND: [{ fenceToken: 2n }] }, { AND: [{ id }, { NOT: { fenceToken: 0n } }] }]
+    for (const [i, where] of wheres(0).entries()) {
+      const p = await seedProduct(t.base, 2n)
+      expect(await t.db.$fenced(5n).product.deleteMany({ where: wheres(p.id)[i] ?? where }), `filter ${i}`).toEqual({ count: 1 })
+      expect(await t.base.product.findUnique({ where: { id: p.id } })).toBeNull()
     }
-    expect(await row(p.id)).toEqual(p)
-    // A relation's fence column is another model's: allowed.
+    // A filter on the fence that matches a newer row: stale, and nothing kept.
+    const newer = await seedProduct(t.base, 9n)
+    const stale = await settle(t.db.$fenced(5n).product.deleteMany({ where: { id: newer.id, fenceToken: { gte: 9n } } }))
+    expect(stale.error).toMatchObject({ name: 'StaleFencingTokenError', storedToken: 9n })
+    expect(await row(newer.id)).toEqual(newer)
+    // A relation's fence column is another model's.
+    const p = await seedProduct(t.base, 2n)
     const order = await t.base.order.create({ data: { productId: p.id, buyerId: 'b', quantity: 1 } })
     expect(await t.db.$fenced(5n).order.deleteMany({ where: { id: order.id, product: { fenceToken: 2n } } })).toEqual({ count: 1 })
   })

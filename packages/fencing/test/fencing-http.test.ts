@@ -4,7 +4,7 @@
  * here is a small ledger (the demo gateway's tables: `GatewayFence` per resource, `GatewayCharge`
  * rows) so every assertion counts rows where the effect lands.
  */
-import type { AddressInfo } from 'node:net'
+import { connect, type AddressInfo } from 'node:net'
 import { databaseTarget } from '@fencelock/devkit/database-url'
 import { PrismaPg } from '@prisma/adapter-pg'
 import express from 'express'
@@ -25,7 +25,7 @@ import {
   type FencedRequest,
 } from '../src/index.js'
 import { BAD_TOKENS } from './support/bad-tokens.js'
-import { createTestDatabase, PrismaClient, settle, type TestDatabase } from './support/database.js'
+import { createTestDatabase, gate, PrismaClient, settle, type TestDatabase } from './support/database.js'
 
 let t: TestDatabase
 let service: ReturnType<typeof serviceClient>
@@ -38,6 +38,8 @@ function serviceClient(base: PrismaClient) {
 }
 
 let charges = 0
+/** Requests held in their handler, by token, until the test opens the gate. */
+const pauses = new Map<bigint, ReturnType<typeof gate>>()
 /** A service that records a charge per request, under the request's fencing claim when it has one. */
 function serviceApp(db: ReturnType<typeof serviceClient>) {
   const app = express()
@@ -55,6 +57,28 @@ function serviceApp(db: ReturnType<typeof serviceClient>) {
   })
   app.post('/strict', fencingMiddleware({ db, model: 'GatewayFence', required: true }), (_req, res) => {
     res.json({ ok: true })
+  })
+  // A handler that may be held (a pause: GC, SIGSTOP) after the middleware, before its write: with
+  // the default check only (recordBeforeHandler), its plain write; and the fenced-write pattern.
+  const charge = (tx: Pick<typeof db, 'gatewayCharge'>, orderId: number, token: bigint) =>
+    tx.gatewayCharge.create({ data: { chargeId: `ch_paused_${orderId}_${token}`, orderId, amountCents: 1, fencingToken: token } })
+  app.post('/paused-check', fencingMiddleware({ db, model: 'GatewayFence' }), async (req, res, next) => {
+    try {
+      const fencing = res.locals.fencing as FencedRequest<typeof db>
+      await pauses.get(fencing.token)?.promise
+      res.status(201).json({ chargeId: (await charge(db, Number(req.body.orderId), fencing.token)).chargeId })
+    } catch (error) {
+      next(error)
+    }
+  })
+  app.post('/paused-fenced', fencingMiddleware({ db, model: 'GatewayFence', recordBeforeHandler: false }), async (req, res, next) => {
+    try {
+      const fencing = res.locals.fencing as FencedRequest<typeof db>
+      await pauses.get(fencing.token)?.promise
+      res.status(201).json({ chargeId: (await fencing.transaction((tx) => charge(tx, Number(req.body.orderId), fencing.token))).chargeId })
+    } catch (error) {
+      next(error)
+    }
   })
   app.use(fencingErrorHandler())
   return app
@@ -94,9 +118,22 @@ describe('fencingHeaders (client side)', () => {
     // A holder must have both.
     expect(() => fencingHeaders({ token: 5n } as never)).toThrow(InvalidFencingOptionError)
     expect(() => fencingHeaders({ token: 5, resource: 'order:1' } as never)).toThrow(InvalidFenceTokenError)
-    for (const resource of ['', 'order 1', 'ordér:1', 'a\nb', 'x'.repeat(513), 7]) {
+    for (const resource of ['', 'x'.repeat(1025), 'é'.repeat(513), '\ud800', 'a\0b', 7]) {
       expect(() => fencingHeaders(1n, resource as string)).toThrow(InvalidFencingOptionError)
     }
+  })
+
+  it('carries every name the lock grants (spaces, non-ASCII, up to 1 024 UTF-8 bytes), percent-encoded, and reads it back (issue 24)', () => {
+    // Before: 'order 42', 'ordér:1' and any name over 512 bytes were refused, though the Locker grants them.
+    const names = ['order 42', 'ordér:1', 'a\nb', 'r1,r2', '100%', 'x'.repeat(1024), '€'.repeat(341), '日本:注文']
+    for (const resource of names) {
+      const sent = fencingHeaders(1n, resource)
+      expect(sent['Fencing-Resource'], resource).toMatch(/^[\x21-\x7e]+$/)
+      expect(sent['Fencing-Resource']).not.toContain(',')
+      expect(readFencingHeaders((name) => (name === 'Fencing-Token' ? sent['Fencing-Token'] : sent['Fencing-Resource']))).toEqual({ token: 1n, resource })
+    }
+    expect(fencingHeaders(1n, 'order 42')['Fencing-Resource']).toBe('order%2042')
+    expect(fencingHeaders(1n, 'order:27')['Fencing-Resource']).toBe('order:27')
   })
 })
 
@@ -119,7 +156,14 @@ describe('readFencingHeaders (server side)', () => {
       [{ 'fencing-token': '9223372036854775808', 'fencing-resource': 'order:1' }, 'Fencing-Token'],
       [{ 'fencing-token': ['1', '2'], 'fencing-resource': 'order:1' }, 'Fencing-Token'],
       [{ 'fencing-token': '1', 'fencing-resource': '' }, 'Fencing-Resource'],
-      [{ 'fencing-token': '1', 'fencing-resource': 'x'.repeat(600) }, 'Fencing-Resource'],
+      [{ 'fencing-token': '1', 'fencing-resource': 'x'.repeat(1025) }, 'Fencing-Resource'],
+      // What Node's req.headers makes of the header sent twice, the second one empty: 'r1, '.
+      [{ 'fencing-token': '1', 'fencing-resource': 'r1, ' }, 'Fencing-Resource'],
+      [{ 'fencing-token': '1', 'fencing-resource': ['r1', ''] }, 'Fencing-Resource'],
+      [{ 'fencing-token': '1', 'fencing-resource': 'a%zz' }, 'Fencing-Resource'],
+      [{ 'fencing-token': '1', 'fencing-resource': '%C3' }, 'Fencing-Resource'],
+      [{ 'fencing-token': '1', 'fencing-resource': 'a%00b' }, 'Fencing-Resource'],
+      [{ 'fencing-token': '1', 'fencing-resource': 'a b' }, 'Fencing-Resource'],
     ]
     for (const [headers, header] of cases) {
       let error: unknown
@@ -226,6 +270,26 @@ describe('withFencedResource (the core)', () => {
     expect(await ledger(orderId)).toBe(2)
   })
 
+  it('checks its claim as the header functions do, before any I/O: typed errors, not P2039/54000 nor TypeError (issue 24 case 7)', async () => {
+    const claims: [unknown, string | undefined][] = [
+      [undefined, 'claim'],
+      [{ token: 1n, resource: '' }, 'claim.resource'],
+      [{ token: 1n, resource: 'x'.repeat(10_240) }, 'claim.resource'],
+      [{ token: 1n, resource: 'a\0b' }, 'claim.resource'],
+      [{ token: 1n }, 'claim.resource'],
+    ]
+    for (const [claim, field] of claims) {
+      const result = await settle(withFencedResource(service, claim as never, { model: 'GatewayFence' }, async () => 1))
+      expect(result.error, String(field)).toBeInstanceOf(InvalidFencingOptionError)
+      expect(result.error).toMatchObject({ field })
+    }
+    expect((await settle(withFencedResource(service, { token: 5 } as never, { model: 'GatewayFence' }, async () => 1))).error).toBeInstanceOf(InvalidFenceTokenError)
+    // A name the lock grants, non-ASCII, is recorded as it is.
+    const resource = `ordér ${nextOrder()}`
+    expect(await withFencedResource(service, { token: 3n, resource }, { model: 'GatewayFence' }, async () => 'ran')).toBe('ran')
+    expect(await t.base.gatewayFence.findUniqueOrThrow({ where: { resource } })).toEqual({ resource, fenceToken: 3n })
+  })
+
   it('checks its options before any I/O', async () => {
     for (const [options, field] of [
       [{ model: 'Product' }, 'model'],
@@ -279,4 +343,109 @@ describe('fencingMiddleware (express)', () => {
     const refusedEarly = await post('/strict', {}, fencingHeaders(0n, `order:${orderId}`))
     expect(refusedEarly.status).toBe(409)
   })
+
+  /** Sends a request with raw header lines (fetch cannot send a header twice). */
+  function rawPost(path: string, headerLines: string[], body: unknown): Promise<{ status: number; body: string }> {
+    const { port } = server.address() as AddressInfo
+    const payload = JSON.stringify(body)
+    return new Promise((resolve, reject) => {
+      const socket = connect(port, '127.0.0.1', () => {
+        socket.end(
+          [`POST ${path} HTTP/1.1`, 'Host: 127.0.0.1', 'Content-Type: application/json', `Content-Length: ${Buffer.byteLength(payload)}`, 'Connection: close', ...headerLines, '', payload].join('\r\n'),
+        )
+      })
+      let response = ''
+      socket.on('data', (chunk) => (response += chunk.toString()))
+      socket.on('end', () => resolve({ status: Number(/^HTTP\/1\.1 (\d+)/.exec(response)?.[1]), body: response.slice(response.indexOf('\r\n\r\n') + 4) }))
+      socket.on('error', reject)
+    })
+  }
+
+  it('a Fencing-Resource sent twice, the second one empty, gets 400 and charges nothing (issue 24 case 7)', async () => {
+    const orderId = nextOrder()
+    const sent = await rawPost('/charges', ['Fencing-Token: 5', `Fencing-Resource: order:${orderId}`, 'Fencing-Resource: '], { orderId })
+    expect(sent.status).toBe(400)
+    expect(JSON.parse(sent.body)).toMatchObject({ error: { code: 'invalid_fencing_header', header: 'Fencing-Resource' } })
+    expect(await ledger(orderId)).toBe(0)
+    // The unprotected variant: Node's req.headers joins the two as "order:N, ", which the old rule
+    // (visible ASCII after trimming) read as the resource "order:N,".
+    const joined = `order:${orderId}, `
+    expect(/^[\x21-\x7e]+$/.test(joined.trim())).toBe(true)
+  })
+
+  it('a resource with a space and non-ASCII letters travels encoded and is recorded as the lock names it', async () => {
+    const orderId = nextOrder()
+    const resource = `ordér ${orderId}`
+    expect((await post('/charges', { orderId }, fencingHeaders(4n, resource))).status).toBe(201)
+    expect(await t.base.gatewayFence.findUniqueOrThrow({ where: { resource } })).toEqual({ resource, fenceToken: 4n })
+    expect((await post('/charges', { orderId }, fencingHeaders(3n, resource))).status).toBe(409)
+    expect(await ledger(orderId)).toBe(1)
+  })
+
+  it('recordBeforeHandler (the default) checks the token but does not fence the handler’s writes: 500, paused after the check, writes after 501', async () => {
+    const orderId = nextOrder()
+    const resource = `order:${orderId}`
+    pauses.set(500n, gate())
+    const older = post('/paused-check', { orderId }, fencingHeaders(500n, resource))
+    await waitFor(async () => (await t.base.gatewayFence.findUnique({ where: { resource } }))?.fenceToken === 500n)
+    expect((await post('/paused-check', { orderId }, fencingHeaders(501n, resource))).status).toBe(201)
+    pauses.get(500n)?.open()
+    expect((await older).status).toBe(201)
+    // Both charged, committed in the order 501, 500.
+    expect((await t.base.gatewayCharge.findMany({ where: { orderId }, orderBy: { id: 'asc' } })).map((c) => c.fencingToken)).toEqual([501n, 500n])
+    pauses.delete(500n)
+  })
+
+  it('the fenced-write pattern (the writes in fencing.transaction): the paused 500 is refused with 409 once 501 went through', async () => {
+    const orderId = nextOrder()
+    const resource = `order:${orderId}`
+    pauses.set(600n, gate())
+    const older = post('/paused-fenced', { orderId }, fencingHeaders(600n, resource))
+    // Held in its handler, before its transaction.
+    await new Promise((resolve) => setImmediate(resolve))
+    expect((await post('/paused-fenced', { orderId }, fencingHeaders(601n, resource))).status).toBe(201)
+    pauses.get(600n)?.open()
+    expect((await older).status).toBe(409)
+    expect((await t.base.gatewayCharge.findMany({ where: { orderId } })).map((c) => c.fencingToken)).toEqual([601n])
+    pauses.delete(600n)
+  })
+
+  it('under contention a fenced transaction that cannot start in time is 503 with Retry-After, not 500 (issue 24 case 8)', async () => {
+    // One connection, held by a request for the resource: the next one cannot start its transaction within maxWaitMs.
+    const small = new PrismaClient({ adapter: new PrismaPg({ connectionString: databaseTarget().connectionString, max: 1 }, { schema: t.schema }) })
+    const db = serviceClient(small)
+    const app = express()
+    app.post('/busy', fencingMiddleware({ db, model: 'GatewayFence', maxWaitMs: 50 }), (_req, res) => void res.status(201).json({}))
+    app.use(fencingErrorHandler())
+    const busy = app.listen(0, '127.0.0.1')
+    await new Promise((resolve) => busy.once('listening', resolve))
+    const held = gate()
+    const resource = `order:${nextOrder()}`
+    let holding = false
+    const holder = withFencedResource(db, { token: 1n, resource }, { model: 'GatewayFence' }, () => {
+      holding = true
+      return held.promise
+    })
+    try {
+      await waitFor(async () => holding)
+      const res = await fetch(`http://127.0.0.1:${(busy.address() as AddressInfo).port}/busy`, { method: 'POST', headers: fencingHeaders(2n, resource) })
+      expect(res.status).toBe(503)
+      expect(res.headers.get('retry-after')).toBe('1')
+      expect(await res.json()).toMatchObject({ error: { code: 'fencing_busy', resource } })
+    } finally {
+      held.open()
+      await holder
+      await new Promise((resolve) => busy.close(resolve))
+      await small.$disconnect()
+    }
+  })
 })
+
+/** Polls `check` until it holds (a state another request reaches), at most 10 s. */
+async function waitFor(check: () => Promise<boolean>): Promise<void> {
+  const deadline = performance.now() + 10_000
+  while (!(await check())) {
+    if (performance.now() > deadline) throw new Error('condition not reached within 10 s')
+    await new Promise((resolve) => setTimeout(resolve, 5))
+  }
+}

@@ -10,15 +10,24 @@
  * `declare global` of a module: a block that declares the same name shadows it. A block that cannot compile on its own
  * is opted out with `<!-- no-typecheck -->` on the line before its fence (none is, today).
  *
+ * Blocks marked `<!-- runs -->` on the line before their fence (the Drizzle and Kysely examples) also
+ * run, as they stand, to exit: each written to a scratch file beside this test with its given values
+ * (`connectionString`, `schema`, `lock`, `sku`) defined first and `@fencelock/fencing` pointed at
+ * `src/`, run with tsx against a freshly migrated schema, twice — with a current token (it writes) and
+ * an older one (it reports the refusal) — and the row counted in the database.
+ *
  * The service examples name their models generically (`FencedResource`, `entry`); the repository's
  * schema has models of the same shape under the demo gateway's names, so those names are mapped
  * (SAME_SHAPE) before compiling.
  */
-import { readFileSync } from 'node:fs'
+import { spawnSync } from 'node:child_process'
+import { readFileSync, rmSync, writeFileSync } from 'node:fs'
 import { dirname, join } from 'node:path'
 import { fileURLToPath } from 'node:url'
 import ts from 'typescript'
-import { describe, expect, it } from 'vitest'
+import { afterAll, beforeAll, describe, expect, it } from 'vitest'
+import { databaseTarget } from '@fencelock/devkit/database-url'
+import { createTestDatabase, seedProduct, type TestDatabase } from '../support/database.js'
 
 const here = dirname(fileURLToPath(import.meta.url))
 const packageDir = join(here, '..', '..')
@@ -26,6 +35,7 @@ const repoDir = join(packageDir, '..', '..')
 const docsDir = join(repoDir, 'docs')
 const DOC = 'FENCING.md'
 const OPT_OUT = '<!-- no-typecheck -->'
+const RUNS = '<!-- runs -->'
 
 /** What the examples take as given, as globals. Paths are from docs/. */
 const GIVEN = `export {}
@@ -64,6 +74,8 @@ interface Block {
   /** Line of the doc where the code starts (1-based). */
   readonly line: number
   readonly code: string
+  /** Marked to run as well (`<!-- runs -->`). */
+  readonly runs?: boolean
 }
 
 /** The ```ts blocks of `markdown` but those opted out. */
@@ -74,7 +86,7 @@ function tsBlocks(markdown: string): Block[] {
     if (lines[i]?.trimEnd() !== '```ts') continue
     const end = lines.findIndex((line, j) => j > i && line.trimEnd() === '```')
     if (end < 0) throw new Error(`${DOC}:${i + 1}: a \`\`\`ts block that never closes`)
-    if (lines[i - 1]?.trim() !== OPT_OUT) blocks.push({ line: i + 2, code: lines.slice(i + 1, end).join('\n') })
+    if (lines[i - 1]?.trim() !== OPT_OUT) blocks.push({ line: i + 2, code: lines.slice(i + 1, end).join('\n'), runs: lines[i - 1]?.trim() === RUNS })
     i = end
   }
   return blocks
@@ -128,9 +140,10 @@ describe(`docs/${DOC}`, () => {
   const compiled = () => (errors ??= compileErrors([...blocks, control]))
   const isControl = (error: string) => error.startsWith(`docs/${DOC}:${control.line + 1}: `)
 
-  it('has its examples found, the service example among them', () => {
-    expect(blocks.length).toBeGreaterThanOrEqual(7)
+  it('has its examples found, the service example among them, and the two that run (Drizzle, Kysely)', () => {
+    expect(blocks.length).toBeGreaterThanOrEqual(9)
     expect(blocks.some((b) => b.code.includes('fencingMiddleware('))).toBe(true)
+    expect(blocks.filter((b) => b.runs).map((b) => (b.code.includes('drizzle-orm') ? 'drizzle' : b.code.includes('kysely') ? 'kysely' : '?'))).toEqual(['drizzle', 'kysely'])
   })
 
   it('every TypeScript example compiles', () => {
@@ -139,5 +152,54 @@ describe(`docs/${DOC}`, () => {
 
   it('control: an example with a type error is reported, at its line in the doc', () => {
     expect(compiled().filter(isControl)).toEqual([expect.stringMatching(/: TS2322: /)])
+  }, 120_000)
+})
+
+describe(`docs/${DOC}: the examples that run`, () => {
+  const blocks = tsBlocks(readFileSync(join(docsDir, DOC), 'utf8')).filter((b) => b.runs)
+  let t: TestDatabase
+
+  beforeAll(async () => {
+    t = await createTestDatabase('docs_run')
+  })
+
+  afterAll(async () => {
+    await t?.close()
+  })
+
+  /** Runs `block` as a program with the given values; its exit status and output. */
+  function run(block: Block, sku: string, token: bigint): { status: number | null; out: string } {
+    const file = join(here, `.run-line-${block.line}-${process.pid}.ts`)
+    const prelude = [
+      'const connectionString = process.env.DOCS_DATABASE_URL as string',
+      'const schema = process.env.DOCS_SCHEMA as string',
+      'const sku = process.env.DOCS_SKU as string',
+      'const lock = { resource: `product:${sku}`, token: BigInt(process.env.DOCS_TOKEN as string) }',
+    ].join('\n')
+    const code = block.code.replaceAll("'@fencelock/fencing/pg'", "'../../src/pg.js'").replaceAll("'@fencelock/fencing'", "'../../src/index.js'")
+    writeFileSync(file, `${prelude}\n${code}\nexport {}\n`)
+    try {
+      const result = spawnSync(process.execPath, ['--import', 'tsx', file], {
+        cwd: packageDir,
+        encoding: 'utf8',
+        env: { ...process.env, DOCS_DATABASE_URL: databaseTarget().connectionString, DOCS_SCHEMA: t.schema, DOCS_SKU: sku, DOCS_TOKEN: token.toString() },
+        timeout: 60_000,
+      })
+      return { status: result.status, out: `${result.stdout}${result.stderr}` }
+    } finally {
+      rmSync(file, { force: true })
+    }
+  }
+
+  it.each(blocks.map((b) => [b.line, b] as const))('the block at line %i sells under a current token and is refused under an older one, and exits 0', async (_line, block) => {
+    const p = await seedProduct(t.base, 10n, 'docs')
+    const current = run(block, p.sku, 11n)
+    expect(current, current.out).toMatchObject({ status: 0 })
+    expect(current.out.trim()).toBe('sold')
+    expect(await t.base.product.findUniqueOrThrow({ where: { id: p.id } })).toMatchObject({ stock: 9, fenceToken: 11n })
+    const stale = run(block, p.sku, 10n)
+    expect(stale, stale.out).toMatchObject({ status: 0 })
+    expect(stale.out.trim()).toMatch(/^refused/)
+    expect(await t.base.product.findUniqueOrThrow({ where: { id: p.id } })).toMatchObject({ stock: 9, fenceToken: 11n })
   }, 120_000)
 })

@@ -46,12 +46,17 @@ export function uniqueName(prefix: string): string {
 
 /** The demo's migration that installs the database guard on Product and Order. */
 export const GUARD_MIGRATION = '20261126000000_fence_guard'
+/** The migration that brings that guard up to date (fenceGuardUpgradeSql: the transaction's token, re-keys, NULL keys). */
+export const GUARD_UPGRADE_MIGRATION = '20261201000000_fence_guard_token'
+/** Left out of an unguarded schema: every migration that installs or replaces the guard of Product and Order. */
+export const GUARD_MIGRATIONS: ReadonlySet<string> = new Set([GUARD_MIGRATION, GUARD_UPGRADE_MIGRATION])
 
 /**
  * Creates and migrates a fresh schema for one test file. `guard: false` leaves out the database
- * guard's migration: the control that shows what the guard adds.
+ * guard's migrations: the control that shows what the guard adds; `leaveOut` leaves out the
+ * migrations it names (the guard as first installed, without its upgrade).
  */
-export async function createTestDatabase(label: string, options: { guard?: boolean } = {}): Promise<TestDatabase> {
+export async function createTestDatabase(label: string, options: { guard?: boolean; leaveOut?: readonly string[] } = {}): Promise<TestDatabase> {
   const { connectionString } = databaseTarget()
   const schema = uniqueName(`fencing_${label}`)
   const admin = new pg.Client({ connectionString })
@@ -63,7 +68,7 @@ export async function createTestDatabase(label: string, options: { guard?: boole
       { cause },
     )
   }
-  const migrations = (await readMigrations()).filter((m) => options.guard !== false || m.name !== GUARD_MIGRATION)
+  const migrations = (await readMigrations()).filter((m) => (options.guard !== false || !GUARD_MIGRATIONS.has(m.name)) && !(options.leaveOut ?? []).includes(m.name))
   await applyMigrations(admin, { schema, migrations })
   const base = new PrismaClient({ adapter: new PrismaPg({ connectionString }, { schema }) })
   const rejections: FencingRejection[] = []
