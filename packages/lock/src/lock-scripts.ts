@@ -3,7 +3,7 @@ import { queuedAcquireScript } from './fair-queue/queued-acquire.js'
 import { acquireScript } from './scripts/acquire.js'
 import { extendScript } from './scripts/extend.js'
 import { raiseFenceScript } from './scripts/raise-fence.js'
-import { recordLeaseScript } from './scripts/record-lease.js'
+import { readLeaseRecordScript, recordLeaseScript } from './scripts/record-lease.js'
 import { releaseScript } from './scripts/release.js'
 
 /** One script as {@link LOCK_SCRIPTS} lists it. */
@@ -20,13 +20,21 @@ export interface LockScriptSource {
 
 /** The names of the scripts a Locker runs. */
 export type LockScriptName =
-  'acquire' | 'queuedAcquire' | 'release' | 'handoffRelease' | 'leave' | 'extend' | 'raiseFence' | 'recordLease'
+  | 'acquire'
+  | 'queuedAcquire'
+  | 'release'
+  | 'handoffRelease'
+  | 'leave'
+  | 'extend'
+  | 'raiseFence'
+  | 'recordLease'
+  | 'readLeaseRecord'
 
 /**
  * The scripts a Locker runs (`queuedAcquire`, `handoffRelease` and `leave` only when acquires
- * wait; `raiseFence` and `recordLease` only in quorum mode, `recordLease` by EVAL), for auditing
- * them, loading them ahead (`SCRIPT LOAD`) or driving them from elsewhere (the benchmark's bare
- * loop); the Locker needs none of it. Each lists its keys and arguments by name, in the order the
+ * wait; `raiseFence`, `recordLease` and `readLeaseRecord` only in quorum mode, `recordLease` by
+ * EVAL), for auditing them, loading them ahead (`SCRIPT LOAD`) or driving them from elsewhere (the
+ * benchmark's bare loop); the Locker needs none of it. Each lists its keys and arguments by name, in the order the
  * script takes them. Changing them here changes nothing: they are copies.
  */
 export const LOCK_SCRIPTS: Readonly<Record<LockScriptName, LockScriptSource>> = Object.freeze({
@@ -38,6 +46,7 @@ export const LOCK_SCRIPTS: Readonly<Record<LockScriptName, LockScriptSource>> = 
   extend: source(extendScript),
   raiseFence: source(raiseFenceScript),
   recordLease: source(recordLeaseScript),
+  readLeaseRecord: source(readLeaseRecordScript),
 })
 
 function source(script: LockScriptSource): LockScriptSource {
