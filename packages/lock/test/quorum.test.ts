@@ -158,6 +158,24 @@ describe('quorum mode: the Locker over N clients', () => {
     await second.release()
   })
 
+  it('a grant that answers after the majority was won is ours like the others: the slow node holds our owner id until the release frees it', async () => {
+    const { startLatencyProxy } = await import('./support/latency-proxy.js')
+    const slow = await startLatencyProxy({ port: nodes.servers[2]!.port }, 40)
+    const clients = [...nodes.clients().slice(0, 2), connect({ port: slow.port })]
+    for (const c of clients) await ready(c, 'a node')
+    const locker = makeLocker(clients)
+    await (await locker.acquire(unique('q-warm'))).release()
+    const r = unique('q-late-grant')
+    const lock = await locker.acquire(r) // won on the two fast nodes; the slow one answers 80 ms later
+    await waitUntil(async () => (await state(r)).lock[2] !== null, { what: 'the slow node to grant' })
+    await sleep(200) // a grant given back would be gone by now
+    const held = await state(r)
+    expect(held.lock[2]).toBe(held.lock[0])
+    expect(await lock.release()).toBe(true)
+    await waitUntil(async () => (await state(r)).lock.every((v) => v === null), { what: 'freed on every node' })
+    await slow.close()
+  })
+
   it('keeps the lease valid for ttlMs less the clock drift, measured from the first request', async () => {
     const locker = nodes.locker({ ttlMs: 10_000 })
     const before = performance.now()

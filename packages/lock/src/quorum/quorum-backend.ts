@@ -177,11 +177,14 @@ export class QuorumBackend implements LockBackend {
       const grants: NodeGrant[] = []
       let cutErrors = 0
       let holderTtlMs = -1
-      /** Once the tally settled: whether the outcome is still open (learning the token) or given. */
-      let given = false
+      /**
+       * asking → won (learning the token) → held, or failed. Held, a grant that comes later is ours
+       * like the others (the lock's release frees it with them); failed, it is given back at once.
+       */
+      let state: 'asking' | 'won' | 'held' | 'failed' = 'asking'
 
       const fail = (outcome: AcquireOutcome): void => {
-        given = true
+        state = 'failed'
         for (const g of grants) this.#releaseOn(g.node, resource, ownerId)
         resolve(outcome)
       }
@@ -198,10 +201,11 @@ export class QuorumBackend implements LockBackend {
           else fail({ granted: false, holderTtlMs })
           return
         }
+        state = 'won'
         const timeoutMs = Math.max(1, Math.min(this.#options.commandTimeoutMs, validUntil - performance.now()))
         learnToken(resource, grants, nodes, q, timeoutMs).then(
           (token) => {
-            if (given) return
+            if (state !== 'won') return
             if (performance.now() >= validUntil) {
               return fail({
                 granted: false,
@@ -211,18 +215,18 @@ export class QuorumBackend implements LockBackend {
                 cut: false,
               })
             }
-            given = true
+            state = 'held'
             this.#tickets.granted(resource.name, request.queue, sentAtWall)
             resolve({ granted: true, ownerId, token, validUntil, handedOver: grants.some((g) => g.handedOver) })
           },
           (error: unknown) => {
-            if (!given) fail({ granted: false, error: asError(error), cut: false })
+            if (state === 'won') fail({ granted: false, error: asError(error), cut: false })
           },
         )
       })
 
       const count = (node: QuorumNode, outcome: AcquireOutcome): void => {
-        if (given) {
+        if (state === 'failed') {
           // Too late to count: a grant nobody waits for is given back at once.
           if (outcome.granted) this.#releaseOn(node, resource, ownerId)
           return
