@@ -87,6 +87,12 @@ export class QuorumBackend implements LockBackend {
   readonly #listener: BackendListener
   readonly #tickets = new Tickets()
   readonly #guard: RestartGuard
+  /**
+   * Locks granted while some node asked had not answered yet, by owner id: a grant that node
+   * answers later is the lock's too, and is given back at once if the lock was released meanwhile
+   * (the release may have skipped the node: it was failing). Dropped when every node answered.
+   */
+  readonly #lateGrants = new Map<string, { pending: number; released: boolean }>()
 
   /**
    * @param clients one ioredis client per node (3 or more, checked by the Locker); never closed here.
@@ -216,6 +222,7 @@ export class QuorumBackend implements LockBackend {
               })
             }
             state = 'held'
+            if (tally.pending > 0) this.#lateGrants.set(ownerId, { pending: tally.pending, released: false })
             this.#tickets.granted(resource.name, request.queue, sentAtWall)
             resolve({ granted: true, ownerId, token, validUntil, handedOver: grants.some((g) => g.handedOver) })
           },
@@ -230,6 +237,11 @@ export class QuorumBackend implements LockBackend {
           // Too late to count: a grant nobody waits for is given back at once.
           if (outcome.granted) this.#releaseOn(node, resource, ownerId)
           return
+        }
+        if (state === 'held') {
+          const late = this.#lateGrants.get(ownerId)
+          if (late && --late.pending === 0) this.#lateGrants.delete(ownerId)
+          if (outcome.granted && late?.released) this.#releaseOn(node, resource, ownerId)
         }
         if (outcome.granted) {
           // Once won, a grant that comes later is ours like the others (it is released with them).
@@ -294,10 +306,13 @@ export class QuorumBackend implements LockBackend {
 
   /**
    * On every reachable node (a node whose connection is down, or that is failing, keeps our key
-   * until its TTL runs out). Freed when a majority freed it; otherwise not ours, or unknown when
+   * until its TTL runs out; a grant of ours that it answers after this release is given back
+   * then, see `#lateGrants`). Freed when a majority freed it; otherwise not ours, or unknown when
    * fewer than a majority answered.
    */
   release(resource: LockResource, ownerId: string): Promise<ReleaseOutcome> {
+    const late = this.#lateGrants.get(ownerId)
+    if (late) late.released = true
     const nodes = this.#nodes
     const n = nodes.length
     const q = this.#quorum
