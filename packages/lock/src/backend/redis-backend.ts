@@ -251,7 +251,7 @@ export class RedisBackend implements LockBackend, AcquireCallHost {
   #cleanUp(call: AcquireCall): void {
     const handling: Handling<ReleaseOutcome> = {
       inFlight: this.#inFlight,
-      map: (reply: unknown) => (reply === MARKED ? this.#handOn(call.resource, call.ownerId, false) : NOT_OURS),
+      map: (reply: unknown) => (reply === MARKED ? this.handOn(call.resource, call.ownerId, false) : NOT_OURS),
     }
     releaseScript.run(this.#client, call.resource.keys, { ownerId: call.ownerId }, handling).catch(() => {})
   }
@@ -293,22 +293,19 @@ export class RedisBackend implements LockBackend, AcquireCallHost {
   }
 
   release(resource: LockResource, ownerId: string): Promise<ReleaseOutcome> {
-    const handling: Handling<ReleaseOutcome> = {
-      deadlines: this.#deadlines,
-      ms: this.#options.commandTimeoutMs,
-      inFlight: this.#inFlight,
-      map: (reply: unknown) =>
-        reply === MARKED ? this.#handOn(resource, ownerId, true) : reply === 1 ? FREED : NOT_OURS,
-      // A release that answered late was still ours to finish: a marked key is handed on now.
-      onLate: (reply: unknown) => {
-        if (reply === MARKED) this.#handOn(resource, ownerId, false).catch(() => {})
-      },
-    }
-    return releaseScript.run(this.#client, resource.keys, { ownerId }, handling)
+    const call = new ReleaseCall(
+      this,
+      resource,
+      ownerId,
+      this.#deadlines,
+      this.#options.commandTimeoutMs,
+      this.#inFlight,
+    )
+    return releaseScript.run(this.#client, resource.keys, call, call)
   }
 
   /** The release of a marked key: hands the lock to the queue's head, or frees it. */
-  #handOn(resource: LockResource, ownerId: string, withDeadline: boolean): Promise<ReleaseOutcome> {
+  handOn(resource: LockResource, ownerId: string, withDeadline: boolean): Promise<ReleaseOutcome> {
     const args = {
       ownerId,
       channel: resource.keys.channel,
@@ -362,6 +359,31 @@ export class RedisBackend implements LockBackend, AcquireCallHost {
     await this.#inFlight.idle(until - performance.now())
     this.connection.unwatch()
     this.#subscriber.close()
+  }
+}
+
+/**
+ * A release's first step, the lean script (its arguments and its handling in one object, no
+ * closure per call); the hand-off follows when the key was marked.
+ */
+class ReleaseCall implements Handling<ReleaseOutcome> {
+  constructor(
+    readonly backend: RedisBackend,
+    readonly resource: LockResource,
+    readonly ownerId: string,
+    readonly deadlines: Deadlines,
+    readonly ms: number,
+    readonly inFlight: InFlightCalls,
+  ) {}
+
+  map(reply: unknown): ReleaseOutcome | Promise<ReleaseOutcome> {
+    if (reply === MARKED) return this.backend.handOn(this.resource, this.ownerId, true)
+    return reply === 1 ? FREED : NOT_OURS
+  }
+
+  /** A release that answered late was still ours to finish: a marked key is handed on now. */
+  onLate(reply: unknown): void {
+    if (reply === MARKED) this.backend.handOn(this.resource, this.ownerId, false).catch(() => {})
   }
 }
 

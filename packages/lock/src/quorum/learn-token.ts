@@ -10,39 +10,50 @@ export interface NodeGrant {
   readonly handedOver: boolean
 }
 
+/** The largest token the grants minted, and how many granting nodes minted it (they know it). */
+export function largestToken(grants: readonly NodeGrant[]): { token: bigint; knowing: number } {
+  let token = grants[0]!.token
+  let knowing = 0
+  for (const g of grants) {
+    if (g.token > token) {
+      token = g.token
+      knowing = 1
+    } else if (g.token === token) {
+      knowing++
+    }
+  }
+  return { token, knowing }
+}
+
 /**
- * The token of a grant won on a majority: the largest any granting node minted, once a majority
- * of the nodes know it (their counter at it or above). The nodes that minted it know it; when
- * they are fewer than a majority — the counters out of step — the second phase raises the others'
- * counters to it (scripts/raise-fence.ts), every reachable node, and the token is known once
- * enough of them acknowledged. Any later majority then shares a node whose counter is at the
- * token or above, so it mints above it (docs/LOCK.md has the argument).
+ * The second phase: the token of a grant won on a majority is the largest any granting node
+ * minted, and must be known to a majority of the nodes (their counter at it or above) before the
+ * lock is returned. The nodes that minted it know it; when they are fewer than a majority — the
+ * counters out of step — this raises the others' counters to it (scripts/raise-fence.ts), every
+ * reachable node, and resolves once enough of them acknowledged. (Counters in step — the usual
+ * case — need none of it: see {@link largestToken}.) Any later majority then shares a node whose
+ * counter is at the token or above, so it mints above it (docs/LOCK.md has the argument).
  */
-export function learnToken(
+export function raiseToMajority(
   resource: LockResource,
   grants: readonly NodeGrant[],
+  { token, knowing }: { token: bigint; knowing: number },
   nodes: readonly QuorumNode[],
   quorum: number,
   timeoutMs: number,
 ): Promise<bigint> {
-  let token = grants[0]!.token
-  for (const g of grants) if (g.token > token) token = g.token
-  const knowing = new Set<QuorumNode>()
-  for (const g of grants) if (g.token === token) knowing.add(g.node)
-  const needed = quorum - knowing.size
-  if (needed <= 0) return Promise.resolve(token)
-  const targets = nodes.filter((node) => !knowing.has(node) && node.reachable)
+  const needed = quorum - knowing
+  const targets = nodes.filter((node) => node.reachable && !grants.some((g) => g.node === node && g.token === token))
   if (targets.length < needed) {
+    const known = knowing + targets.length
     return Promise.reject(
-      new Error(
-        `the token could not be made known to a majority: ${knowing.size + targets.length} of ${nodes.length} nodes can be asked`,
-      ),
+      new Error(`the token could not be made known to a majority: ${known} of ${nodes.length} nodes can be asked`),
     )
   }
   return new Promise((resolve, reject) => {
-    const tally = new Tally(targets.length, needed, (won, tally) => {
+    const tally = new Tally(targets.length, needed, (won, t) => {
       if (won) resolve(token)
-      else reject(nodesFailed('the token could not be made known to a majority', tally.errors, nodes.length))
+      else reject(nodesFailed('the token could not be made known to a majority', t.errors, nodes.length))
     })
     for (const node of targets) {
       node.track(node.backend.raiseFence(resource, token, timeoutMs)).then(

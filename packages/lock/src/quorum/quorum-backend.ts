@@ -33,7 +33,7 @@ import { asError } from '../errors.js'
 import { Tickets } from '../fair-queue/tickets.js'
 import { newOwnerId } from '../owner-id.js'
 import { NOT_OURS } from '../scripts/release.js'
-import { learnToken, type NodeGrant } from './learn-token.js'
+import { QuorumAttempt, type AttemptHost, type LateGrants } from './quorum-attempt.js'
 import { QuorumNode, type QuorumClock } from './quorum-node.js'
 import { RestartGuard } from './restart-guard.js'
 import { nodesFailed, Tally } from './tally.js'
@@ -57,9 +57,11 @@ export interface QuorumBackendOptions extends RedisBackendOptions {
   readonly nodeRestartDelayMs: number | undefined
 }
 
+const NONE: readonly Error[] = Object.freeze([])
+
 /** Why each node left out of `asked` was not asked (none on the common path: every node asked). */
-function notAsked(nodes: readonly QuorumNode[], asked: readonly QuorumNode[]): Error[] {
-  if (asked.length === nodes.length) return []
+function notAsked(nodes: readonly QuorumNode[], asked: readonly QuorumNode[]): readonly Error[] {
+  if (asked.length === nodes.length) return NONE
   return nodes
     .filter((node) => !asked.includes(node))
     .map((node) => new Error(`node ${node.index} was not asked: ${node.whyNotAsked()}`))
@@ -89,10 +91,12 @@ export class QuorumBackend implements LockBackend {
   readonly #guard: RestartGuard
   /**
    * Locks granted while some node asked had not answered yet, by owner id: a grant that node
-   * answers later is the lock's too, and is given back at once if the lock was released meanwhile
-   * (the release may have skipped the node: it was failing). Dropped when every node answered.
+   * answers later is the lock's too, and is given back at once if the lock's release skipped it
+   * (it was failing then). Dropped when every node answered.
    */
-  readonly #lateGrants = new Map<string, { pending: number; released: boolean }>()
+  readonly #lateGrants = new Map<string, LateGrants>()
+  /** What every acquire attempt needs of this backend (quorum-attempt.ts). */
+  readonly #attemptHost: AttemptHost
 
   /**
    * @param clients one ioredis client per node (3 or more, checked by the Locker); never closed here.
@@ -115,6 +119,14 @@ export class QuorumBackend implements LockBackend {
     this.#quorum = majorityOf(clients.length)
     this.#options = options
     this.#guard = new RestartGuard(this.#nodes, options, deadlines)
+    this.#attemptHost = {
+      nodes: this.#nodes,
+      quorum: this.#quorum,
+      commandTimeoutMs: options.commandTimeoutMs,
+      lateGrants: this.#lateGrants,
+      releaseOn: (node, resource, ownerId) => this.releaseOn(node, resource, ownerId),
+      granted: (resource, request, sentAtWall) => this.#tickets.granted(resource.name, request.queue, sentAtWall),
+    }
   }
 
   /** The key names are the same on every node: the first node's cache serves them. */
@@ -125,9 +137,12 @@ export class QuorumBackend implements LockBackend {
   acquire(resource: LockResource, request: AcquireRequest): Promise<AcquireOutcome> {
     const guard = this.#guard
     guard.start()
+    const nodes = this.#nodes
+    let taking = 0
+    for (const node of nodes) if (node.grants) taking++
     // The first acquires, or those right after a reconnection, wait for the nodes' checks: at
     // most a round trip's deadline (a stalled node's check ends by it), and not past the wait.
-    if (this.#nodes.filter((node) => node.grants).length < this.#quorum) {
+    if (taking < this.#quorum) {
       const timeout = this.#options.commandTimeoutMs
       const ms =
         request.waitUntil === undefined
@@ -143,24 +158,15 @@ export class QuorumBackend implements LockBackend {
     if (this.#guard.misconfigured)
       return Promise.resolve({ granted: false, error: this.#guard.misconfigured, cut: false })
     const nodes = this.#nodes
-    const n = nodes.length
-    const q = this.#quorum
     const validMs = request.ttlMs - clockDriftMs(request.ttlMs)
-    const validUntil = request.sentAt + validMs
     const asked = nodes.filter((node) => node.grants)
-    if (asked.length < q) {
-      return Promise.resolve({
-        granted: false,
-        error: nodesFailed('no majority of the nodes can be asked', notAsked(nodes, asked), n),
-        cut: false,
-      })
+    if (asked.length < this.#quorum) {
+      const error = nodesFailed('no majority of the nodes can be asked', notAsked(nodes, asked), nodes.length)
+      return Promise.resolve({ granted: false, error, cut: false })
     }
     if (validMs <= 0) {
-      return Promise.resolve({
-        granted: false,
-        error: new Error(`a ttlMs of ${request.ttlMs} leaves no validity after the clock drift allowed for`),
-        cut: false,
-      })
+      const error = new Error(`a ttlMs of ${request.ttlMs} leaves no validity after the clock drift allowed for`)
+      return Promise.resolve({ granted: false, error, cut: false })
     }
     const ownerId = newOwnerId()
     const sentAtWall = Date.now()
@@ -172,103 +178,24 @@ export class QuorumBackend implements LockBackend {
     let srtt = 0
     for (const node of asked) if (node.backend.srttMs > srtt) srtt = node.backend.srttMs
     const floorMs = request.first ? (srtt === 0 ? this.#options.commandTimeoutMs : 3 * srtt + 2) : 1
-    const maxMs = Math.min(
-      validMs,
-      request.waitUntil === undefined
-        ? Number.POSITIVE_INFINITY
-        : Math.max(floorMs, request.waitUntil - request.sentAt),
-    )
-    const as = { ownerId, maxMs, ticket, stayTicket }
+    const waitMs = request.waitUntil === undefined ? Number.POSITIVE_INFINITY : request.waitUntil - request.sentAt
+    const as = { ownerId, maxMs: Math.min(validMs, Math.max(floorMs, waitMs)), ticket, stayTicket }
     return new Promise<AcquireOutcome>((resolve) => {
-      const grants: NodeGrant[] = []
-      let cutErrors = 0
-      let holderTtlMs = -1
-      /**
-       * asking → won (learning the token) → held, or failed. Held, a grant that comes later is ours
-       * like the others (the lock's release frees it with them); failed, it is given back at once.
-       */
-      let state: 'asking' | 'won' | 'held' | 'failed' = 'asking'
-
-      const fail = (outcome: AcquireOutcome): void => {
-        state = 'failed'
-        for (const g of grants) this.#releaseOn(g.node, resource, ownerId)
-        resolve(outcome)
-      }
-      const tally = tallyOf(nodes, asked, q, (won) => {
-        if (!won) {
-          // No majority can be won any more: too many nodes failed (Redis is unavailable), or
-          // enough nodes are held by someone else (contention).
-          if (tally.failed > n - q)
-            fail({
-              granted: false,
-              error: nodesFailed('no majority of the nodes answered', tally.errors, n),
-              cut: cutErrors === tally.failed,
-            })
-          else fail({ granted: false, holderTtlMs })
-          return
-        }
-        state = 'won'
-        const timeoutMs = Math.max(1, Math.min(this.#options.commandTimeoutMs, validUntil - performance.now()))
-        learnToken(resource, grants, nodes, q, timeoutMs).then(
-          (token) => {
-            if (state !== 'won') return
-            if (performance.now() >= validUntil) {
-              return fail({
-                granted: false,
-                error: new Error(
-                  `the grant took longer than its validity (${Math.round(validMs)} ms: ttlMs less the clock drift)`,
-                ),
-                cut: false,
-              })
-            }
-            state = 'held'
-            if (tally.pending > 0) this.#lateGrants.set(ownerId, { pending: tally.pending, released: false })
-            this.#tickets.granted(resource.name, request.queue, sentAtWall)
-            resolve({ granted: true, ownerId, token, validUntil, handedOver: grants.some((g) => g.handedOver) })
-          },
-          (error: unknown) => {
-            if (state === 'won') fail({ granted: false, error: asError(error), cut: false })
-          },
-        )
-      })
-
-      const count = (node: QuorumNode, outcome: AcquireOutcome): void => {
-        if (state === 'failed') {
-          // Too late to count: a grant nobody waits for is given back at once.
-          if (outcome.granted) this.#releaseOn(node, resource, ownerId)
-          return
-        }
-        if (state === 'held') {
-          const late = this.#lateGrants.get(ownerId)
-          if (late && --late.pending === 0) this.#lateGrants.delete(ownerId)
-          if (outcome.granted && late?.released) this.#releaseOn(node, resource, ownerId)
-        }
-        if (outcome.granted) {
-          // Once won, a grant that comes later is ours like the others (it is released with them).
-          grants.push({ node, token: outcome.token, handedOver: outcome.handedOver })
-          tally.agree()
-        } else if (outcome.error === undefined) {
-          if (outcome.holderTtlMs >= 0 && (holderTtlMs < 0 || outcome.holderTtlMs < holderTtlMs))
-            holderTtlMs = outcome.holderTtlMs
-          tally.refuse()
-        } else {
-          if (outcome.cut) cutErrors++
-          tally.fail(outcome.error)
-        }
-      }
+      const init = { ownerId, validMs, sentAtWall, notAsked: notAsked(nodes, asked) }
+      const attempt = new QuorumAttempt(this.#attemptHost, resource, request, init, resolve)
       this.#guard.beforeLease(asked, request.ttlMs)
-      for (const node of asked)
-        void node.acquire(node.backend.acquireAs(resource, request, as)).then((outcome) => count(node, outcome))
+      for (const node of asked) node.acquire(node.backend.acquireAs(resource, request, as), attempt)
     })
   }
 
   /**
-   * Gives back a grant we do not keep (short of a majority, or too late). The node hands the lock
-   * on to the head of its queue, which may be our own locker (its ticket is the oldest): our
+   * Gives back a grant we do not keep (short of a majority, too late, or after the lock's
+   * release). The node hands the lock on to the head of its queue, which may be our own locker
+   * (its ticket is the oldest): our
    * subscriptions do not deliver our own messages, so our waiters are told here, or they would
    * sit out the hand-off while a majority of the nodes keep it for us.
    */
-  #releaseOn(node: QuorumNode, resource: LockResource, ownerId: string): void {
+  releaseOn(node: QuorumNode, resource: LockResource, ownerId: string): void {
     node.track(node.backend.release(resource, ownerId)).then(
       (outcome) => {
         if (outcome.freed && outcome.handedTo === this.lockerId)
@@ -311,12 +238,12 @@ export class QuorumBackend implements LockBackend {
    * fewer than a majority answered.
    */
   release(resource: LockResource, ownerId: string): Promise<ReleaseOutcome> {
-    const late = this.#lateGrants.get(ownerId)
-    if (late) late.released = true
     const nodes = this.#nodes
     const n = nodes.length
     const q = this.#quorum
     const asked = nodes.filter((node) => node.reachable)
+    const late = this.#lateGrants.get(ownerId)
+    if (late) late.skipped = nodes.filter((node) => !asked.includes(node))
     return new Promise((resolve, reject) => {
       const freed: ReleaseOutcome[] = []
       const tally = tallyOf(

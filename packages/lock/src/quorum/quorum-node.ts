@@ -64,7 +64,7 @@ export class QuorumNode {
 
   /** Usable, and not sitting out after a restart: it may count toward an acquire's majority. */
   get grants(): boolean {
-    return this.usable && performance.now() >= this.youngUntil
+    return this.usable && (this.youngUntil === 0 || performance.now() >= this.youngUntil)
   }
 
   /** Within the delayed restart: ms left (Infinity while it is being checked), else 0. */
@@ -84,16 +84,17 @@ export class QuorumNode {
   }
 
   /**
-   * An acquire sent to the node, counted in its health: a grant or a miss is an answer, a failure
-   * marks it failing, a try cut short by the caller's own wait says nothing.
+   * An acquire sent to the node, counted in its health — a grant or a miss is an answer, a failure
+   * marks it failing, a try cut short by the caller's own wait says nothing — and then by the
+   * attempt it belongs to. (The backend's acquire never rejects: its outcome says what happened.)
    */
-  acquire(call: Promise<AcquireOutcome>): Promise<AcquireOutcome> {
+  acquire(call: Promise<AcquireOutcome>, attempt: { count(node: QuorumNode, outcome: AcquireOutcome): void }): void {
     this.#begin()
-    return call.then((outcome) => {
+    void call.then((outcome) => {
       this.#inflight--
       if (outcome.granted || outcome.error === undefined) this.#answered()
       else if (!outcome.cut) this.#failing = true
-      return outcome
+      attempt.count(this, outcome)
     })
   }
 

@@ -154,7 +154,9 @@ export class RestartGuard {
     if (!this.enabled) return
     const now = performance.now()
     // Never a node that sits out: listed, it would pass for one that has not restarted.
-    const asked = nodes.every((node) => node.youngUntil <= now) ? nodes : nodes.filter((node) => node.youngUntil <= now)
+    let sitting = false
+    for (const node of nodes) if (node.youngUntil > now) sitting = true
+    const asked = sitting ? nodes.filter((node) => node.youngUntil <= now) : nodes
     const listed = this.#listKey(asked)
     let runIds: string | undefined
     for (const node of asked) {
