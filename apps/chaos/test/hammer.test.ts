@@ -6,7 +6,7 @@
  */
 import { describe, expect, it } from 'vitest'
 import { checkGrants } from '../src/hammer-check.js'
-import { runHammer } from '../src/hammer.js'
+import { runHammer, type HammerResult } from '../src/hammer.js'
 
 describe('the hammer checker', () => {
   it('counts an interval that begins before an earlier one ended, and a token that does not grow', () => {
@@ -38,16 +38,24 @@ describe('the hammer checker', () => {
 
 describe.each(['single', 'quorum'] as const)('the mutual-exclusion hammer (%s)', (mode) => {
   it('16 processes, 5-20 ms leases: no two grants held at once, tokens grow with the grants; held until release instead, they overlap', async () => {
-    // Quorum mode grants fewer per second (three round trips, 10 ms leases at least): a longer run.
-    const r = await runHammer({ mode, processes: 16, durationMs: mode === 'quorum' ? 6_000 : 4_000 })
-    console.log(
-      `hammer ${mode}: ${r.check.grants} grants by ${r.served} of ${r.processes} processes, ${r.check.overlaps} overlaps, ${r.check.tokenInversions} token inversions (${r.check.seenExpired} grants first seen after their validity); unprotected reading: ${r.naive.overlaps} overlaps (worst ${r.naive.worstOverlapMs.toFixed(1)} ms); errors ${JSON.stringify(r.errors)} (${r.seconds.toFixed(1)} s)`,
-    )
-    expect(r.check.grants).toBeGreaterThanOrEqual(30)
-    expect({ overlaps: r.check.overlaps, tokenInversions: r.check.tokenInversions }).toEqual({
+    // A busy machine starves leases this short, quorum mode's (three round trips within a 10-20 ms
+    // validity) most: runs are added, up to 4, until at least 60 grants were checked.
+    const runs: HammerResult[] = []
+    let grants = 0
+    while (grants < 60 && runs.length < 4) {
+      const r = await runHammer({ mode, processes: 16, durationMs: mode === 'quorum' ? 6_000 : 4_000 })
+      console.log(
+        `hammer ${mode}: ${r.check.grants} grants by ${r.served} of ${r.processes} processes, ${r.check.overlaps} overlaps, ${r.check.tokenInversions} token inversions (${r.check.seenExpired} grants first seen after their validity); unprotected reading: ${r.naive.overlaps} overlaps (worst ${r.naive.worstOverlapMs.toFixed(1)} ms); errors ${JSON.stringify(r.errors)} (${r.seconds.toFixed(1)} s)`,
+      )
+      runs.push(r)
+      grants += r.check.grants
+    }
+    const sum = (f: (r: HammerResult) => number) => runs.reduce((n, r) => n + f(r), 0)
+    expect(grants).toBeGreaterThanOrEqual(30)
+    expect({ overlaps: sum((r) => r.check.overlaps), tokenInversions: sum((r) => r.check.tokenInversions) }).toEqual({
       overlaps: 0,
       tokenInversions: 0,
     })
-    expect(r.naive.overlaps).toBeGreaterThan(0)
+    expect(sum((r) => r.naive.overlaps)).toBeGreaterThan(0)
   })
 })
