@@ -10,7 +10,7 @@
  * (each package's test support does).
  */
 import { execFileSync, spawn, type ChildProcess } from 'node:child_process'
-import { mkdtempSync, rmSync } from 'node:fs'
+import { existsSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { CannotStartError } from './cli.js'
@@ -27,6 +27,12 @@ export interface RedisServerOptions {
    * shim (clock-shim.ts): `TIME`, token seeds and expiry instants see the shifted clock.
    */
   readonly clockOffsetMs?: number
+  /**
+   * Run a Sentinel (`redis-server <file> --sentinel`) with this configuration (its `sentinel
+   * monitor ...` lines); it is written into the server's own directory, where Sentinel may rewrite
+   * it. A restart starts from the file as Sentinel last rewrote it.
+   */
+  readonly sentinelConfig?: string
 }
 
 const HOST = '127.0.0.1'
@@ -73,7 +79,15 @@ export class RedisServer {
   /** Spawns the process and resolves once it answers PING. */
   async spawn(): Promise<void> {
     if (this.running) throw new Error(`redis-server on port ${this.#port} is already running`)
+    const sentinel = this.#options.sentinelConfig
+    let config: string[] = []
+    if (sentinel !== undefined) {
+      const file = join(this.#dir, 'sentinel.conf')
+      if (!existsSync(file)) writeFileSync(file, sentinel)
+      config = [file, '--sentinel']
+    }
     const args = [
+      ...config,
       '--port', String(this.#port),
       '--bind', HOST,
       '--save', '',
