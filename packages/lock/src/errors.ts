@@ -77,6 +77,31 @@ export class LockUnavailableError extends LockError {
   }
 }
 
+/**
+ * The `replicas` option: grants (or a renewal) were made, but not acknowledged by that many
+ * replicas within `replicasTimeoutMs`, so they were given back (a renewal: not counted). A
+ * `LockUnavailableError`: the lock was not to be had safely in time.
+ */
+export class LockReplicationError extends LockUnavailableError {
+  /** Replicas that had to acknowledge. */
+  readonly replicas: number
+  /** Replicas that did, on the last try. */
+  readonly acknowledged: number
+
+  constructor(
+    resource: string,
+    operation: 'acquire' | 'extend',
+    replicas: number,
+    acknowledged: number,
+    message: string,
+    cause?: unknown,
+  ) {
+    super(resource, operation, message, cause)
+    this.replicas = replicas
+    this.acknowledged = acknowledged
+  }
+}
+
 /** An acquire gave up because the caller's `AbortSignal` fired. `cause` is the signal's reason. */
 export class LockAbortedError extends LockError {
   readonly waitedMs: number

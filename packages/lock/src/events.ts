@@ -47,4 +47,14 @@ export type LockEvent =
       wasLost: boolean
     }
 
+  /**
+   * A grant's token is not above one this Locker was granted for the resource before: the token
+   * counter went back — a failover to a replica that had not seen the latest grants (the
+   * `replicas` option prevents it), or clocks beyond docs/LOCK.md's assumption. The lock is
+   * granted; the stores that check tokens refuse its writes (`StaleFencingTokenError`) until a
+   * grant's token is above `previous` again. (Checked while someone listens, against the last 1 024
+   * resources this Locker was granted.)
+   */
+  | { type: 'token-regressed'; resource: string; token: bigint; previous: bigint }
+
 export type LockEventType = LockEvent['type']

@@ -6,6 +6,7 @@ export {
   LockLostError,
   LockUnavailableError,
   LockAbortedError,
+  LockReplicationError,
   InvalidLockOptionError,
   type LockLostReason,
 } from './errors.js'

@@ -1,6 +1,7 @@
 import type { LockBackend, LockResource, ReleaseOutcome } from './backend/backend.js'
 import type { Deadlines, Pending } from './deadline.js'
-import { asError, LockLostError, LockUnavailableError, type LockLostReason } from './errors.js'
+import { NotReplicatedError } from './backend/replication.js'
+import { asError, LockLostError, LockReplicationError, LockUnavailableError, type LockLostReason } from './errors.js'
 import type { LockEvent } from './events.js'
 import { checkTtl, type TtlFloor } from './options.js'
 
@@ -130,12 +131,11 @@ export class Lock {
         error: asError(error),
         token: this.token,
       })
-      throw new LockUnavailableError(
-        this.resource,
-        'extend',
-        `could not extend lock "${this.resource}": ${asError(error).message}`,
-        error,
-      )
+      const message = `could not extend lock "${this.resource}": ${asError(error).message}`
+      if (error instanceof NotReplicatedError) {
+        throw new LockReplicationError(this.resource, 'extend', error.replicas, error.acknowledged, message, error)
+      }
+      throw new LockUnavailableError(this.resource, 'extend', message, error)
     }
     if (validUntil === undefined) {
       this.#lose('not-owner')

@@ -1,6 +1,7 @@
 import type { Redis } from 'ioredis'
 import type { AcquireOutcome, BackendListener, LockBackend, LockResource, QueueMode } from './backend/backend.js'
 import { ConnectionDownError } from './backend/connection-error.js'
+import { NotReplicatedError } from './backend/replication.js'
 import { InFlightCalls } from './backend/in-flight.js'
 import { DeadlineExceededError, Deadlines } from './deadline.js'
 import {
@@ -8,6 +9,7 @@ import {
   InvalidLockOptionError,
   LockAbortedError,
   LockError,
+  LockReplicationError,
   LockTimeoutError,
   LockUnavailableError,
 } from './errors.js'
@@ -60,6 +62,8 @@ export class Locker {
   readonly #lockHost: LockHost
   readonly #nodes: number
   readonly #ttlFloor: TtlFloor
+  /** The last token granted per resource (while someone listens): see the `token-regressed` event. */
+  readonly #lastTokens = new Map<string, bigint>()
   /** Tries in flight, until their outcome is handled (a grant after close() is given back then). */
   readonly #tries = new InFlightCalls()
   #closed = false
@@ -89,6 +93,13 @@ export class Locker {
       queueLeaseMs,
     }
     const quorumOptions: QuorumBackendOptions = { ...backendOptions, nodeRestartDelayMs: o.nodeRestartDelayMs }
+    if (isClientList(clients) && o.replicas > 0) {
+      throw new InvalidLockOptionError(
+        'replicas',
+        'is for one Redis with replicas (Sentinel, Cluster): quorum mode takes independent masters',
+        o.replicas,
+      )
+    }
     const listener: BackendListener = {
       released: (resource, handedTo, handoffMs, next) => {
         const me = this.#backend.lockerId
@@ -100,7 +111,12 @@ export class Locker {
     }
     this.#backend = isClientList(clients)
       ? new QuorumBackend(clients, quorumOptions, this.#deadlines, listener)
-      : new RedisBackend(clients, backendOptions, this.#deadlines, listener)
+      : new RedisBackend(
+          clients,
+          { ...backendOptions, replicas: o.replicas, replicasTimeoutMs: o.replicasTimeoutMs },
+          this.#deadlines,
+          listener,
+        )
     const listeners = this.#listeners
     const emit = this.#emit
     this.#lockHost = {
@@ -280,7 +296,19 @@ export class Locker {
       autoExtend: o.autoExtend,
     })
     this.#held.set(serial, lock)
+    if (this.#listeners.size > 0) this.#checkTokenOrder(resource.name, outcome.token)
     return { granted: true, lock }
+  }
+
+  /** Tells the listeners when a grant's token is not above the last one this Locker saw for the resource. */
+  #checkTokenOrder(resource: string, token: bigint): void {
+    const previous = this.#lastTokens.get(resource)
+    if (previous !== undefined && token <= previous) {
+      this.#emit({ type: 'token-regressed', resource, token, previous })
+      return
+    }
+    if (this.#lastTokens.size >= 1_024) this.#lastTokens.clear()
+    this.#lastTokens.set(resource, token)
   }
 
   #waitHost(): WaitHost {
@@ -340,6 +368,10 @@ export class Locker {
     const prefix = `could not acquire lock "${resource}": `
     if (cause instanceof ConnectionDownError)
       return new LockUnavailableError(resource, 'acquire', prefix + cause.message, cause.cause ?? cause)
+    if (cause instanceof NotReplicatedError) {
+      const message = `${prefix}its grants were not acknowledged by the replicas in time (${cause.message}); they were given back`
+      return new LockReplicationError(resource, 'acquire', cause.replicas, cause.acknowledged, message, cause)
+    }
     const why = cause instanceof DeadlineExceededError ? 'Redis did not answer in time' : 'the Redis call failed'
     return new LockUnavailableError(resource, 'acquire', `${prefix}${why} (${cause.message})`, cause)
   }

@@ -28,6 +28,10 @@ export const LOCK_DEFAULTS = Object.freeze({
   fenceTtlMs: 86_400_000,
   /** How long a released lock stays handed to the oldest waiting locker before anyone may take it. */
   handoffMs: 500,
+  /** Replicas that must acknowledge a grant or renewal before it counts (`WAIT`): none. */
+  replicas: 0,
+  /** How long a grant or renewal waits for its replicas' acknowledgement (`WAIT`'s timeout). */
+  replicasTimeoutMs: 500,
 })
 
 /** Options of a {@link Locker}; every field is optional and defaults to {@link LOCK_DEFAULTS}. */
@@ -70,6 +74,17 @@ export interface LockerOptions {
    * out; `0` turns the guard off. 0 to 24 h. Default: the longest lease recorded.
    */
   nodeRestartDelayMs?: number
+  /**
+   * One Redis with replicas (Sentinel, Cluster): how many replicas must acknowledge a grant, and
+   * a renewal, before it counts. After the acquire script answers, `WAIT replicas
+   * replicasTimeoutMs` goes out on the same connection; a grant not acknowledged in time is given
+   * back and the acquire goes on trying until `waitMs` (then `LockReplicationError`). A failover
+   * to a replica that acknowledged then keeps the grant and its token counter. 0 (off) to 16;
+   * not in quorum mode. Default 0.
+   */
+  replicas?: number
+  /** `WAIT`'s timeout for `replicas`, 1 ms to 60 s. Default 500. */
+  replicasTimeoutMs?: number
   /** Receives typed events (acquired, contended, timeout, ...). Exceptions it throws are ignored. */
   onEvent?: (event: LockEvent) => void
 }
@@ -111,6 +126,8 @@ export interface ResolvedLockerOptions {
   readonly handoffMs: number
   /** Quorum mode's delayed restart (see LockerOptions): 0 off, a number the least, undefined automatic. */
   readonly nodeRestartDelayMs: number | undefined
+  readonly replicas: number
+  readonly replicasTimeoutMs: number
   readonly onEvent: ((event: LockEvent) => void) | undefined
 }
 
@@ -193,6 +210,8 @@ const LOCKER_OPTIONS = [
   'fenceTtlMs',
   'handoffMs',
   'nodeRestartDelayMs',
+  'replicas',
+  'replicasTimeoutMs',
   'onEvent',
 ] as const
 /** The options each call takes, by the call's name. */
@@ -244,6 +263,13 @@ export function resolveLockerOptions(options: unknown, ttlFloor: TtlFloor = SING
       o.nodeRestartDelayMs === undefined
         ? undefined
         : checkInteger('nodeRestartDelayMs', o.nodeRestartDelayMs, 0, MAX_DURATION_MS),
+    replicas: checkInteger('replicas', or(o.replicas, LOCK_DEFAULTS.replicas), 0, 16),
+    replicasTimeoutMs: checkInteger(
+      'replicasTimeoutMs',
+      or(o.replicasTimeoutMs, LOCK_DEFAULTS.replicasTimeoutMs),
+      1,
+      60_000,
+    ),
     onEvent: o.onEvent as ResolvedLockerOptions['onEvent'],
   }
 }

@@ -134,6 +134,10 @@ const CONSTRUCTOR_CASES: (readonly [label: string, field: string, options: unkno
   ...[-1, 86_400_001, 1.5, Number.NaN, null, '500'].map(
     (v) => [`nodeRestartDelayMs ${show(v)}`, 'nodeRestartDelayMs', { nodeRestartDelayMs: v }] as const,
   ),
+  ...[-1, 17, 1.5, '1', null].map((v) => [`replicas ${show(v)}`, 'replicas', { replicas: v }] as const),
+  ...[0, 60_001, 1.5, null].map(
+    (v) => [`replicasTimeoutMs ${show(v)}`, 'replicasTimeoutMs', { replicasTimeoutMs: v }] as const,
+  ),
   ['ttlMS (misspelled)', 'options.ttlMS', { ttlMS: 5 }],
   ['retries (unknown)', 'options.retries', { retries: 3 }],
 ]
@@ -358,6 +362,8 @@ describe('defaults', () => {
       pollMs: 1_000,
       fenceTtlMs: 86_400_000,
       handoffMs: 500,
+      replicas: 0,
+      replicasTimeoutMs: 500,
     })
     const { client } = recordingClient()
     // nodeRestartDelayMs (quorum mode) is automatic unless given: the lease records decide.

@@ -4,7 +4,7 @@ import type { Handling, InFlight } from '../scripts/define-script.js'
 
 /** What the backend answers an acquire call with; the call hands its reply, error or late reply back. */
 export interface AcquireCallHost {
-  answered(call: AcquireCall, reply: unknown): AcquireOutcome
+  answered(call: AcquireCall, reply: unknown): AcquireOutcome | Promise<AcquireOutcome>
   failed(call: AcquireCall, error: unknown): AcquireOutcome
   late(call: AcquireCall, reply: unknown): void
 }
@@ -85,7 +85,7 @@ export class AcquireCall implements AcquireCallInit, Handling<AcquireOutcome> {
     this.group = init.group
   }
 
-  map(reply: unknown): AcquireOutcome {
+  map(reply: unknown): AcquireOutcome | Promise<AcquireOutcome> {
     return this.#host.answered(this, reply)
   }
 

@@ -10,6 +10,7 @@ import { AcquireCall, type AcquireCallHost } from './acquire-call.js'
 import { Connection, type RedisClient } from './connection.js'
 import { Reseeds } from './generations.js'
 import { InFlightCalls } from './in-flight.js'
+import { NotReplicatedError, waitForReplicas } from './replication.js'
 import { Subscriber } from './subscriber.js'
 import { DeadlineExceededError, type Deadlines } from '../deadline.js'
 import { asError } from '../errors.js'
@@ -40,6 +41,9 @@ export interface RedisBackendOptions {
    * node's backend the same, so a locker has one place in each node's queue.
    */
   readonly lockerId?: string
+  /** Replicas that must acknowledge a grant or renewal (`WAIT`), 0 for none; and WAIT's timeout. */
+  readonly replicas?: number
+  readonly replicasTimeoutMs?: number
 }
 
 /** How quorum mode sends an acquire to one node (see {@link RedisBackend.acquireAs}). */
@@ -82,6 +86,8 @@ export class RedisBackend implements LockBackend, AcquireCallHost {
   readonly #inFlight = new InFlightCalls()
   /** Smoothed round trip of acquire attempts (TCP's estimator), 0 until the first answer. */
   #srttMs = 0
+  /** Replicas that must acknowledge a grant or renewal (the `replicas` option). */
+  readonly #replicas: number
 
   /**
    * @param client used for every call; never closed by the backend.
@@ -100,6 +106,7 @@ export class RedisBackend implements LockBackend, AcquireCallHost {
     )
     this.#membership = new QueueMembership((resource) => this.#sendLeave(resource))
     this.#subscriber = new Subscriber(client, options.prefix, this.lockerId, listener)
+    this.#replicas = options.replicas ?? 0
   }
 
   /**
@@ -174,7 +181,7 @@ export class RedisBackend implements LockBackend, AcquireCallHost {
   }
 
   /** The reply of an attempt that answered in time (AcquireCallHost). */
-  answered(call: AcquireCall, raw: unknown): AcquireOutcome {
+  answered(call: AcquireCall, raw: unknown): AcquireOutcome | Promise<AcquireOutcome> {
     const now = performance.now()
     const rtt = now - call.sentAt
     this.#srttMs = this.#srttMs === 0 ? rtt : 0.875 * this.#srttMs + 0.125 * rtt
@@ -198,7 +205,8 @@ export class RedisBackend implements LockBackend, AcquireCallHost {
         cut: false,
       }
     }
-    if (now >= call.sentAt + call.ttlMs) {
+    const validUntil = call.sentAt + call.ttlMs
+    if (now >= validUntil) {
       // The lease ran out before its grant arrived (a tiny TTL on a slow round trip): a lock
       // that is no longer ours on arrival is not returned as held.
       this.#cleanUp(call)
@@ -208,14 +216,51 @@ export class RedisBackend implements LockBackend, AcquireCallHost {
         cut: false,
       }
     }
-    if (call.reseed === '1') this.#reseeds.done(call.resource.name, call.generation)
-    return {
+    const grant: AcquireOutcome = {
       granted: true,
       ownerId: call.ownerId,
       token: reply.token,
-      validUntil: call.sentAt + call.ttlMs,
+      validUntil,
       handedOver: reply.handedOver,
     }
+    if (this.#replicas > 0) return this.#replicated(call, grant, validUntil)
+    if (call.reseed === '1') this.#reseeds.done(call.resource.name, call.generation)
+    return grant
+  }
+
+  /**
+   * The `replicas` option: the grant counts once that many replicas acknowledged it (`WAIT` on
+   * the connection that ran the script, the key and its token counter included), on the same
+   * connection as it was sent (a new one has written nothing, and its WAIT answers at once), and
+   * within the lease. Otherwise it is given back.
+   */
+  #replicated(call: AcquireCall, grant: AcquireOutcome, validUntil: number): Promise<AcquireOutcome> {
+    const wanted = this.#replicas
+    const timeoutMs = this.#options.replicasTimeoutMs ?? 500
+    this.#inFlight.begin()
+    const refuse = (error: Error): AcquireOutcome => {
+      this.#cleanUp(call)
+      return { granted: false, error, cut: false }
+    }
+    return waitForReplicas(this.#client, call.resource.keys.lock, wanted, timeoutMs, this.#deadlines)
+      .then(
+        (acknowledged): AcquireOutcome => {
+          if (call.generation !== this.connection.generation)
+            return refuse(new NotReplicatedError(wanted, 0, 'on the connection of the grant (it changed)'))
+          if (acknowledged < wanted)
+            return refuse(new NotReplicatedError(wanted, acknowledged, `within ${timeoutMs} ms`))
+          if (performance.now() >= validUntil)
+            return refuse(
+              new Error(
+                `the grant's lease of ${call.ttlMs} ms ran out while its replicas acknowledged it; it was given back`,
+              ),
+            )
+          if (call.reseed === '1') this.#reseeds.done(call.resource.name, call.generation)
+          return grant
+        },
+        (error: unknown) => refuse(asError(error)),
+      )
+      .finally(() => this.#inFlight.end())
   }
 
   /** An attempt that failed, or missed its deadline: its outcome is unknown (AcquireCallHost). */
@@ -258,6 +303,7 @@ export class RedisBackend implements LockBackend, AcquireCallHost {
 
   extend(resource: LockResource, ownerId: string, ttlMs: number, timeoutMs: number): Promise<number | undefined> {
     const sentAt = performance.now()
+    const generation = this.connection.generation
     return extendScript.run(
       this.#client,
       resource.keys,
@@ -267,7 +313,21 @@ export class RedisBackend implements LockBackend, AcquireCallHost {
         ms: timeoutMs,
         sentAt,
         inFlight: this.#inFlight,
-        map: (reply: unknown) => (isExtended(reply) ? sentAt + ttlMs : undefined),
+        map: (reply: unknown) => {
+          if (!isExtended(reply)) return undefined
+          if (this.#replicas === 0) return sentAt + ttlMs
+          // A renewal counts once the replicas acknowledged it too (see #replicated).
+          const wanted = this.#replicas
+          const waitMs = this.#options.replicasTimeoutMs ?? 500
+          return waitForReplicas(this.#client, resource.keys.lock, wanted, waitMs, this.#deadlines).then(
+            (acknowledged) => {
+              if (generation !== this.connection.generation)
+                throw new NotReplicatedError(wanted, 0, 'on the connection of the renewal (it changed)')
+              if (acknowledged < wanted) throw new NotReplicatedError(wanted, acknowledged, `within ${waitMs} ms`)
+              return sentAt + ttlMs
+            },
+          )
+        },
       },
     )
   }

@@ -1,0 +1,60 @@
+/**
+ * The Locker contract (locker-contract.ts) on a Redis Cluster of 3 primaries with a replica each,
+ * through ioredis's `Cluster`: every key of a resource shares its hash tag, so each script runs on
+ * the shard that owns it, and the contract's resources land on every shard.
+ */
+import { startCluster, type ClusterSet } from '@fencelock/devkit/redis-topology'
+import { Cluster } from 'ioredis'
+import { afterAll, beforeAll, describe, expect, it } from 'vitest'
+import { resourceKeys } from '../../src/index.js'
+import { makeLocker, unique } from '../support/connections.js'
+import { lockerContract } from './locker-contract.js'
+
+let set: ClusterSet
+let admin: Cluster
+const clusters: Cluster[] = []
+beforeAll(async () => {
+  set = await startCluster()
+  admin = cluster()
+}, 60_000)
+afterAll(async () => {
+  for (const c of clusters) c.disconnect()
+  await set.dispose()
+})
+
+function cluster(): Cluster {
+  const c = new Cluster([...set.nodes])
+  c.on('error', () => {})
+  clusters.push(c)
+  return c
+}
+
+const keysOf = (resource: string) => resourceKeys('fencelock:', resource)
+
+lockerContract('a Redis Cluster (3 shards, a replica each)', {
+  locker: (options) => makeLocker(cluster(), options),
+  steal: async (resource) => {
+    await admin.del(keysOf(resource).lock)
+  },
+  traces: async (resource) => ({
+    held: await admin.exists(keysOf(resource).lock),
+    queued: await admin.zcard(keysOf(resource).queue),
+  }),
+})
+
+describe('resources on every shard', () => {
+  it('30 resources are locked on all three shards, each script on the shard of its hash tag', async () => {
+    const locker = makeLocker(cluster())
+    const shards = new Set<number>()
+    for (let i = 0; i < 30; i++) {
+      const r = unique('c-shard')
+      const lock = await locker.acquire(r)
+      const slot = await set.keySlot(keysOf(r).lock)
+      expect(await set.keySlot(keysOf(r).fence)).toBe(slot)
+      shards.add((await set.primaryOf(slot)).port)
+      expect(await admin.exists(keysOf(r).lock)).toBe(1)
+      await lock.release()
+    }
+    expect(shards.size).toBe(3)
+  })
+})

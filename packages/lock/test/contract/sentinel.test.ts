@@ -1,0 +1,37 @@
+/**
+ * The Locker contract (locker-contract.ts) through Redis Sentinel: a primary, 2 replicas and 3
+ * Sentinels of this file's own.
+ */
+import { startSentinelSet, type SentinelSet } from '@fencelock/devkit/redis-topology'
+import { Redis } from 'ioredis'
+import { afterAll, beforeAll } from 'vitest'
+import { resourceKeys } from '../../src/index.js'
+import { connect, makeLocker } from '../support/connections.js'
+import { lockerContract } from './locker-contract.js'
+
+let set: SentinelSet
+let admin: Redis
+beforeAll(async () => {
+  set = await startSentinelSet()
+  admin = connect({ port: (await set.primary()).port })
+}, 60_000)
+afterAll(async () => {
+  await set.dispose()
+})
+
+const keysOf = (resource: string) => resourceKeys('fencelock:', resource)
+
+lockerContract('Redis Sentinel (a primary, 2 replicas, 3 Sentinels)', {
+  locker: (options) => {
+    const client = new Redis({ sentinels: [...set.sentinelAddresses], name: set.name })
+    client.on('error', () => {})
+    return makeLocker(client, options)
+  },
+  steal: async (resource) => {
+    await admin.del(keysOf(resource).lock)
+  },
+  traces: async (resource) => ({
+    held: await admin.exists(keysOf(resource).lock),
+    queued: await admin.zcard(keysOf(resource).queue),
+  }),
+})
