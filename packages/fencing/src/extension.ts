@@ -4,7 +4,7 @@ import { delegateKey, readDataModel, type DataModel } from './data-model.js'
 import { InvalidFencingOptionError, MissingFenceTokenError } from './errors.js'
 import { parseFenceToken, type FenceTokenInput } from './fence-token.js'
 import { delegatesOf, fenceClient } from './fenced-client.js'
-import { resolveFencingOptions, type FencingOptions, type ResolvedFencingOptions } from './options.js'
+import { resolveFencingOptions, type FencedMethod, type FencedModels, type FencingOptions, type ResolvedFencingOptions } from './options.js'
 
 /**
  * The fencing extension: `prisma.$extends(fencing({ models }))` adds `$fenced(token?)` to the
@@ -34,40 +34,37 @@ import { resolveFencingOptions, type FencingOptions, type ResolvedFencingOptions
  * await db.$fenced(lock.token).product.update({ where: { sku }, data: { stock: { decrement: 1 } } })
  * ```
  */
-export function fencing<C = unknown>(options: FencingOptions<C>) {
+export function fencing<C = unknown, const M extends FencedModels<C> = FencedModels<C>>(options: FencingOptions<C, M>) {
   const resolved = resolveFencingOptions(options)
   return Prisma.defineExtension((client) => {
     const dataModel = readDataModel(client as object)
     checkModels(client as object, resolved, dataModel)
     const delegates = delegatesOf(resolved, dataModel)
-    return client.$extends({
-      name: '@fencelock/fencing',
-      client: {
-        /**
-         * This client (or transaction client) with its writes to fenced models made
-         * conditional on `token`. Throws `InvalidFenceTokenError` for a bad token, and
-         * `MissingFenceTokenError` without one outside `withFenceToken`, before any query.
-         * Fenced writes are lazy like Prisma's own calls: nothing runs until they are awaited,
-         * and a one-statement write can be an element of `$transaction([...])` (a write of
-         * several statements refuses there, before the batch starts).
-         */
-        $fenced<T extends object>(this: T, token?: FenceTokenInput): T {
-          const value = token === undefined ? ambientToken() : parseFenceToken(token)
-          const context = Prisma.getExtensionContext(this) as T
-          // A view holds nothing but the client and the token: a holder writing several times
-          // with one token gets the same view back instead of a new one per call.
-          let views = fencedViews.get(context)
-          if (views === undefined) fencedViews.set(context, (views = new Map()))
-          let view = views.get(value) as T | undefined
-          if (view === undefined) {
-            view = fenceClient(context, { token: value, options: resolved, dataModel, delegates })
-            if (views.size >= MAX_VIEWS_PER_CLIENT) views.delete(views.keys().next().value as bigint)
-            views.set(value, view)
-          }
-          return view
-        },
-      },
-    })
+    /**
+     * This client (or transaction client) with its writes to fenced models made
+     * conditional on `token`. Throws `InvalidFenceTokenError` for a bad token, and
+     * `MissingFenceTokenError` without one outside `withFenceToken`, before any query.
+     * Fenced writes are lazy like Prisma's own calls: nothing runs until they are awaited,
+     * and a one-statement write can be an element of `$transaction([...])` (a write of
+     * several statements refuses there, before the batch starts).
+     */
+    function $fenced<T extends object>(this: T, token?: FenceTokenInput): T {
+      const value = token === undefined ? ambientToken() : parseFenceToken(token)
+      const context = Prisma.getExtensionContext(this) as T
+      // A view holds nothing but the client and the token: a holder writing several times
+      // with one token gets the same view back instead of a new one per call.
+      let views = fencedViews.get(context)
+      if (views === undefined) fencedViews.set(context, (views = new Map()))
+      let view = views.get(value) as T | undefined
+      if (view === undefined) {
+        view = fenceClient(context, { token: value, options: resolved, dataModel, delegates })
+        if (views.size >= MAX_VIEWS_PER_CLIENT) views.delete(views.keys().next().value as bigint)
+        views.set(value, view)
+      }
+      return view
+    }
+    // Typed with the models, so fencedTransaction can refuse an unfenced model at compile time.
+    return client.$extends({ name: '@fencelock/fencing', client: { $fenced: $fenced as FencedMethod<M> } })
   })
 }
 

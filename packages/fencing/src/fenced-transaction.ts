@@ -4,7 +4,7 @@ import { InvalidFencingOptionError } from './errors.js'
 import { parseFenceToken, type FenceTokenInput } from './fence-token.js'
 import { fenceScopeOf } from './fenced-client.js'
 import { invoke } from './fenced-write.js'
-import { checkOptionalMs, FENCING_DEFAULTS, type FencedTransactionOptions } from './options.js'
+import { checkOptionalMs, FENCING_DEFAULTS, type FencedModelNameOf, type FencedTransactionOptions } from './options.js'
 
 /** A client extended with `fencing()`: what {@link fencedTransaction} runs on. */
 export interface FencedClient {
@@ -55,7 +55,7 @@ const ISOLATION_LEVELS = new Set(['ReadUncommitted', 'ReadCommitted', 'Repeatabl
  * })
  * ```
  */
-export async function fencedTransaction<C extends FencedClient, M extends ModelNameOf<TransactionClientOf<C>>, R>(
+export async function fencedTransaction<C extends FencedClient, M extends ModelNameOf<TransactionClientOf<C>> & FencedModelNameOf<C>, R>(
   db: C,
   token: FenceTokenInput,
   options: FencedTransactionOptions<M, WhereUniqueOf<TransactionClientOf<C>, M>>,

@@ -56,6 +56,10 @@ export {
   type FencingRejection,
   type FencedTransactionOptions,
   type FencedModels,
+  type FencedModelNames,
+  type FencedModelNameOf,
+  type FencedMethod,
+  type NoFenceColumn,
   type ClientModelName,
   type BigIntFieldOf,
 } from './options.js'

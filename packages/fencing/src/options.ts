@@ -1,4 +1,5 @@
 import { InvalidFencingOptionError } from './errors.js'
+import type { FenceTokenInput } from './fence-token.js'
 
 /** Defaults of every option, in one frozen object. Units are in the names. */
 export const FENCING_DEFAULTS = Object.freeze({
@@ -41,22 +42,59 @@ export type BigIntFieldOf<C, M> = {
   string
 
 /**
- * `models` of {@link FencingOptions} for client type `C`: each model of the client, with one of its
- * `BigInt` fields. Without a client type (`C` unknown), any names (checked when applied).
+ * What a model without a `BigInt` field takes in {@link FencedModels}: no name fits, and the type
+ * error says why (`Type '"fenceToken"' is not assignable to type '"Payment has no BigInt column
+ * ..."'`) instead of "not assignable to type 'undefined'".
  */
-export type FencedModels<C = unknown> = unknown extends C ? Readonly<Record<string, string>> : { readonly [M in ClientModelName<C>]?: BigIntFieldOf<C, M> }
+export type NoFenceColumn<M extends string> = `${M} has no BigInt column to fence with (add one: fenceToken BigInt @default(0))`
+
+/**
+ * `models` of {@link FencingOptions} for client type `C`: each model of the client, with one of its
+ * `BigInt` fields (a model without one takes {@link NoFenceColumn}, whose text is the type error's
+ * message). Without a client type (`C` unknown), any names (checked when applied).
+ */
+export type FencedModels<C = unknown> = unknown extends C
+  ? Readonly<Record<string, string>>
+  : { readonly [M in ClientModelName<C>]?: [BigIntFieldOf<C, M>] extends [never] ? NoFenceColumn<M> : BigIntFieldOf<C, M> }
+
+/**
+ * The model names `models` fences: its keys, but those of models without a fence column (the
+ * {@link NoFenceColumn} of `FencedModels<C>` when the exact names were not captured).
+ */
+export type FencedModelNames<F> = {
+  [K in keyof F]-?: [Exclude<F[K], undefined>] extends [NoFenceColumn<string>] ? never : K
+}[keyof F] &
+  string
+
+// Type-level only: nothing at run time has this key.
+declare const FENCED_MODELS: unique symbol
+
+/**
+ * The type of `db.$fenced`: a client (or transaction client) with its writes fenced by `token`. It
+ * also carries, for the type checker only, the `models` that `fencing()` was given, so
+ * `fencedTransaction` can take a fenced model only.
+ */
+export type FencedMethod<M> = (<T extends object>(this: T, token?: FenceTokenInput) => T) & { readonly [FENCED_MODELS]?: M }
+
+/**
+ * The fenced model names of a client extended with `fencing()`: exactly the models it was given
+ * when their names were captured (`fencing({ models })` with a `const` object), else every model of
+ * the schema with a `BigInt` column (`fencing<typeof prisma>(...)`; the exact set is checked when it
+ * runs).
+ */
+export type FencedModelNameOf<C> = C extends { readonly $fenced: { readonly [FENCED_MODELS]?: infer F } } ? FencedModelNames<F> : string
 
 /**
  * Options of {@link fencing}. Give it your client's type, `fencing<typeof prisma>({ ... })`, and a
  * model or field name that your schema does not have — or a field that is not `BigInt` — is a type
  * error.
  */
-export interface FencingOptions<C = unknown> {
+export interface FencingOptions<C = unknown, M extends FencedModels<C> = FencedModels<C>> {
   /**
    * The fenced models, by Prisma model name, each with the name of its fence column (a `BigInt`
    * field, `@default(0)`). Required, at least one. Example: `{ Product: 'fenceToken' }`.
    */
-  models: FencedModels<C>
+  models: M
   /**
    * Called once per refused write, before `StaleFencingTokenError` is thrown; what it returns is
    * ignored. Exceptions it throws, and the rejection of a promise it returns, are swallowed:

@@ -99,7 +99,7 @@ describe('fencedTransaction', () => {
     ]) {
       expect((await settle(fencedTransaction(t.db, 2n, options as never, async () => 'ran'))).error).toBeInstanceOf(InvalidFencingOptionError)
     }
-    expect((await settle(fencedTransaction(t.base as never, 2n, { model: 'Product', where: { id: p.id } }, async () => 'ran'))).error).toBeInstanceOf(
+    expect((await settle(fencedTransaction(t.base as unknown as typeof t.db, 2n, { model: 'Product', where: { id: p.id } }, async () => 'ran'))).error).toBeInstanceOf(
       InvalidFencingOptionError,
     )
     expect(await product(p.id)).toEqual(p)

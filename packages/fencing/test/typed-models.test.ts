@@ -1,8 +1,12 @@
 /**
  * `fencing<typeof prisma>({ models })` is typed from the client: fixtures compiled with the
  * TypeScript compiler, with the repository's strict settings. A model or field name the schema
- * does not have, or a fence column that is not BigInt, is a type error; correct names compile.
+ * does not have, or a fence column that is not BigInt, is a type error; correct names compile; a
+ * model without any BigInt column gets a type whose text names the problem. `fencedTransaction`
+ * takes fenced models only (transaction-model.ts: its `@ts-expect-error` lines must each meet an
+ * error, or the file does not compile).
  */
+import { readFileSync, rmSync, writeFileSync } from 'node:fs'
 import { dirname, join } from 'node:path'
 import { fileURLToPath } from 'node:url'
 import ts from 'typescript'
@@ -36,5 +40,28 @@ describe('fencing<typeof prisma>({ models })', () => {
     const errors = errorsOf(file)
     expect(errors.length).toBeGreaterThan(0)
     expect(errors.join('\n')).toMatch(mentions)
+  })
+
+  it('a model without a BigInt column: the error names the model and what it lacks (not "not assignable to type \'undefined\'")', () => {
+    const errors = errorsOf('no-fence-column.ts')
+    expect(errors).toEqual([`Type '"fenceToken"' is not assignable to type '"Payment has no BigInt column to fence with (add one: fenceToken BigInt @default(0))"'.`])
+  })
+})
+
+describe('fencedTransaction(db, token, { model })', () => {
+  it('takes the models db fences, on the client and on a transaction client; an unfenced or unknown model is a type error', () => {
+    expect(errorsOf('transaction-model.ts')).toEqual([])
+  })
+
+  it('control: without the @ts-expect-error lines each refused call is an error about its model', () => {
+    const text = readFileSync(join(fixtures, 'transaction-model.ts'), 'utf8')
+    const copy = `.unchecked-${process.pid}.ts`
+    writeFileSync(join(fixtures, copy), text.replace(/^\s*\/\/ @ts-expect-error.*\n/gm, ''))
+    try {
+      const errors = errorsOf(copy)
+      expect(errors.map((e) => /^Type '"(\w+)"' is not assignable to type/.exec(e)?.[1])).toEqual(['Payment', 'Payment', 'Order', 'Prodcut'])
+    } finally {
+      rmSync(join(fixtures, copy), { force: true })
+    }
   })
 })
