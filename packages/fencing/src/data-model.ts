@@ -33,6 +33,10 @@ export interface ModelShape {
   readonly primaryKey: readonly string[] | undefined
   /** The primary key's selector in a unique filter: the field for one, `a_b` (or its name) for a compound id. */
   readonly primaryKeyName: string | undefined
+  /** The table's name in the database: `@@map`, else the model's name. */
+  readonly dbName: string
+  /** Scalar field → its column in the database: `@map`, else the field's name. */
+  readonly columns: ReadonlyMap<string, string>
 }
 
 /** Model name → shape. */
@@ -43,6 +47,7 @@ interface RuntimeField {
   kind: string
   type: string
   relationName?: string
+  dbName?: string | null
 }
 
 /** Reads the data model of a Prisma client, or `undefined` when this client has no runtime data model we understand. */
@@ -58,11 +63,14 @@ export function readDataModel(client: object): DataModel | undefined {
   const models = (raw as { models?: unknown } | undefined)?.models
   if (models === null || typeof models !== 'object') return undefined
   const runtime = new Map<string, RuntimeField[]>()
+  const tables = new Map<string, string>()
   for (const [name, model] of Object.entries(models as Record<string, unknown>)) {
     const fields = (model as { fields?: unknown } | null)?.fields
     if (!Array.isArray(fields)) return undefined
     for (const f of fields as RuntimeField[]) if (typeof f?.name !== 'string' || typeof f.type !== 'string') return undefined
     runtime.set(name, fields as RuntimeField[])
+    const dbName = (model as { dbName?: unknown }).dbName
+    tables.set(name, typeof dbName === 'string' && dbName !== '' ? dbName : name)
   }
   const schema = agreeing(readSchemaModels(schemaText), runtime)
   const result = new Map<string, ModelShape>()
@@ -70,9 +78,11 @@ export function readDataModel(client: object): DataModel | undefined {
     const relations = new Map<string, string>()
     const relationShapes = new Map<string, RelationShape>()
     const scalars = new Map<string, string>()
+    const columns = new Map<string, string>()
     for (const f of fields) {
       if (f.kind !== 'object') {
         scalars.set(f.name, f.type)
+        columns.set(f.name, typeof f.dbName === 'string' && f.dbName !== '' ? f.dbName : f.name)
         continue
       }
       relations.set(f.name, f.type)
@@ -81,7 +91,15 @@ export function readDataModel(client: object): DataModel | undefined {
     }
     const declared = schema?.get(name)
     const primaryKey = declared?.primaryKey
-    result.set(name, { relations, relationShapes, scalars, primaryKey, primaryKeyName: primaryKey?.length === 1 ? primaryKey[0] : declared?.primaryKeyName })
+    result.set(name, {
+      relations,
+      relationShapes,
+      scalars,
+      primaryKey,
+      primaryKeyName: primaryKey?.length === 1 ? primaryKey[0] : declared?.primaryKeyName,
+      dbName: tables.get(name) ?? name,
+      columns,
+    })
   }
   return result
 }

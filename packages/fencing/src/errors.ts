@@ -154,6 +154,48 @@ export class InvalidFencingOptionError extends FencingError {
   }
 }
 
+/** One object of the database guard that {@link assertFenceGuard} did not find as `fenceGuardSql` installs it. */
+export interface MissingGuardObject {
+  /** The fenced model whose guard it belongs to. */
+  readonly model: string
+  /** The model's table, schema-qualified as found (`public.Invoice`). */
+  readonly table: string
+  readonly kind: 'tombstone table' | 'function' | 'trigger'
+  /** Its name, without the schema (`Invoice_fence_refuse_lower`). */
+  readonly name: string
+  /** `missing`; `disabled` (a trigger turned off, or firing only in replica mode); `other column` (it guards another column than the fence). */
+  readonly problem: 'missing' | 'disabled' | 'other column'
+}
+
+/**
+ * The database guard (`fenceGuardSql`) is not installed, or not completely, on a fenced model's
+ * table: found by `assertFenceGuard` at startup, instead of an UPDATE that lowers a fence going
+ * through unnoticed later. `missing` lists every object it did not find, by model.
+ */
+export class MissingFenceGuardError extends FencingError {
+  /** What is missing, disabled or guarding another column, for every model checked. */
+  readonly missing: readonly MissingGuardObject[]
+
+  constructor(missing: readonly MissingGuardObject[], installed: ReadonlySet<string>, hints: ReadonlyMap<string, string>) {
+    const models = [...new Set(missing.map((m) => m.model))]
+    const parts = models.map((model) => {
+      const of = missing.filter((m) => m.model === model)
+      const table = (of[0] as MissingGuardObject).table
+      const what = (['tombstone table', 'function', 'trigger'] as const)
+        .map((kind) => {
+          const objects = of.filter((m) => m.kind === kind).map((m) => (m.problem === 'missing' ? m.name : `${m.name} (${m.problem})`))
+          return objects.length === 0 ? '' : `${kind}${objects.length > 1 ? 's' : ''} ${objects.join(', ')}`
+        })
+        .filter((text) => text !== '')
+        .join('; ')
+      const state = installed.has(model) ? 'is incomplete (missing or not in effect' : 'is not installed (missing'
+      return `${model} (table ${table}): the guard ${state}: ${what}). ${hints.get(model) ?? ''}`.trim()
+    })
+    super(`database fence guard:\n${parts.join('\n')}`, { model: models.length === 1 ? models[0] : undefined })
+    this.missing = Object.freeze([...missing])
+  }
+}
+
 function explain(reason: UnsupportedFencedWriteReason, field: string, detail: string | undefined): string {
   switch (reason) {
     case 'fence-column':

@@ -80,7 +80,7 @@ function ambientToken(): bigint {
 }
 
 /** Every fenced model must exist in this client, with a `BigInt` fence column. */
-function checkModels(client: object, options: ResolvedFencingOptions, dataModel: DataModel | undefined): void {
+export function checkModels(client: object, options: ResolvedFencingOptions, dataModel: DataModel | undefined): void {
   for (const [model, field] of options.models) {
     if (dataModel === undefined) {
       // Without the data model we can only see whether the delegate exists.

@@ -73,6 +73,11 @@ export function fenceGuardObjects(options: FenceGuardOptions): FenceGuardObjects
   return objectNames(o.name)
 }
 
+/** The names a guard installed with the default `name` has on `table` (for checking it, without the other options). */
+export function defaultGuardObjects(table: string): FenceGuardObjects {
+  return objectNames(`${table}_fence`)
+}
+
 const SUFFIXES = {
   tombstoneTable: '_tombstones',
   functions: ['_refuse_lower', '_remember', '_on_truncate', '_keep_tombstones', '_token'],

@@ -17,6 +17,8 @@ export {
   type FenceGuardOptions,
   type FenceGuardObjects,
 } from './fence-guard.js'
+export { fenceGuardPrismaModel } from './tombstone-model.js'
+export { assertFenceGuard, type AssertFenceGuardOptions } from './assert-fence-guard.js'
 export { isFenceGuardError } from './guard-error.js'
 export {
   fencingHeaders,
@@ -48,6 +50,8 @@ export {
   UnsupportedFencedWriteError,
   InvalidFencingOptionError,
   InvalidFencingHeaderError,
+  MissingFenceGuardError,
+  type MissingGuardObject,
   type UnsupportedFencedWriteReason,
 } from './errors.js'
 export {

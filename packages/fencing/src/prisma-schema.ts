@@ -19,6 +19,12 @@ export interface SchemaField {
   readonly holdsForeignKey: boolean
   /** `@relation(onDelete: ...)` as written, or undefined (Prisma's default: Restrict, or SetNull when optional). */
   readonly onDelete: string | undefined
+  /** Whether the type is optional (`String?`). */
+  readonly optional: boolean
+  /** Its column in the database: `@map("...")`, else the field's name. */
+  readonly column: string
+  /** Its native type attribute as written (`@db.VarChar(64)`), or undefined. */
+  readonly nativeType: string | undefined
 }
 
 /** One model as the schema declares it. */
@@ -28,6 +34,8 @@ export interface SchemaModel {
   readonly primaryKey: readonly string[] | undefined
   /** The name of the compound id's selector in a unique filter (`@@id(name: ...)`, default the fields joined by `_`). */
   readonly primaryKeyName: string | undefined
+  /** Its table in the database: `@@map("...")`, else the model's name. */
+  readonly dbName: string
 }
 
 /** Model name → model, or undefined when the text is not a schema this reader understands. */
@@ -77,7 +85,7 @@ function parse(text: string): Map<string, SchemaModel> {
     const body: string[] = []
     for (i++; i < lines.length && (lines[i] as string).trim() !== '}'; i++) body.push(lines[i] as string)
     if (i >= lines.length) throw new Error('unterminated block')
-    if (block[1] === 'model' || block[1] === 'view') models.set(block[2] as string, model(joinContinued(body)))
+    if (block[1] === 'model' || block[1] === 'view') models.set(block[2] as string, model(block[2] as string, joinContinued(body)))
   }
   return models
 }
@@ -114,12 +122,14 @@ function depth(text: string): number {
 
 const FIELD = /^([A-Za-z_][A-Za-z0-9_]*)\s+([A-Za-z_][A-Za-z0-9_]*(?:\("(?:[^"\\]|\\.)*"\))?)(\[\])?(\?)?(?:\s+(.*))?$/
 
-function model(lines: readonly string[]): SchemaModel {
+function model(name: string, lines: readonly string[]): SchemaModel {
   const fields = new Map<string, SchemaField>()
   let primaryKey: string[] | undefined
   let primaryKeyName: string | undefined
+  let dbName = name
   for (const line of lines) {
     if (line.startsWith('@@')) {
+      if (/^@@map\s*\(/.test(line)) dbName = mappedName(argumentOf(line, '@@map')) ?? name
       if (/^@@id\s*\(/.test(line)) {
         const argument = argumentOf(line, '@@id')
         primaryKey = names(argument)
@@ -139,6 +149,9 @@ function model(lines: readonly string[]): SchemaModel {
       relationName: relation === undefined ? undefined : (/^\s*"((?:[^"\\]|\\.)*)"/.exec(relation)?.[1] ?? /\bname\s*:\s*"((?:[^"\\]|\\.)*)"/.exec(relation)?.[1]),
       holdsForeignKey: relation !== undefined && /\bfields\s*:\s*\[/.test(relation),
       onDelete: relation === undefined ? undefined : /\bonDelete\s*:\s*([A-Za-z]+)/.exec(relation)?.[1],
+      optional: m[4] !== undefined,
+      column: (/(?:^|\s)@map\s*\(/.test(attributes) ? mappedName(argumentOf(attributes, '@map')) : undefined) ?? (m[1] as string),
+      nativeType: /(?:^|\s)(@db\.[A-Za-z0-9_]+)(?=$|\s|\()/.test(attributes) ? nativeTypeOf(attributes) : undefined,
     })
   }
   if (primaryKey === undefined) {
@@ -146,7 +159,21 @@ function model(lines: readonly string[]): SchemaModel {
     if (ids.length > 1) throw new Error('several @id fields')
     if (ids.length === 1) primaryKey = ids
   }
-  return { fields, primaryKey, primaryKeyName }
+  return { fields, primaryKey, primaryKeyName, dbName }
+}
+
+/** The name of `@map("x")` / `@@map("x")` / `@@map(name: "x")`. */
+function mappedName(argument: string): string | undefined {
+  const m = /^\s*(?:name\s*:\s*)?"((?:[^"\\]|\\.)*)"/.exec(argument)
+  return m === null ? undefined : JSON.parse(`"${m[1] as string}"`)
+}
+
+/** `@db.VarChar(64)` as written: the attribute and its arguments, if any. */
+function nativeTypeOf(attributes: string): string {
+  const m = /(?:^|\s)(@db\.[A-Za-z0-9_]+)/.exec(attributes) as RegExpExecArray
+  const name = m[1] as string
+  const after = attributes.slice((m.index ?? 0) + m[0].length)
+  return /^\s*\(/.test(after) ? `${name}(${argumentOf(after, '')})` : name
 }
 
 /** The text between the parentheses that follow `attribute` in `text`. */

@@ -1,0 +1,8 @@
+#!/usr/bin/env node
+// The `fencelock-guard` command of the package (its `bin`): see guard-cli.ts.
+import { runGuardCli } from './guard-cli.js'
+
+const { code, stdout, stderr } = runGuardCli(process.argv.slice(2))
+process.stdout.write(stdout)
+process.stderr.write(stderr)
+process.exitCode = code
