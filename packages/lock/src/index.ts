@@ -22,4 +22,12 @@ export {
   type UsingOptions,
 } from './options.js'
 export { resourceKeys, type ResourceKeys } from './keys.js'
+export {
+  lockErrorHandler,
+  lockErrorResponse,
+  LOCK_ERROR_HANDLER_DEFAULTS,
+  type LockErrorHandlerOptions,
+  type LockErrorResponse,
+  type LockErrorAnswer,
+} from './lock-error-handler.js'
 export { LOCK_SCRIPTS, type LockScriptName, type LockScriptSource } from './lock-scripts.js'
