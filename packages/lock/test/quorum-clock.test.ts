@@ -42,9 +42,13 @@ async function threeGrants(keepOldExpiry: boolean): Promise<[bigint, bigint, big
   const locker = makeLocker(clients, { fenceTtlMs: FENCE_TTL_MS, commandTimeoutMs: 500, nodeRestartDelayMs: 0 })
   const r = unique('q-clock')
   const fence = keysOf(r).fence
-  const out = async (i: number) => clients[i]!.disconnect()
+  // A node out: its client disconnected (nothing is sent to it), and back: connected again.
+  const out = async (i: number) => {
+    clients[i]!.disconnect()
+    await waitUntil(() => clients[i]!.status === 'end', { what: 'the client to close' })
+  }
   const back = async (i: number) => {
-    await clients[i]!.connect()
+    if (clients[i]!.status === 'end') await clients[i]!.connect()
     await ready(clients[i]!, 'a node back')
   }
   const grant = async () => {
