@@ -9,7 +9,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { createPrisma, dropShopSchema, prepareShopSchema } from '../src/database.js'
 import { GatewayError, httpGateway, type ChargeProtection, type PaymentGateway } from '../src/payment-gateway.js'
 import { createProtection, fencedShopClient, shopStores, type Protection } from '../src/protection.js'
-import { ShopService } from '../src/shop-service.js'
+import { newOrderReference, ShopService } from '../src/shop-service.js'
 import { startTestGateway, type TestGateway } from './gateway-server.js'
 import { REDIS_URL, testDatabase, uniqueRun } from './services.js'
 
@@ -67,6 +67,7 @@ function freezing(where: 'before' | 'after'): { gateway: PaymentGateway; charged
     charged: reached,
     gateway: {
       authorize: (request) => real.authorize(request),
+      findCharge: (key, fencing) => real.findCharge(key, fencing),
       async charge(request, protection) {
         if (where === 'before') {
           charged()
@@ -84,7 +85,8 @@ function freezing(where: 'before' | 'after'): { gateway: PaymentGateway; charged
 
 async function newOrder(): Promise<number> {
   const product = await prisma.product.findUniqueOrThrow({ where: { sku: 'p-1' } })
-  return (await prisma.order.create({ data: { productId: product.id, buyerId: 'b', quantity: 1 } })).id
+  const data = { productId: product.id, buyerId: 'b', quantity: 1, reference: newOrderReference(), amountCents: product.priceCents }
+  return (await prisma.order.create({ data })).id
 }
 
 /** A charges and freezes after the gateway answered; B pays meanwhile; A wakes. What landed where. */
@@ -120,7 +122,10 @@ describe('a holder that charged and froze before recording the payment', () => {
     expect(r.a.error).toMatchObject({ name: 'StaleFencingTokenError' })
     expect(r.payments).toHaveLength(1)
     expect(r.payments[0]?.gatewayChargeId).toBe(r.charges[0]?.chargeId)
-    expect(r.order).toMatchObject({ status: 'paid', paymentKey: `order:${r.order.id}` })
+    // The key is the order's random reference, minted with the order (never its id, never the token).
+    expect(r.order).toMatchObject({ status: 'paid', paymentKey: r.order.reference })
+    expect(r.order.reference).toMatch(/^ord_[A-Za-z0-9_-]{22}$/)
+    expect(r.charges[0]?.idempotencyKey).toBe(r.order.reference)
   })
 
   it('control: the database fence alone (no key, no token at the gateway) — the shop records one payment, the buyer is charged twice', async () => {

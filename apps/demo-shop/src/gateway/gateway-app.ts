@@ -8,6 +8,7 @@
  * | `POST /v1/charges {orderId, amountCents}` | 201 the charge · a repeat of its `Idempotency-Key`: the first answer again (header `Idempotent-Replayed: true`) · 422 `idempotency_key_reused` (same key, other parameters) · 409 `stale_fencing_token` (an older `Fencing-Token` than the newest seen for its `Fencing-Resource`) |
  * | `POST /v1/authorizations {buyerId, amountCents}` | 201 an authorization id (holds no money in the demo: no ledger row) |
  * | `GET /v1/charges?orderId=N` | the ledger's charges of an order |
+ * | `GET /v1/charges?key=K` | the charge made under the `Idempotency-Key` K (`{object: 'charge', ...}`), or 404 `no_such_charge`; with fencing headers, the resource's fence is raised in the same transaction, so a charge of an older holder can no longer land after the answer (the reconciler's question) |
  * | `GET /healthz` | 200 when it serves |
  *
  * Every answer takes the configured latency. Bad headers and bodies get 400 `invalid_request`
@@ -26,6 +27,7 @@ import { fencing, fencingErrorHandler, fencingMiddleware, type FencedRequest } f
 import express, { type ErrorRequestHandler, type Express, type Request, type Response } from 'express'
 import type { PrismaClient } from '../../../../generated/prisma/client.js'
 import { bodyParserFailure } from '../body-parser-errors.js'
+import { InFlight } from '../in-flight.js'
 import type { GatewayLatency } from '../payment-gateway.js'
 
 /** Largest accepted request body: 16 KiB. */
@@ -57,6 +59,8 @@ export interface GatewayDeps {
   /** Limits of a charge's transaction. Default 30 s each (a pool of one on PGlite queues them all). */
   readonly transaction?: { readonly maxWaitMs: number; readonly timeoutMs: number }
   readonly logError?: (error: unknown) => void
+  /** Counts the running charge and lookup handlers (the process's shutdown waits for them). */
+  readonly inFlight?: InFlight
 }
 
 /** A charge as the ledger and the API show it. */
@@ -113,6 +117,7 @@ export function createGatewayApp(deps: GatewayDeps): Express {
   const logError = deps.logError ?? ((error: unknown) => console.error('[gateway]', error))
   const latency = () => new Promise<void>((r) => setTimeout(r, deps.latency.minMs + Math.floor(random() * (deps.latency.maxMs - deps.latency.minMs + 1))))
 
+  const inFlight = deps.inFlight ?? new InFlight()
   const app = express()
   app.disable('x-powered-by')
   app.disable('etag')
@@ -134,14 +139,29 @@ export function createGatewayApp(deps: GatewayDeps): Express {
     res.status(201).json({ id: `auth_${randomUUID()}`, object: 'authorization', amountCents })
   })
 
-  app.get('/v1/charges', async (req, res) => {
+  app.get('/v1/charges', fencingMiddleware({ db, model: 'GatewayFence', recordBeforeHandler: false }), (req, res) => inFlight.track(() => listCharges(req, res)))
+  const listCharges = async (req: Request, res: Response) => {
+    for (const name of Object.keys(req.query)) if (name !== 'orderId' && name !== 'key') throw new BadRequest(name, `unknown parameter ${JSON.stringify(name.slice(0, 40))}`)
+    if (req.query.key !== undefined) {
+      if (req.query.orderId !== undefined) throw new BadRequest('key', 'give key or orderId, not both')
+      const key = req.query.key
+      if (typeof key !== 'string' || !IDEMPOTENCY_KEY.test(key)) throw new BadRequest('key', 'key must be 1 to 255 visible ASCII characters')
+      const fencing = res.locals.fencing as FencedRequest<GatewayDb> | undefined
+      // The charge a key made is the one its first answer names (a replayed request's own row
+      // was deleted); read with the fence raised, when the caller sent one, in one transaction.
+      const find = (tx: TxClient) => tx.gatewayCharge.findFirst({ where: { idempotencyKey: key }, orderBy: { id: 'asc' } })
+      const row = fencing !== undefined ? await fencing.transaction((tx) => find(tx)) : await db.$transaction((tx) => find(tx), limits)
+      if (row === null) return fail(res, 404, 'no_such_charge', 'no charge was made with this key', 'key')
+      return res.json(chargeBody(row))
+    }
     const raw = String(req.query.orderId ?? '')
     if (!/^[1-9][0-9]{0,9}$/.test(raw) || Number(raw) > MAX_INT) throw new BadRequest('orderId', `orderId must be an integer from 1 to ${MAX_INT}`)
     const rows = await db.gatewayCharge.findMany({ where: { orderId: Number(raw) }, orderBy: { id: 'asc' } })
-    res.json({ object: 'list', data: rows.map(chargeBody) })
-  })
+    return res.json({ object: 'list', data: rows.map(chargeBody) })
+  }
 
-  app.post('/v1/charges', fencingMiddleware({ db, model: 'GatewayFence', recordBeforeHandler: false }), async (req, res) => {
+  app.post('/v1/charges', fencingMiddleware({ db, model: 'GatewayFence', recordBeforeHandler: false }), (req, res) => inFlight.track(() => createCharge(req, res)))
+  const createCharge = async (req: Request, res: Response) => {
     const rawKey = req.get(IDEMPOTENCY_KEY_HEADER)
     if (rawKey !== undefined && !IDEMPOTENCY_KEY.test(rawKey)) throw new BadRequest(IDEMPOTENCY_KEY_HEADER, `${IDEMPOTENCY_KEY_HEADER} must be 1 to 255 visible ASCII characters`)
     const body = jsonBody(req, ['orderId', 'amountCents'])
@@ -176,7 +196,7 @@ export function createGatewayApp(deps: GatewayDeps): Express {
     const answer = fencing !== undefined ? await fencing.transaction((tx) => charge(tx)) : await db.$transaction((tx) => charge(tx), limits)
     if (answer.replayed === true) res.setHeader(REPLAYED_HEADER, 'true')
     res.status(answer.status).json(answer.body)
-  })
+  }
 
   app.use((req, res) => fail(res, 404, 'not_found', `no route ${req.method} ${req.path.slice(0, 100)}`))
   // 409 stale_fencing_token and 400 invalid_fencing_header, then everything else.
