@@ -24,13 +24,19 @@ export interface PaymentGateway {
   /** Authorizes (holds) an amount on the buyer's card at purchase time. */
   authorize(request: { buyerId: string; amountCents: number }): Promise<{ authorizationId: string }>
   /** Charges an order. */
-  charge(request: { orderId: number; amountCents: number }, protection?: ChargeProtection): Promise<{ chargeId: string; replayed: boolean }>
+  charge(
+    request: { orderId: number; amountCents: number },
+    protection?: ChargeProtection,
+  ): Promise<{ chargeId: string; replayed: boolean }>
   /**
    * The charge made under `idempotencyKey`, or null when there is none. With `fencing`, the
    * gateway raises the resource's fence in the same transaction: an older holder's charge of the
    * key cannot land after this answer.
    */
-  findCharge(idempotencyKey: string, fencing?: TokenHolder): Promise<{ chargeId: string; orderId: number; amountCents: number } | null>
+  findCharge(
+    idempotencyKey: string,
+    fencing?: TokenHolder,
+  ): Promise<{ chargeId: string; orderId: number; amountCents: number } | null>
 }
 
 /** The gateway refused or failed a call; `code` is its machine-readable error (`stale_fencing_token`, ...). */
@@ -96,7 +102,11 @@ export function httpGateway(options: HttpGatewayOptions): PaymentGateway {
       // The call's outcome is unknown (it may have charged): only a repeat with the same
       // idempotency key can find out without charging twice.
       const timedOut = (cause as { name?: unknown }).name === 'TimeoutError'
-      throw new GatewayError(timedOut ? 504 : 502, timedOut ? 'gateway_timeout' : 'gateway_unreachable', timedOut ? `no answer within ${timeoutMs} ms` : 'the gateway could not be reached')
+      throw new GatewayError(
+        timedOut ? 504 : 502,
+        timedOut ? 'gateway_timeout' : 'gateway_unreachable',
+        timedOut ? `no answer within ${timeoutMs} ms` : 'the gateway could not be reached',
+      )
     }
     let json: Record<string, unknown> | null = {}
     try {
@@ -107,7 +117,11 @@ export function httpGateway(options: HttpGatewayOptions): PaymentGateway {
     if (res.status === 404 && notFound === 'null') return { json: null, replayed: false }
     if (!res.ok) {
       const error = (json?.error ?? {}) as { code?: unknown; message?: unknown }
-      throw new GatewayError(res.status, typeof error.code === 'string' ? error.code : 'unknown', typeof error.message === 'string' ? error.message : text.slice(0, 200))
+      throw new GatewayError(
+        res.status,
+        typeof error.code === 'string' ? error.code : 'unknown',
+        typeof error.message === 'string' ? error.message : text.slice(0, 200),
+      )
     }
     return { json, replayed: res.headers.get('idempotent-replayed') === 'true' }
   }
@@ -124,7 +138,12 @@ export function httpGateway(options: HttpGatewayOptions): PaymentGateway {
       return { chargeId: String(json?.id), replayed }
     },
     async findCharge(idempotencyKey, fencing) {
-      const { json } = await call(`/v1/charges?key=${encodeURIComponent(idempotencyKey)}`, undefined, fencing === undefined ? {} : fencingHeaders(fencing), 'null')
+      const { json } = await call(
+        `/v1/charges?key=${encodeURIComponent(idempotencyKey)}`,
+        undefined,
+        fencing === undefined ? {} : fencingHeaders(fencing),
+        'null',
+      )
       if (json === null) return null
       return { chargeId: String(json.id), orderId: Number(json.orderId), amountCents: Number(json.amountCents) }
     },
@@ -134,7 +153,8 @@ export function httpGateway(options: HttpGatewayOptions): PaymentGateway {
 /** Parses `"30-80"` or `"50"` into a latency range; throws RangeError with what it must be. */
 export function parseLatency(text: string): GatewayLatency {
   const m = /^(\d{1,5})(?:-(\d{1,5}))?$/.exec(text.trim())
-  if (m === null) throw new RangeError(`gateway latency must be "<ms>" or "<min>-<max>" in ms (got ${JSON.stringify(text)})`)
+  if (m === null)
+    throw new RangeError(`gateway latency must be "<ms>" or "<min>-<max>" in ms (got ${JSON.stringify(text)})`)
   const minMs = Number(m[1])
   const maxMs = m[2] === undefined ? minMs : Number(m[2])
   if (maxMs < minMs) throw new RangeError(`gateway latency: max ${maxMs} is below min ${minMs}`)

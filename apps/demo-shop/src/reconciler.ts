@@ -81,7 +81,11 @@ export class Reconciler {
   async runOnce(minAgeMs = this.#deps.minAgeMs): Promise<ReconcilePass> {
     const { db } = this.#deps
     const candidates = await db.order.findMany({
-      where: { status: 'pending', paymentKey: { not: null }, paymentIntentAt: { lte: new Date(Date.now() - minAgeMs) } },
+      where: {
+        status: 'pending',
+        paymentKey: { not: null },
+        paymentIntentAt: { lte: new Date(Date.now() - minAgeMs) },
+      },
       select: { id: true },
       orderBy: { id: 'asc' },
       take: this.#deps.batch ?? 500,
@@ -110,13 +114,23 @@ export class Reconciler {
     const row = { model: 'Order', where: { id: orderId } } as const
     const outcome = await protection.run(lockResource.order(orderId), async (guard) => {
       // Read with the fence raised: from here on, an older holder's write of the order fails.
-      const order = await guard.transaction(row, (tx) => tx.order.findUnique({ where: { id: orderId }, include: { product: { select: { sku: true } } } }))
-      if (order === null || order.status !== 'pending' || order.paymentKey === null) return { kind: 'already-settled' as const }
+      const order = await guard.transaction(row, (tx) =>
+        tx.order.findUnique({ where: { id: orderId }, include: { product: { select: { sku: true } } } }),
+      )
+      if (order === null || order.status !== 'pending' || order.paymentKey === null)
+        return { kind: 'already-settled' as const }
       const charge = await gateway.findCharge(order.paymentKey, guard.outsideCall(order.paymentKey).fencing)
       if (charge !== null) {
         await guard.write(row, async (tx) => {
           await tx.order.update({ where: { id: orderId }, data: { status: 'paid' } })
-          await tx.payment.create({ data: { orderId, amountCents: charge.amountCents, instance: `${instanceId}${RECONCILER_SUFFIX}`, gatewayChargeId: charge.chargeId } })
+          await tx.payment.create({
+            data: {
+              orderId,
+              amountCents: charge.amountCents,
+              instance: `${instanceId}${RECONCILER_SUFFIX}`,
+              gatewayChargeId: charge.chargeId,
+            },
+          })
         })
         return { kind: 'paid' as const }
       }
@@ -127,7 +141,9 @@ export class Reconciler {
     // The units go back under the product's own lock (its fence is the product's), as a purchase takes them.
     const productRow = { model: 'Product', where: { sku: outcome.sku } } as const
     await protection.run(lockResource.product(outcome.sku), (guard) =>
-      guard.transaction(productRow, (tx) => tx.product.update({ where: { sku: outcome.sku }, data: { stock: { increment: outcome.quantity } } })),
+      guard.transaction(productRow, (tx) =>
+        tx.product.update({ where: { sku: outcome.sku }, data: { stock: { increment: outcome.quantity } } }),
+      ),
     )
     return 'cancelled'
   }

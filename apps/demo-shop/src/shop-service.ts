@@ -43,7 +43,14 @@ export type PurchaseResult =
 
 /** What a payment did. `already-paid` is the idempotent answer to a retried or duplicated payment. */
 export type PaymentResult =
-  | { kind: 'paid'; orderId: number; paymentId: number; amountCents: number; chargeId: string; token: bigint | undefined }
+  | {
+      kind: 'paid'
+      orderId: number
+      paymentId: number
+      amountCents: number
+      chargeId: string
+      token: bigint | undefined
+    }
   | { kind: 'already-paid'; orderId: number }
   | { kind: 'unknown-order'; orderId: number }
   /** Cancelled by the reconciler (no charge was found for its intent): nothing to pay. */
@@ -88,7 +95,8 @@ export class ShopService {
     // Checked before the lock, so an unknown sku costs no lock and mints no token. Products are
     // never deleted here, so a sku found once is remembered (one query less per purchase).
     if (!this.#knownSkus.has(sku)) {
-      if ((await db.product.findUnique({ where: { sku }, select: { id: true } })) === null) return { kind: 'unknown-product', sku }
+      if ((await db.product.findUnique({ where: { sku }, select: { id: true } })) === null)
+        return { kind: 'unknown-product', sku }
       if (this.#knownSkus.size < 10_000) this.#knownSkus.add(sku)
     }
 
@@ -108,7 +116,15 @@ export class ShopService {
         await tx.product.update({ where: { sku }, data: { stock: stockLeft } })
         // The reference (the charge's key) and the amount are fixed here, in the order's first
         // transaction: a payment can only ever charge this amount under this key.
-        return tx.order.create({ data: { productId: product.id, buyerId, quantity: 1, reference: newOrderReference(), amountCents: product.priceCents } })
+        return tx.order.create({
+          data: {
+            productId: product.id,
+            buyerId,
+            quantity: 1,
+            reference: newOrderReference(),
+            amountCents: product.priceCents,
+          },
+        })
       })
       return { kind: 'ordered', sku, orderId: order.id, stockLeft, token: guard.token }
     })
@@ -117,18 +133,25 @@ export class ShopService {
   /** Pays order `orderId` under the lock `order:<id>`; a second payment of a paid order is a no-op. */
   async pay(orderId: number): Promise<PaymentResult> {
     const { db, protection, gateway, observer, instanceId } = this.#deps
-    if ((await db.order.findUnique({ where: { id: orderId }, select: { id: true } })) === null) return { kind: 'unknown-order', orderId }
+    if ((await db.order.findUnique({ where: { id: orderId }, select: { id: true } })) === null)
+      return { kind: 'unknown-order', orderId }
 
     const row = { model: 'Order', where: { id: orderId } } as const
     return protection.run(lockResource.order(orderId), async (guard) => {
       const order = await guard.transaction(row, async (tx) => {
-        const found = await tx.order.findUnique({ where: { id: orderId }, include: { product: { select: { priceCents: true } } } })
+        const found = await tx.order.findUnique({
+          where: { id: orderId },
+          include: { product: { select: { priceCents: true } } },
+        })
         if (found === null || found.status !== 'pending') return found
         // The intent, recorded before calling out: this order is about to be charged this amount
         // under this key (its reference: named after the order, never after the lock or the
         // token, so every holder that ever charges it sends the same key).
         const amountCents = found.amountCents ?? found.product.priceCents * found.quantity
-        return tx.order.update({ where: { id: orderId }, data: { paymentKey: found.reference, paymentIntentAt: new Date(), amountCents } })
+        return tx.order.update({
+          where: { id: orderId },
+          data: { paymentKey: found.reference, paymentIntentAt: new Date(), amountCents },
+        })
       })
       if (order === null) return { kind: 'unknown-order', orderId }
       if (order.status === 'paid') return { kind: 'already-paid', orderId }
@@ -148,9 +171,18 @@ export class ShopService {
       const payment = await guard.write(row, async (tx) => {
         // The order's (fenced) update first: a stale holder's transaction stops there.
         await tx.order.update({ where: { id: orderId }, data: { status: 'paid' } })
-        return tx.payment.create({ data: { orderId, amountCents, instance: instanceId, gatewayChargeId: charge.chargeId } })
+        return tx.payment.create({
+          data: { orderId, amountCents, instance: instanceId, gatewayChargeId: charge.chargeId },
+        })
       })
-      return { kind: 'paid', orderId, paymentId: payment.id, amountCents, chargeId: charge.chargeId, token: guard.token }
+      return {
+        kind: 'paid',
+        orderId,
+        paymentId: payment.id,
+        amountCents,
+        chargeId: charge.chargeId,
+        token: guard.token,
+      }
     })
   }
 }

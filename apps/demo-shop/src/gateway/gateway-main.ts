@@ -29,7 +29,9 @@ async function main(): Promise<void> {
   })
   server.keepAliveTimeout = 5_000
   const { port } = server.address() as AddressInfo
-  console.error(`[gateway] on http://${config.host}:${port} (pid ${process.pid}), latency ${config.latency.minMs}-${config.latency.maxMs} ms`)
+  console.error(
+    `[gateway] on http://${config.host}:${port} (pid ${process.pid}), latency ${config.latency.minMs}-${config.latency.maxMs} ms`,
+  )
 
   let stopping = false
   const shutdown = async () => {
@@ -55,7 +57,12 @@ async function main(): Promise<void> {
 }
 
 main().catch((error: unknown) => {
-  const message = error instanceof InvalidConfigError ? error.message : error instanceof Error ? (error.stack ?? error.message) : String(error)
+  const message =
+    error instanceof InvalidConfigError
+      ? error.message
+      : error instanceof Error
+        ? (error.stack ?? error.message)
+        : String(error)
   console.error(`[gateway] cannot start: ${message}`)
   send({ type: 'failed', message })
   process.exitCode = 1
