@@ -35,34 +35,13 @@ export interface BodyParserFailure {
  */
 export function bodyParserFailure(error: unknown): BodyParserFailure | undefined {
   if (error === null || typeof error !== 'object') return undefined
-  const { type, status, statusCode, expose } = error as {
-    type?: unknown
-    status?: unknown
-    statusCode?: unknown
-    expose?: unknown
-  }
-  if (typeof status !== 'number' || status < 400 || status > 499 || statusCode !== status || expose !== true)
-    return undefined
+  const { type, status, statusCode, expose } = error as { type?: unknown; status?: unknown; statusCode?: unknown; expose?: unknown }
+  if (typeof status !== 'number' || status < 400 || status > 499 || statusCode !== status || expose !== true) return undefined
   if (type === 'entity.too.large') return { kind: 'too-large', status: 413, message: 'the body is too large' }
   if (type === 'entity.parse.failed') return { kind: 'malformed', status: 400, message: 'the body is not valid JSON' }
   if (type === 'encoding.unsupported') {
-    return {
-      kind: 'unsupported',
-      status: 400,
-      header: 'Content-Encoding',
-      message: 'unsupported Content-Encoding: send the body as is (identity), gzip, deflate or br',
-    }
+    return { kind: 'unsupported', status: 400, header: 'Content-Encoding', message: 'unsupported Content-Encoding: send the body as is (identity), gzip, deflate or br' }
   }
-  if (type === 'charset.unsupported')
-    return {
-      kind: 'unsupported',
-      status: 400,
-      header: 'Content-Type',
-      message: 'unsupported charset in Content-Type: send UTF-8',
-    }
-  return {
-    kind: 'unreadable',
-    status: 400,
-    message: 'the body could not be read (does it decompress with its Content-Encoding?)',
-  }
+  if (type === 'charset.unsupported') return { kind: 'unsupported', status: 400, header: 'Content-Type', message: 'unsupported charset in Content-Type: send UTF-8' }
+  return { kind: 'unreadable', status: 400, message: 'the body could not be read (does it decompress with its Content-Encoding?)' }
 }

@@ -70,8 +70,7 @@ async function withClient<T>(connectionString: string, fn: (client: pg.Client) =
  * shop's tables, and seeds `products`. Everything the report later counts starts from here.
  */
 export async function prepareShopSchema(location: DatabaseLocation, products: readonly ProductSeed[]): Promise<void> {
-  if (!SCHEMA_PATTERN.test(location.schema))
-    throw new Error(`schema name ${JSON.stringify(location.schema)} must match ${SCHEMA_PATTERN}`)
+  if (!SCHEMA_PATTERN.test(location.schema)) throw new Error(`schema name ${JSON.stringify(location.schema)} must match ${SCHEMA_PATTERN}`)
   await withClient(location.connectionString, async (client) => {
     await applyMigrations(client, { schema: location.schema })
     const s = quoteIdent(location.schema)
@@ -84,19 +83,10 @@ export async function prepareShopSchema(location: DatabaseLocation, products: re
       const tombstones = GUARDED_TABLES.map((t) => `${s}.${quoteIdent(fenceGuardObjects(t).tombstoneTable)}`).join(', ')
       // The gateway's ledger too: order ids start again at 1, and an old charge of order 1 would
       // count as a double charge of the new one (or an old Idempotency-Key replay its charge).
-      const ledger = ['GatewayCharge', 'GatewayIdempotencyKey', 'GatewayFence']
-        .map((t) => `${s}.${quoteIdent(t)}`)
-        .join(', ')
-      await client.query(
-        `TRUNCATE ${s}."Payment", ${s}."Order", ${s}."Product", ${seed}, ${ledger}, ${tombstones} RESTART IDENTITY CASCADE`,
-      )
+      const ledger = ['GatewayCharge', 'GatewayIdempotencyKey', 'GatewayFence'].map((t) => `${s}.${quoteIdent(t)}`).join(', ')
+      await client.query(`TRUNCATE ${s}."Payment", ${s}."Order", ${s}."Product", ${seed}, ${ledger}, ${tombstones} RESTART IDENTITY CASCADE`)
       for (const p of products) {
-        await client.query(`INSERT INTO ${s}."Product" (sku, name, "priceCents", stock) VALUES ($1, $2, $3, $4)`, [
-          p.sku,
-          p.name,
-          p.priceCents,
-          p.stock,
-        ])
+        await client.query(`INSERT INTO ${s}."Product" (sku, name, "priceCents", stock) VALUES ($1, $2, $3, $4)`, [p.sku, p.name, p.priceCents, p.stock])
         await client.query(`INSERT INTO ${seed} (sku, "initialStock") VALUES ($1, $2)`, [p.sku, p.stock])
       }
       await client.query('COMMIT')
@@ -110,9 +100,7 @@ export async function prepareShopSchema(location: DatabaseLocation, products: re
 /** Drops a run's schema and everything in it. */
 export async function dropShopSchema(location: DatabaseLocation): Promise<void> {
   if (!SCHEMA_PATTERN.test(location.schema) || location.schema === 'public') return
-  await withClient(location.connectionString, (client) =>
-    client.query(`DROP SCHEMA IF EXISTS ${quoteIdent(location.schema)} CASCADE`),
-  )
+  await withClient(location.connectionString, (client) => client.query(`DROP SCHEMA IF EXISTS ${quoteIdent(location.schema)} CASCADE`))
 }
 
 /** A PostgreSQL the demo started itself; `stop()` ends it. */

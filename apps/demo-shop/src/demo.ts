@@ -14,23 +14,9 @@
  * by PID. Flags: `npm run demo -- --help`.
  */
 import { createServer } from 'node:net'
-import {
-  CannotStartError,
-  EXIT_CODES,
-  integerFlag,
-  KEEP_RUNNING,
-  runCommand,
-  type CliSpec,
-  type CliValues,
-} from '@fencelock/devkit/cli'
+import { CannotStartError, EXIT_CODES, integerFlag, KEEP_RUNNING, runCommand, type CliSpec, type CliValues } from '@fencelock/devkit/cli'
 import { databaseTarget, redact, startEmbeddedDatabase, type EmbeddedDatabase } from './database.js'
-import {
-  FLASH_SALE_DEFAULTS,
-  FlashSaleAbortedError,
-  runFlashSale,
-  type FlashSaleOptions,
-  type FlashSaleReport,
-} from './flash-sale.js'
+import { FLASH_SALE_DEFAULTS, FlashSaleAbortedError, runFlashSale, type FlashSaleOptions, type FlashSaleReport } from './flash-sale.js'
 import { startLiveShop, type LiveShop } from './live-shop.js'
 import { startDashboard } from './dashboard/start-dashboard.js'
 import { resolveRedis, type RedisEndpoint } from '@fencelock/devkit/redis-endpoint'
@@ -55,27 +41,11 @@ export const DEMO_CLI: CliSpec = {
     'The live shop (4 instances, fenced, a crowd buying drop after drop, a lock holder frozen every 5 s) and its dashboard at one URL, until Ctrl-C. With --once: three flash sales in the terminal (no lock; the lock alone with a holder frozen past its TTL; lock + fencing, same chaos), then a summary.',
   flags: {
     once: { type: 'boolean', description: 'run the three sales in the terminal and exit' },
-    port: {
-      type: 'string',
-      value: '<n>',
-      description: "the dashboard's port, 0-65535 (0: a free one; taken: a free one)",
-      default: DASHBOARD_PORT,
-    },
-    buyers: {
-      type: 'string',
-      value: '<n>',
-      description: 'buyers per sale, 1-100000',
-      default: '600, 200 on the embedded database',
-    },
-    stock: {
-      type: 'string',
-      value: '<n>',
-      description: 'units per sale, 1-100000',
-      default: '60, 20 on the embedded database',
-    },
+    port: { type: 'string', value: '<n>', description: "the dashboard's port, 0-65535 (0: a free one; taken: a free one)", default: DASHBOARD_PORT },
+    buyers: { type: 'string', value: '<n>', description: 'buyers per sale, 1-100000', default: '600, 200 on the embedded database' },
+    stock: { type: 'string', value: '<n>', description: 'units per sale, 1-100000', default: '60, 20 on the embedded database' },
   },
-  notes:
-    "REDIS_URL, else 127.0.0.1:6379 when it answers, else a redis-server it spawns. DATABASE_URL (its ?schema= names the live shop's schema, default demo_shop, reset at start), else an embedded PGlite. Ctrl-C or SIGTERM stops everything it started.",
+  notes: "REDIS_URL, else 127.0.0.1:6379 when it answers, else a redis-server it spawns. DATABASE_URL (its ?schema= names the live shop's schema, default demo_shop, reset at start), else an embedded PGlite. Ctrl-C or SIGTERM stops everything it started.",
   failure: 'it failed while running (a sale of --once broke off with an error)',
 }
 
@@ -130,10 +100,7 @@ async function main(args: DemoArgs): Promise<typeof KEEP_RUNNING> {
   let liveSchema = LIVE_SCHEMA
   if (process.env.DATABASE_URL) {
     const target = databaseTarget(process.env.DATABASE_URL)
-    database = {
-      connectionString: target.connectionString,
-      origin: `DATABASE_URL (${redact(process.env.DATABASE_URL)})`,
-    }
+    database = { connectionString: target.connectionString, origin: `DATABASE_URL (${redact(process.env.DATABASE_URL)})` }
     if (new URL(process.env.DATABASE_URL).searchParams.has('schema')) liveSchema = target.schema
   } else {
     console.log('Starting an embedded PostgreSQL (PGlite, 2-4 s)…')
@@ -141,9 +108,7 @@ async function main(args: DemoArgs): Promise<typeof KEEP_RUNNING> {
     try {
       embedded = await startEmbeddedDatabase()
     } catch (error) {
-      console.error(
-        `demo: could not start: the embedded PostgreSQL did not start: ${error instanceof Error ? error.message : String(error)}`,
-      )
+      console.error(`demo: could not start: the embedded PostgreSQL did not start: ${error instanceof Error ? error.message : String(error)}`)
       return stopAll(EXIT_CODES.cannotStart)
     }
     cleanups.push(() => embedded.stop())
@@ -171,13 +136,11 @@ async function main(args: DemoArgs): Promise<typeof KEEP_RUNNING> {
     console.log(`━━ ${title} ━━`)
     const progress = progressWriter()
     selling = true
-    const report = await runFlashSale(options, (p) => progress.update(p), { redis, database }, interrupt.signal).catch(
-      (error: unknown) => {
-        progress.end()
-        if (error instanceof FlashSaleAbortedError) return undefined
-        throw error
-      },
-    )
+    const report = await runFlashSale(options, (p) => progress.update(p), { redis, database }, interrupt.signal).catch((error: unknown) => {
+      progress.end()
+      if (error instanceof FlashSaleAbortedError) return undefined
+      throw error
+    })
     selling = false
     if (report === undefined) return stopAll(EXIT_CODES.interrupted)
     progress.end()
@@ -193,9 +156,7 @@ async function main(args: DemoArgs): Promise<typeof KEEP_RUNNING> {
       `  ${title.padEnd(w)}  ${String(report.oversoldUnits).padStart(8)}  ${String(report.doubleChargedOrders).padStart(13)}  ${String(report.lostUpdates).padStart(12)}  ${String(report.staleWritesRejected).padStart(21)}`,
     )
   }
-  console.log(
-    '\nThe lock keeps contenders out most of the time; the fencing token makes every store that checks it safe,',
-  )
+  console.log('\nThe lock keeps contenders out most of the time; the fencing token makes every store that checks it safe,')
   console.log('and the idempotency key the one that cannot (the charge at the gateway).\n')
 
   return stopAll(EXIT_CODES.ok)
@@ -221,9 +182,7 @@ async function main(args: DemoArgs): Promise<typeof KEEP_RUNNING> {
         seed: 7,
       })
     } catch (error) {
-      console.error(
-        `demo: could not start: the live shop did not start: ${error instanceof Error ? error.message : String(error)}`,
-      )
+      console.error(`demo: could not start: the live shop did not start: ${error instanceof Error ? error.message : String(error)}`)
       return stopAll(EXIT_CODES.cannotStart)
     }
     cleanups.push(() => shop.stop())
@@ -242,9 +201,7 @@ async function main(args: DemoArgs): Promise<typeof KEEP_RUNNING> {
     })
     // Stopped before the shop (cleanups run in reverse): a run going on cleans up first.
     cleanups.push(() => dashboard.stop())
-    console.log(
-      'The shop is running: 4 instances (fenced), a crowd buying drop after drop, a lock holder frozen every 5 s.',
-    )
+    console.log('The shop is running: 4 instances (fenced), a crowd buying drop after drop, a lock holder frozen every 5 s.')
     console.log(`\n  Open the dashboard: ${dashboard.url}\n`)
     console.log('Ctrl-C stops everything the demo started.')
     return KEEP_RUNNING

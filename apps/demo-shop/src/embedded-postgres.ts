@@ -120,13 +120,8 @@ export interface EmbeddedPostgres {
  * Starts an in-memory PGlite served on `127.0.0.1:<port>` (default: a free port). Takes 2-4 s and
  * about 0.5-0.9 GB of memory.
  */
-export async function startEmbeddedPostgres(
-  options: { port?: number; maxConnections?: number } = {},
-): Promise<EmbeddedPostgres> {
-  const [{ PGlite }, { PGLiteSocketHandler }] = await Promise.all([
-    import('@electric-sql/pglite'),
-    import('@electric-sql/pglite-socket'),
-  ])
+export async function startEmbeddedPostgres(options: { port?: number; maxConnections?: number } = {}): Promise<EmbeddedPostgres> {
+  const [{ PGlite }, { PGLiteSocketHandler }] = await Promise.all([import('@electric-sql/pglite'), import('@electric-sql/pglite-socket')])
   const db = await PGlite.create()
   const queue = new SessionQueue(db)
   const maxConnections = options.maxConnections ?? 64
@@ -136,10 +131,7 @@ export async function startEmbeddedPostgres(
       socket.destroy()
       return
     }
-    const handler = new PGLiteSocketHandler({
-      queryQueue: queue as unknown as PGLiteSocketHandlerOptions['queryQueue'],
-      closeOnDetach: true,
-    })
+    const handler = new PGLiteSocketHandler({ queryQueue: queue as unknown as PGLiteSocketHandlerOptions['queryQueue'], closeOnDetach: true })
     handlers.add(handler)
     const forget = () => handlers.delete(handler)
     handler.addEventListener('close', forget)

@@ -2,15 +2,7 @@
  * The command line of `npm run flash-sale`, validated before anything starts. Every error names
  * the flag and says what it must be.
  */
-import {
-  choiceFlag,
-  integerFlag,
-  parseCommandLine,
-  stringFlag,
-  usageOf,
-  UsageError,
-  type CliSpec,
-} from '@fencelock/devkit/cli'
+import { choiceFlag, integerFlag, parseCommandLine, stringFlag, usageOf, UsageError, type CliSpec } from '@fencelock/devkit/cli'
 import { CHAOS_KINDS } from './chaos.js'
 import { FLASH_SALE_DEFAULTS, type FlashSaleOptions } from './flash-sale.js'
 import { parseLatency } from './payment-gateway.js'
@@ -29,53 +21,17 @@ export { UsageError }
 /** The command line of `npm run flash-sale` (see `@fencelock/devkit/cli` for the parsing rules and exit codes). */
 export const FLASH_SALE_CLI: CliSpec = {
   command: 'npm run flash-sale --',
-  summary:
-    'One flash sale on real processes (instances, the payment gateway, Redis, PostgreSQL), then its report counted from the database and the gateway ledger.',
+  summary: 'One flash sale on real processes (instances, the payment gateway, Redis, PostgreSQL), then its report counted from the database and the gateway ledger.',
   flags: {
-    instances: {
-      type: 'string',
-      value: '<n>',
-      description: 'shop instances (processes), 1-16',
-      default: FLASH_SALE_DEFAULTS.instances,
-    },
-    buyers: {
-      type: 'string',
-      value: '<n>',
-      description: 'buyers, each buys once, 1-100000',
-      default: FLASH_SALE_DEFAULTS.buyers,
-    },
+    instances: { type: 'string', value: '<n>', description: 'shop instances (processes), 1-16', default: FLASH_SALE_DEFAULTS.instances },
+    buyers: { type: 'string', value: '<n>', description: 'buyers, each buys once, 1-100000', default: FLASH_SALE_DEFAULTS.buyers },
     stock: { type: 'string', value: '<n>', description: 'units on sale, 0-100000', default: FLASH_SALE_DEFAULTS.stock },
-    mode: {
-      type: 'string',
-      value: '<m>',
-      description: PROTECTION_MODES.join(' | '),
-      default: FLASH_SALE_DEFAULTS.mode,
-    },
+    mode: { type: 'string', value: '<m>', description: PROTECTION_MODES.join(' | '), default: FLASH_SALE_DEFAULTS.mode },
     chaos: { type: 'string', value: '<c>', description: CHAOS_KINDS.join(' | '), default: FLASH_SALE_DEFAULTS.chaos },
-    seed: {
-      type: 'string',
-      value: '<n>',
-      description: "seed of the run's random choices, 0-4294967295",
-      default: FLASH_SALE_DEFAULTS.seed,
-    },
-    'ttl-ms': {
-      type: 'string',
-      value: '<n>',
-      description: 'lock lease in ms, 100-60000',
-      default: FLASH_SALE_DEFAULTS.ttlMs,
-    },
-    'gateway-latency-ms': {
-      type: 'string',
-      value: '<min-max>',
-      description: 'payment gateway latency, ms',
-      default: FLASH_SALE_DEFAULTS.gatewayLatencyMs,
-    },
-    concurrency: {
-      type: 'string',
-      value: '<n>',
-      description: 'buyers in flight at once, 1-1000',
-      default: FLASH_SALE_DEFAULTS.concurrency,
-    },
+    seed: { type: 'string', value: '<n>', description: "seed of the run's random choices, 0-4294967295", default: FLASH_SALE_DEFAULTS.seed },
+    'ttl-ms': { type: 'string', value: '<n>', description: 'lock lease in ms, 100-60000', default: FLASH_SALE_DEFAULTS.ttlMs },
+    'gateway-latency-ms': { type: 'string', value: '<min-max>', description: 'payment gateway latency, ms', default: FLASH_SALE_DEFAULTS.gatewayLatencyMs },
+    concurrency: { type: 'string', value: '<n>', description: 'buyers in flight at once, 1-1000', default: FLASH_SALE_DEFAULTS.concurrency },
     json: { type: 'boolean', description: 'print the report as JSON on stdout (and nothing else there)' },
     'keep-data': { type: 'boolean', description: "keep the run's database schema" },
     verbose: { type: 'boolean', description: "show the instances' and the gateway's logs" },

@@ -40,20 +40,10 @@ const fieldOf = (resource: string, token: bigint | string) => `${resource} ${tok
  * Returns an `onEvent` listener that keeps this instance's entries in the hash `key`. Redis
  * errors are swallowed: the view is best-effort and must never fail a request.
  */
-export function heldLocksRecorder(
-  redis: Pick<Redis, 'hset' | 'hdel'>,
-  key: string,
-  instance: string,
-): (event: LockEvent) => void {
+export function heldLocksRecorder(redis: Pick<Redis, 'hset' | 'hdel'>, key: string, instance: string): (event: LockEvent) => void {
   return (event) => {
     if (event.type === 'acquired') {
-      const entry: Entry = {
-        resource: event.resource,
-        instance,
-        pid: process.pid,
-        token: String(event.token),
-        acquiredAt: new Date().toISOString(),
-      }
+      const entry: Entry = { resource: event.resource, instance, pid: process.pid, token: String(event.token), acquiredAt: new Date().toISOString() }
       redis.hset(key, fieldOf(event.resource, event.token), JSON.stringify(entry)).catch(() => {})
     } else if (event.type === 'released' || event.type === 'lost') {
       redis.hdel(key, fieldOf(event.resource, event.token)).catch(() => {})
@@ -84,15 +74,7 @@ export async function readHeldLocks(redis: Redis, key: string, lockPrefix: strin
     const pttl = Number(replies[2 * i]?.[1] ?? -2)
     const lastToken = replies[2 * i + 1]?.[1]
     const leaseLive = pttl > 0 && typeof lastToken === 'string' && lastToken === e.token
-    return {
-      resource: e.resource,
-      instance: e.instance,
-      pid: e.pid,
-      token: e.token,
-      ttlLeftMs: leaseLive ? pttl : 0,
-      leaseLive,
-      acquiredAt: e.acquiredAt,
-    }
+    return { resource: e.resource, instance: e.instance, pid: e.pid, token: e.token, ttlLeftMs: leaseLive ? pttl : 0, leaseLive, acquiredAt: e.acquiredAt }
   })
   return locks.sort((a, b) => a.resource.localeCompare(b.resource) || (BigInt(a.token) < BigInt(b.token) ? -1 : 1))
 }

@@ -9,14 +9,7 @@ export type InstanceMessage =
   /** Listening on `port`. */
   | { type: 'ready'; instance: string; pid: number; port: number }
   /** Entered a gateway call while holding `resource` (token null without a lock): a pause target. */
-  | {
-      type: 'external-call'
-      instance: string
-      pid: number
-      operation: 'authorize' | 'charge'
-      resource: string
-      token: string | null
-    }
+  | { type: 'external-call'; instance: string; pid: number; operation: 'authorize' | 'charge'; resource: string; token: string | null }
   /** The answer to `stats`. */
   | { type: 'stats'; stats: InstanceStats }
   /** Startup failed; the process exits after sending it. */

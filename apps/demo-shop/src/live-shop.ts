@@ -66,11 +66,7 @@ async function addProduct(location: DatabaseLocation, sku: string, stock: number
   try {
     const s = quoteIdent(location.schema)
     await client.query('BEGIN')
-    await client.query(`INSERT INTO ${s}."Product" (sku, name, "priceCents", stock) VALUES ($1, $2, 4999, $3)`, [
-      sku,
-      `Drop ${sku}`,
-      stock,
-    ])
+    await client.query(`INSERT INTO ${s}."Product" (sku, name, "priceCents", stock) VALUES ($1, $2, 4999, $3)`, [sku, `Drop ${sku}`, stock])
     await client.query(`INSERT INTO ${s}.${quoteIdent(SEED_TABLE)} (sku, "initialStock") VALUES ($1, $2)`, [sku, stock])
     await client.query('COMMIT')
   } finally {
@@ -125,11 +121,7 @@ export async function startLiveShop(options: LiveShopOptions): Promise<LiveShop>
   // one given, or one forked here.
   const gateway: Pick<RunningGateway, 'url' | 'stop'> =
     options.gatewayUrl === undefined
-      ? await startGateway({
-          databaseUrl: url.toString(),
-          latencyMs: options.gatewayLatencyMs ?? '30-80',
-          dbPoolSize: Math.max(1, options.dbPoolSize * 2),
-        })
+      ? await startGateway({ databaseUrl: url.toString(), latencyMs: options.gatewayLatencyMs ?? '30-80', dbPoolSize: Math.max(1, options.dbPoolSize * 2) })
       : { url: await gatewayReady(options.gatewayUrl, options.gatewayReadyTimeoutMs ?? 30_000), stop: async () => {} }
   let supervisor: Supervisor
   try {
@@ -158,12 +150,7 @@ export async function startLiveShop(options: LiveShopOptions): Promise<LiveShop>
   let drop: AbortController | undefined
   let chaos: Chaos | undefined
   if (options.pauseEveryMs > 0) {
-    chaos = startPauseChaos(supervisor, {
-      random,
-      pauseMs: Math.round(2.5 * options.ttlMs),
-      gapMs: options.pauseEveryMs,
-      firstAfterMs: options.pauseEveryMs,
-    })
+    chaos = startPauseChaos(supervisor, { random, pauseMs: Math.round(2.5 * options.ttlMs), gapMs: options.pauseEveryMs, firstAfterMs: options.pauseEveryMs })
   }
   const crowd = (async () => {
     if (options.buyersPerDrop <= 0) return

@@ -53,40 +53,25 @@ interface Answer {
 /** Requests in flight, so an abort drops them all with one listener on the signal. */
 type InFlight = Set<ClientRequest>
 
-function post(
-  agent: Agent,
-  url: string,
-  json: unknown,
-  timeoutMs: number,
-  inFlight: InFlight,
-  signal?: AbortSignal,
-): Promise<Answer | 'timeout' | 'error'> {
+function post(agent: Agent, url: string, json: unknown, timeoutMs: number, inFlight: InFlight, signal?: AbortSignal): Promise<Answer | 'timeout' | 'error'> {
   return new Promise((resolve) => {
     if (signal?.aborted) return resolve('error')
     const payload = JSON.stringify(json)
-    const req = request(
-      url,
-      {
-        method: 'POST',
-        agent,
-        headers: { 'content-type': 'application/json', 'content-length': Buffer.byteLength(payload) },
-      },
-      (res) => {
-        const chunks: Buffer[] = []
-        res.on('data', (c: Buffer) => chunks.push(c))
-        res.on('error', () => resolve('error'))
-        res.on('end', () => {
-          clearTimeout(timer)
-          let body: Record<string, unknown> = {}
-          try {
-            body = JSON.parse(Buffer.concat(chunks).toString('utf8')) as Record<string, unknown>
-          } catch {
-            // Not JSON: the status is what counts.
-          }
-          resolve({ status: res.statusCode ?? 0, body })
-        })
-      },
-    )
+    const req = request(url, { method: 'POST', agent, headers: { 'content-type': 'application/json', 'content-length': Buffer.byteLength(payload) } }, (res) => {
+      const chunks: Buffer[] = []
+      res.on('data', (c: Buffer) => chunks.push(c))
+      res.on('error', () => resolve('error'))
+      res.on('end', () => {
+        clearTimeout(timer)
+        let body: Record<string, unknown> = {}
+        try {
+          body = JSON.parse(Buffer.concat(chunks).toString('utf8')) as Record<string, unknown>
+        } catch {
+          // Not JSON: the status is what counts.
+        }
+        resolve({ status: res.statusCode ?? 0, body })
+      })
+    })
     // The client gives up; the server-side handler goes on (as it does in production).
     const timer = setTimeout(() => {
       req.destroy()
@@ -141,8 +126,7 @@ export async function runLoad(options: LoadOptions): Promise<LoadTotals> {
     totals.byStatus[key] = (totals.byStatus[key] ?? 0) + 1
     if (typeof answer !== 'string' && answer.body.error === 'stale_write_rejected') totals.staleRejectedAnswers++
   }
-  const otherThan = (index: number) =>
-    targets.length === 1 ? index : (index + 1 + random.int(0, targets.length - 2)) % targets.length
+  const otherThan = (index: number) => (targets.length === 1 ? index : (index + 1 + random.int(0, targets.length - 2)) % targets.length)
 
   /** One delivery chain of a payment: on a timeout or failure, retried on another instance. */
   const deliver = async (orderId: number, first: number, attempts: { left: number }): Promise<boolean> => {
@@ -150,14 +134,7 @@ export async function runLoad(options: LoadOptions): Promise<LoadTotals> {
     while (attempts.left > 0 && !options.signal?.aborted) {
       attempts.left--
       totals.paymentRequests++
-      const answer = await post(
-        agent,
-        `${targets[target]}/api/orders/${orderId}/pay`,
-        {},
-        options.paymentTimeoutMs,
-        inFlight,
-        options.signal,
-      )
+      const answer = await post(agent, `${targets[target]}/api/orders/${orderId}/pay`, {}, options.paymentTimeoutMs, inFlight, options.signal)
       tally(answer)
       if (typeof answer !== 'string' && answer.status === 200) {
         if (answer.body.result === 'paid') totals.paid++
@@ -175,14 +152,7 @@ export async function runLoad(options: LoadOptions): Promise<LoadTotals> {
 
   const buyer = async (n: number) => {
     const target = random.int(0, targets.length - 1)
-    const answer = await post(
-      agent,
-      `${targets[target]}/api/products/${encodeURIComponent(options.sku)}/purchase`,
-      { buyerId: `buyer-${n}` },
-      options.purchaseTimeoutMs,
-      inFlight,
-      options.signal,
-    )
+    const answer = await post(agent, `${targets[target]}/api/products/${encodeURIComponent(options.sku)}/purchase`, { buyerId: `buyer-${n}` }, options.purchaseTimeoutMs, inFlight, options.signal)
     tally(answer)
     if (typeof answer === 'string' || answer.status >= 500 || (answer.status !== 201 && answer.status !== 409)) {
       totals.purchaseFailed++
@@ -200,10 +170,7 @@ export async function runLoad(options: LoadOptions): Promise<LoadTotals> {
     const payTarget = random.int(0, targets.length - 1)
     const dupTarget = otherThan(payTarget)
     const dupDelayMs = random.int(0, 40)
-    const results = await Promise.all([
-      deliver(orderId, payTarget, attempts),
-      sleep(dupDelayMs).then(() => deliver(orderId, dupTarget, attempts)),
-    ])
+    const results = await Promise.all([deliver(orderId, payTarget, attempts), sleep(dupDelayMs).then(() => deliver(orderId, dupTarget, attempts))])
     if (!results.some(Boolean)) totals.paymentsUnconfirmed++
   }
 

@@ -79,9 +79,7 @@ export const SHOP_FENCED_MODELS = Object.freeze({ Product: 'fenceToken', Order: 
 
 /** The shop's client extended with fencing of its fenced models; `onRejection` sees each refusal. */
 export function fencedShopClient(prisma: PrismaClient, onRejection?: (rejection: FencingRejection) => void) {
-  return prisma.$extends(
-    fencing<typeof prisma>({ models: SHOP_FENCED_MODELS, ...(onRejection === undefined ? {} : { onRejection }) }),
-  )
+  return prisma.$extends(fencing<typeof prisma>({ models: SHOP_FENCED_MODELS, ...(onRejection === undefined ? {} : { onRejection }) }))
 }
 export type FencedShopClient = ReturnType<typeof fencedShopClient>
 
@@ -98,18 +96,15 @@ export interface TransactionLimits {
 export function shopStores(prisma: PrismaClient, db: FencedShopClient, limits: TransactionLimits): ShopStores {
   return {
     read: (row) =>
-      (row.model === 'Product'
-        ? prisma.product.findUnique({ where: row.where as { sku: string } })
-        : prisma.order.findUnique({ where: row.where as { id: number } })) as Promise<RowOf<typeof row> | null>,
+      (row.model === 'Product' ? prisma.product.findUnique({ where: row.where as { sku: string } }) : prisma.order.findUnique({ where: row.where as { id: number } })) as Promise<
+        RowOf<typeof row> | null
+      >,
     transaction: (fn) => prisma.$transaction(fn, limits),
     async readFenced(token, row) {
       // `data: {}` becomes `{ fenceToken: token }` under the condition: one UPDATE ... RETURNING.
       const fenced = db.$fenced(token)
       try {
-        const found =
-          row.model === 'Product'
-            ? await fenced.product.update({ where: row.where as { sku: string }, data: {} })
-            : await fenced.order.update({ where: row.where as { id: number }, data: {} })
+        const found = row.model === 'Product' ? await fenced.product.update({ where: row.where as { sku: string }, data: {} }) : await fenced.order.update({ where: row.where as { id: number }, data: {} })
         return found as RowOf<typeof row>
       } catch (error) {
         // An update's "not found" is a missing row: null, as a read says it.
@@ -119,11 +114,8 @@ export function shopStores(prisma: PrismaClient, db: FencedShopClient, limits: T
     },
     writeFenced: (token, fn) => db.$transaction((tx) => fn(tx.$fenced(token) as unknown as Tx), limits),
     transactionFenced: (token, row, fn) =>
-      fencedTransaction(
-        db,
-        token,
-        { model: row.model, where: row.where as never, maxWaitMs: limits.maxWait, timeoutMs: limits.timeout },
-        (tx) => fn(tx as unknown as Tx),
+      fencedTransaction(db, token, { model: row.model, where: row.where as never, maxWaitMs: limits.maxWait, timeoutMs: limits.timeout }, (tx) =>
+        fn(tx as unknown as Tx),
       ),
   }
 }
@@ -159,11 +151,7 @@ export function createProtection(mode: ProtectionMode, deps: ProtectionDeps): Pr
   if (mode === 'unsafe') return { mode, run: (resource, fn) => fn(plainGuard(resource, undefined)) }
   if (locker === undefined) throw new Error(`mode ${mode} needs a locker`)
   const limits = { ttlMs: deps.ttlMs, waitMs: deps.waitMs }
-  if (mode === 'lock')
-    return {
-      mode,
-      run: (resource, fn) => locker.using(resource, (lock) => fn(plainGuard(resource, lock.token)), limits),
-    }
+  if (mode === 'lock') return { mode, run: (resource, fn) => locker.using(resource, (lock) => fn(plainGuard(resource, lock.token)), limits) }
   return {
     mode,
     run: (resource, fn) =>

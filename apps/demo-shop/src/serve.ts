@@ -27,8 +27,7 @@ import { resolveRedis } from '@fencelock/devkit/redis-endpoint'
 function int(name: string, fallback: number, min: number, max: number): number {
   const raw = process.env[name]
   if (raw === undefined || raw === '') return fallback
-  if (!/^\d+$/.test(raw) || Number(raw) < min || Number(raw) > max)
-    throw new Error(`${name} must be an integer from ${min} to ${max} (got ${JSON.stringify(raw)})`)
+  if (!/^\d+$/.test(raw) || Number(raw) < min || Number(raw) > max) throw new Error(`${name} must be an integer from ${min} to ${max} (got ${JSON.stringify(raw)})`)
   return Number(raw)
 }
 
@@ -37,15 +36,13 @@ function httpUrl(name: string): string | undefined {
   const raw = process.env[name]
   if (raw === undefined || raw === '') return undefined
   const protocol = URL.canParse(raw) ? new URL(raw).protocol : ''
-  if (protocol !== 'http:' && protocol !== 'https:')
-    throw new Error(`${name} must be an http:// or https:// URL (got ${JSON.stringify(raw)})`)
+  if (protocol !== 'http:' && protocol !== 'https:') throw new Error(`${name} must be an http:// or https:// URL (got ${JSON.stringify(raw)})`)
   return raw
 }
 
 async function main(): Promise<void> {
   const mode = process.env.SHOP_MODE || 'fenced'
-  if (!(PROTECTION_MODES as readonly string[]).includes(mode))
-    throw new Error(`SHOP_MODE must be one of ${PROTECTION_MODES.join(', ')} (got ${JSON.stringify(mode)})`)
+  if (!(PROTECTION_MODES as readonly string[]).includes(mode)) throw new Error(`SHOP_MODE must be one of ${PROTECTION_MODES.join(', ')} (got ${JSON.stringify(mode)})`)
   const instances = int('SHOP_INSTANCES', 4, 1, 16)
   const basePort = int('SHOP_BASE_PORT', 3001, 1, 65_000)
   const ttlMs = int('SHOP_LOCK_TTL_MS', 1_000, 100, 60_000)
@@ -56,10 +53,7 @@ async function main(): Promise<void> {
   const gatewayUrl = httpUrl('SHOP_GATEWAY_URL')
   // Double charges are counted in the gateway's ledger, read through the shop's schema: an
   // embedded database (this process's) cannot hold another process's ledger.
-  if (gatewayUrl !== undefined && !process.env.DATABASE_URL)
-    throw new Error(
-      'SHOP_GATEWAY_URL needs DATABASE_URL: the gateway keeps its ledger in the shop’s PostgreSQL schema, where the charges are counted',
-    )
+  if (gatewayUrl !== undefined && !process.env.DATABASE_URL) throw new Error('SHOP_GATEWAY_URL needs DATABASE_URL: the gateway keeps its ledger in the shop’s PostgreSQL schema, where the charges are counted')
 
   const cleanups: Array<() => Promise<void>> = []
   const redis = await resolveRedis()
@@ -97,9 +91,7 @@ async function main(): Promise<void> {
   })
   cleanups.push(() => shop.stop())
   console.log(`[shop] ${mode} mode, Redis ${redis.origin}, PostgreSQL ${origin} schema ${schema}`)
-  console.log(
-    `[shop] payment gateway ${shop.gateway.url}${shop.gateway.external ? ' (SHOP_GATEWAY_URL)' : ' (forked)'}`,
-  )
+  console.log(`[shop] payment gateway ${shop.gateway.url}${shop.gateway.external ? ' (SHOP_GATEWAY_URL)' : ' (forked)'}`)
   for (const i of shop.supervisor.instances) console.log(`[shop] ${i.id} ${i.url} (pid ${i.pid})`)
   if (dashboardPort > 0) {
     const dashboard = await startDashboard({

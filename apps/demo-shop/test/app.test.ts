@@ -24,32 +24,22 @@ interface Answer {
 }
 
 /** One request on its own connection (no keep-alive pooling), so concurrency means connections. */
-function call(
-  method: string,
-  path: string,
-  body?: string | Buffer,
-  contentType = 'application/json',
-  headers: Record<string, string> = {},
-): Promise<Answer> {
+function call(method: string, path: string, body?: string | Buffer, contentType = 'application/json', headers: Record<string, string> = {}): Promise<Answer> {
   return new Promise((resolve, reject) => {
-    const req = httpRequest(
-      `${base}${path}`,
-      { method, agent: false, headers: { ...(body === undefined ? {} : { 'content-type': contentType }), ...headers } },
-      (res) => {
-        const chunks: Buffer[] = []
-        res.on('data', (c: Buffer) => chunks.push(c))
-        res.on('end', () => {
-          const text = Buffer.concat(chunks).toString('utf8')
-          let parsed: Record<string, unknown> = {}
-          try {
-            parsed = JSON.parse(text) as Record<string, unknown>
-          } catch {
-            parsed = { text }
-          }
-          resolve({ status: res.statusCode ?? 0, body: parsed })
-        })
-      },
-    )
+    const req = httpRequest(`${base}${path}`, { method, agent: false, headers: { ...(body === undefined ? {} : { 'content-type': contentType }), ...headers } }, (res) => {
+      const chunks: Buffer[] = []
+      res.on('data', (c: Buffer) => chunks.push(c))
+      res.on('end', () => {
+        const text = Buffer.concat(chunks).toString('utf8')
+        let parsed: Record<string, unknown> = {}
+        try {
+          parsed = JSON.parse(text) as Record<string, unknown>
+        } catch {
+          parsed = { text }
+        }
+        resolve({ status: res.statusCode ?? 0, body: parsed })
+      })
+    })
     req.on('error', reject)
     if (body !== undefined) req.write(body)
     req.end()
@@ -101,50 +91,22 @@ describe('bad input never gives a 500', () => {
       const answer = await call('POST', '/api/products/flash-1/purchase', body)
       expect(answer.status, body).toBe(400)
     }
-    for (const json of [
-      {},
-      { buyerId: 42 },
-      { buyerId: '' },
-      { buyerId: 'x'.repeat(65) },
-      { buyerId: ['b'] },
-      [1, 2],
-      { buyerId: 'a b' },
-    ]) {
+    for (const json of [{}, { buyerId: 42 }, { buyerId: '' }, { buyerId: 'x'.repeat(65) }, { buyerId: ['b'] }, [1, 2], { buyerId: 'a b' }]) {
       const answer = await post('/api/products/flash-1/purchase', json)
       expect(answer.status, JSON.stringify(json)).toBe(400)
       expect(answer.body.error).toBe('invalid_buyer_id')
     }
-    expect(
-      (await call('POST', '/api/products/flash-1/purchase', 'buyerId=b1', 'application/x-www-form-urlencoded')).status,
-    ).toBe(400)
+    expect((await call('POST', '/api/products/flash-1/purchase', 'buyerId=b1', 'application/x-www-form-urlencoded')).status).toBe(400)
   })
 
   it('answers 400 for a body its Content-Encoding cannot decode, or a coding or charset it does not know; reads a well-compressed one', async () => {
     const json = JSON.stringify({ buyerId: 'b1' })
     const cases: [string, Buffer, string, Record<string, string>, string][] = [
       ['gzip garbage', Buffer.from(json), 'application/json', { 'content-encoding': 'gzip' }, 'unreadable_body'],
-      [
-        'truncated gzip',
-        gzipSync(json).subarray(0, 12),
-        'application/json',
-        { 'content-encoding': 'gzip' },
-        'unreadable_body',
-      ],
-      [
-        'deflate garbage',
-        Buffer.from('not deflate'),
-        'application/json',
-        { 'content-encoding': 'deflate' },
-        'unreadable_body',
-      ],
+      ['truncated gzip', gzipSync(json).subarray(0, 12), 'application/json', { 'content-encoding': 'gzip' }, 'unreadable_body'],
+      ['deflate garbage', Buffer.from('not deflate'), 'application/json', { 'content-encoding': 'deflate' }, 'unreadable_body'],
       ['br garbage', Buffer.from('not brotli'), 'application/json', { 'content-encoding': 'br' }, 'unreadable_body'],
-      [
-        'unknown encoding',
-        Buffer.from(json),
-        'application/json',
-        { 'content-encoding': 'compress' },
-        'unsupported_encoding',
-      ],
+      ['unknown encoding', Buffer.from(json), 'application/json', { 'content-encoding': 'compress' }, 'unsupported_encoding'],
       ['charset outside utf-*', Buffer.from(json), 'application/json; charset=latin1', {}, 'unsupported_encoding'],
       ['unknown charset', Buffer.from(json), 'application/json; charset=utf-99', {}, 'unsupported_encoding'],
     ]
@@ -154,25 +116,10 @@ describe('bad input never gives a 500', () => {
       expect.soft(answer.body.error, name).toBe(error)
     }
     const big = gzipSync(JSON.stringify({ buyerId: 'b1', pad: 'x'.repeat(16 * 1024) }))
-    expect(
-      (await call('POST', '/api/products/gone/purchase', big, 'application/json', { 'content-encoding': 'gzip' })).body
-        .error,
-      'decompressed past 16 KiB',
-    ).toBe('body_too_large')
+    expect((await call('POST', '/api/products/gone/purchase', big, 'application/json', { 'content-encoding': 'gzip' })).body.error, 'decompressed past 16 KiB').toBe('body_too_large')
     // 409 sold out: the body was read (the product 'gone' has no stock, so nothing is sold).
-    for (const [encoding, compress] of [
-      ['gzip', gzipSync],
-      ['deflate', deflateSync],
-      ['br', brotliCompressSync],
-    ] as const) {
-      expect(
-        (
-          await call('POST', '/api/products/gone/purchase', compress(json), 'application/json', {
-            'content-encoding': encoding,
-          })
-        ).status,
-        encoding,
-      ).toBe(409)
+    for (const [encoding, compress] of [['gzip', gzipSync], ['deflate', deflateSync], ['br', brotliCompressSync]] as const) {
+      expect((await call('POST', '/api/products/gone/purchase', compress(json), 'application/json', { 'content-encoding': encoding })).status, encoding).toBe(409)
     }
   })
 
@@ -224,9 +171,7 @@ describe('the shop', () => {
 
 describe('200 concurrent connections', () => {
   it('answers every one of 200 concurrent purchases (each on its own connection) without a 5xx, selling exactly the stock', async () => {
-    const answers = await Promise.all(
-      Array.from({ length: 200 }, (_, i) => post('/api/products/crowd/purchase', { buyerId: `crowd-${i}` })),
-    )
+    const answers = await Promise.all(Array.from({ length: 200 }, (_, i) => post('/api/products/crowd/purchase', { buyerId: `crowd-${i}` })))
     const statuses = answers.map((a) => a.status)
     expect(statuses.filter((s) => s >= 500)).toEqual([])
     expect(statuses.filter((s) => s === 201)).toHaveLength(20)

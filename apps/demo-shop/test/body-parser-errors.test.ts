@@ -13,34 +13,17 @@ function httpError(status: number, fields: Record<string, unknown> = {}): Error 
 
 describe('bodyParserFailure', () => {
   it('a stream error body-parser wrapped as a bare 400 (zlib: no `type`) is an unreadable body, 400', () => {
-    expect(bodyParserFailure(httpError(400, { code: 'Z_DATA_ERROR', errno: -3 }))).toMatchObject({
-      kind: 'unreadable',
-      status: 400,
-    })
+    expect(bodyParserFailure(httpError(400, { code: 'Z_DATA_ERROR', errno: -3 }))).toMatchObject({ kind: 'unreadable', status: 400 })
   })
 
   it('its 415s (an unknown Content-Encoding or charset) are answered 400, naming the header', () => {
-    expect(bodyParserFailure(httpError(415, { type: 'encoding.unsupported' }))).toMatchObject({
-      kind: 'unsupported',
-      status: 400,
-      header: 'Content-Encoding',
-    })
-    expect(bodyParserFailure(httpError(415, { type: 'charset.unsupported' }))).toMatchObject({
-      kind: 'unsupported',
-      status: 400,
-      header: 'Content-Type',
-    })
+    expect(bodyParserFailure(httpError(415, { type: 'encoding.unsupported' }))).toMatchObject({ kind: 'unsupported', status: 400, header: 'Content-Encoding' })
+    expect(bodyParserFailure(httpError(415, { type: 'charset.unsupported' }))).toMatchObject({ kind: 'unsupported', status: 400, header: 'Content-Type' })
   })
 
   it('too large stays 413; not JSON is 400', () => {
-    expect(bodyParserFailure(httpError(413, { type: 'entity.too.large' }))).toMatchObject({
-      kind: 'too-large',
-      status: 413,
-    })
-    expect(bodyParserFailure(httpError(400, { type: 'entity.parse.failed' }))).toMatchObject({
-      kind: 'malformed',
-      status: 400,
-    })
+    expect(bodyParserFailure(httpError(413, { type: 'entity.too.large' }))).toMatchObject({ kind: 'too-large', status: 413 })
+    expect(bodyParserFailure(httpError(400, { type: 'entity.parse.failed' }))).toMatchObject({ kind: 'malformed', status: 400 })
   })
 
   it('is not an application error that merely has a 4xx `status` (the gateway answered 409), nor a 5xx', () => {

@@ -43,8 +43,7 @@ describe('docker-compose.yml', () => {
 
   it('has the services of the demo, and every file it mounts or builds from exists', () => {
     const text = readFileSync(composeFile, 'utf8')
-    for (const service of ['redis', 'postgres', 'gateway', 'shop', 'prometheus', 'grafana'])
-      expect(text).toMatch(new RegExp(`^  ${service}:$`, 'm'))
+    for (const service of ['redis', 'postgres', 'gateway', 'shop', 'prometheus', 'grafana']) expect(text).toMatch(new RegExp(`^  ${service}:$`, 'm'))
     const mounted = [...text.matchAll(/- \.\/([^:]+):/g)].map((m) => m[1] as string)
     expect(mounted).toContain('packages/metrics/prometheus/alerts.yml')
     expect(mounted).toContain('packages/metrics/grafana')
@@ -65,11 +64,7 @@ describe('docker-compose.yml', () => {
     const shop = resolvedService('shop')
     // The shop's image, another process: the gateway's entry script.
     expect(valueOf(gateway, 'image')).toBe(valueOf(shop, 'image'))
-    const command = /^command:\n((?:- .*\n?)+)/m
-      .exec(gateway)?.[1]
-      ?.trim()
-      .split('\n')
-      .map((l) => l.slice(2))
+    const command = /^command:\n((?:- .*\n?)+)/m.exec(gateway)?.[1]?.trim().split('\n').map((l) => l.slice(2))
     expect(command).toEqual(['node', '--import', 'tsx', 'apps/demo-shop/src/gateway/gateway-main.ts'])
     expect(existsSync(join(root, 'apps/demo-shop/src/gateway/gateway-main.ts'))).toBe(true)
     // Its ledger is in the shop's schema, where the double charges are counted.

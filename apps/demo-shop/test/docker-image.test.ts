@@ -55,9 +55,7 @@ describe('the demo shop image', () => {
     const final = all.at(-1)!
     const users = final.lines.filter((l) => /^USER\s/i.test(l))
     expect(users.at(-1)).toBe('USER node')
-    expect(final.lines.findIndex((l) => /^USER\s/i.test(l))).toBeGreaterThan(
-      final.lines.findLastIndex((l) => /^(COPY|RUN)\s/i.test(l)),
-    )
+    expect(final.lines.findIndex((l) => /^USER\s/i.test(l))).toBeGreaterThan(final.lines.findLastIndex((l) => /^(COPY|RUN)\s/i.test(l)))
     expect(final.lines.some((l) => /^CMD\s/i.test(l))).toBe(true)
 
     const images = [...compose.matchAll(/^\s+image:\s*(\S+)/gm)].map((m) => m[1]!)
@@ -67,9 +65,7 @@ describe('the demo shop image', () => {
 
   it('has a healthcheck on the shop that Prometheus waits for', () => {
     const shop = /^ {2}shop:\n((?: {4}.*\n|\n)+)/m.exec(compose)?.[1] ?? ''
-    expect(shop).toMatch(
-      /healthcheck:\n\s+#[^\n]*\n(?:\s+#[^\n]*\n)*\s+test: \["CMD", "node", "apps\/demo-shop\/deploy\/healthcheck.mjs"\]/,
-    )
+    expect(shop).toMatch(/healthcheck:\n\s+#[^\n]*\n(?:\s+#[^\n]*\n)*\s+test: \["CMD", "node", "apps\/demo-shop\/deploy\/healthcheck.mjs"\]/)
     const prometheus = /^ {2}prometheus:\n((?: {4}.*\n|\n)+)/m.exec(compose)?.[1] ?? ''
     expect(prometheus).toMatch(/depends_on:\n\s+shop: \{ condition: service_healthy \}/)
   })
@@ -101,18 +97,13 @@ describe('the demo shop image', () => {
       cpSync(join(root, 'package-lock.json'), join(deps, 'package-lock.json'))
       for (const group of ['packages', 'apps']) {
         for (const name of readdirSync(join(root, group))) {
-          if (existsSync(join(root, group, name, 'package.json')))
-            cpSync(join(root, group, name, 'package.json'), join(deps, group, name, 'package.json'))
+          if (existsSync(join(root, group, name, 'package.json'))) cpSync(join(root, group, name, 'package.json'), join(deps, group, name, 'package.json'))
         }
       }
       const depsStage = all.find((s) => s.name === 'deps')!
       for (const line of depsStage.lines.filter((l) => l.startsWith('RUN '))) {
         const command = line.slice(4).replace(/npm ci /g, 'npm ci --prefer-offline ')
-        const result = spawnSync('sh', ['-c', command], {
-          cwd: deps,
-          encoding: 'utf8',
-          env: { ...process.env, npm_config_loglevel: 'error' },
-        })
+        const result = spawnSync('sh', ['-c', command], { cwd: deps, encoding: 'utf8', env: { ...process.env, npm_config_loglevel: 'error' } })
         expect(result.status, `${command}\n${result.stderr}`).toBe(0)
       }
       expect(existsSync(join(deps, 'node_modules/vitest')), 'no test runner in the image').toBe(false)
@@ -131,16 +122,11 @@ describe('the demo shop image', () => {
           const from = join(base, src.replace(/^\/app\/?/, ''))
           expect(existsSync(from), `${line}: ${src} is there after the build`).toBe(true)
           const target = dest.endsWith('/') ? join(app, dest, src.split('/').at(-1)!) : join(app, dest)
-          cpSync(from, target, {
-            recursive: true,
-            verbatimSymlinks: true,
-            filter: (path) => !path.includes('/node_modules/.vite'),
-          })
+          cpSync(from, target, { recursive: true, verbatimSymlinks: true, filter: (path) => !path.includes('/node_modules/.vite') })
         }
       }
       // Readable by everyone, writable by no one but root: as in the image.
-      for (let dir = work; dir !== dirname(dir); dir = dirname(dir))
-        if (dir.startsWith(tmpdir()) && dir !== tmpdir()) chmodSync(dir, 0o755)
+      for (let dir = work; dir !== dirname(dir); dir = dirname(dir)) if (dir.startsWith(tmpdir()) && dir !== tmpdir()) chmodSync(dir, 0o755)
       spawnSync('chmod', ['-R', 'a+rX,go-w', work])
 
       const basePort = await freePort()
@@ -159,29 +145,19 @@ describe('the demo shop image', () => {
       }
       const asNobody = ['--reuid=65534', '--regid=65534', '--clear-groups']
       let log = ''
-      shop = spawn('setpriv', [...asNobody, process.execPath, '--import', 'tsx', 'apps/demo-shop/src/serve.ts'], {
-        cwd: app,
-        env,
-        stdio: ['ignore', 'pipe', 'pipe'],
-      })
+      shop = spawn('setpriv', [...asNobody, process.execPath, '--import', 'tsx', 'apps/demo-shop/src/serve.ts'], { cwd: app, env, stdio: ['ignore', 'pipe', 'pipe'] })
       shop.stdout?.on('data', (d: Buffer) => (log = (log + d.toString()).slice(-4_000)))
       shop.stderr?.on('data', (d: Buffer) => (log = (log + d.toString()).slice(-4_000)))
 
       const deadline = performance.now() + 90_000
       let health = { status: -1 as number | null, stderr: '' }
       while (performance.now() < deadline && shop.exitCode === null) {
-        health = spawnSync('setpriv', [...asNobody, process.execPath, 'apps/demo-shop/deploy/healthcheck.mjs'], {
-          cwd: app,
-          env,
-          encoding: 'utf8',
-        })
+        health = spawnSync('setpriv', [...asNobody, process.execPath, 'apps/demo-shop/deploy/healthcheck.mjs'], { cwd: app, env, encoding: 'utf8' })
         if (health.status === 0) break
         await new Promise((r) => setTimeout(r, 500))
       }
       expect(health.status, `healthcheck: ${health.stderr}\nshop log:\n${log}`).toBe(0)
-      const state = await fetch(`http://127.0.0.1:${ports[0]}/api/state`).then(
-        (r) => r.json() as Promise<Record<string, unknown>>,
-      )
+      const state = await fetch(`http://127.0.0.1:${ports[0]}/api/state`).then((r) => r.json() as Promise<Record<string, unknown>>)
       expect(state).toHaveProperty('products')
     }, 240_000)
   })

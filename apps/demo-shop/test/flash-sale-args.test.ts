@@ -10,23 +10,10 @@ import { exitCodeOf, FLASH_SALE_DEFAULTS, percentile } from '../src/flash-sale.j
 describe('parseFlashSaleArgs', () => {
   it('takes the defaults, and the issue example', () => {
     expect(parseFlashSaleArgs([]).options).toMatchObject({ ...FLASH_SALE_DEFAULTS, keepData: false })
-    const command = parseFlashSaleArgs(
-      '--instances 4 --buyers 2000 --stock 100 --mode fenced --chaos pause --seed 7 --json'.split(' '),
-    )
+    const command = parseFlashSaleArgs('--instances 4 --buyers 2000 --stock 100 --mode fenced --chaos pause --seed 7 --json'.split(' '))
     expect(command.json).toBe(true)
-    expect(command.options).toMatchObject({
-      instances: 4,
-      buyers: 2000,
-      stock: 100,
-      mode: 'fenced',
-      chaos: 'pause',
-      seed: 7,
-    })
-    expect(parseFlashSaleArgs(['--mode=lock', '--ttl-ms=500', '--gateway-latency-ms=10-20']).options).toMatchObject({
-      mode: 'lock',
-      ttlMs: 500,
-      gatewayLatencyMs: '10-20',
-    })
+    expect(command.options).toMatchObject({ instances: 4, buyers: 2000, stock: 100, mode: 'fenced', chaos: 'pause', seed: 7 })
+    expect(parseFlashSaleArgs(['--mode=lock', '--ttl-ms=500', '--gateway-latency-ms=10-20']).options).toMatchObject({ mode: 'lock', ttlMs: 500, gatewayLatencyMs: '10-20' })
   })
 
   it.each([
@@ -59,12 +46,7 @@ describe('the report rules', () => {
 
   it('takes the nearest-rank P99', () => {
     expect(percentile([], 99)).toBeNull()
-    expect(
-      percentile(
-        Array.from({ length: 100 }, (_, i) => i + 1),
-        99,
-      ),
-    ).toBe(99)
+    expect(percentile(Array.from({ length: 100 }, (_, i) => i + 1), 99)).toBe(99)
     expect(percentile([5, 1, 3], 99)).toBe(5)
   })
 })
@@ -72,10 +54,7 @@ describe('the report rules', () => {
 describe('the CLI', () => {
   it('exits 2 with the message and the usage on a bad command line, before starting anything', () => {
     const cli = join(dirname(fileURLToPath(import.meta.url)), '..', 'src', 'flash-sale-cli.ts')
-    const result = spawnSync(process.execPath, ['--import', 'tsx', cli, '--mode', 'yolo'], {
-      encoding: 'utf8',
-      timeout: 60_000,
-    })
+    const result = spawnSync(process.execPath, ['--import', 'tsx', cli, '--mode', 'yolo'], { encoding: 'utf8', timeout: 60_000 })
     expect(result.status).toBe(2)
     expect(result.stderr).toContain('--mode must be one of unsafe, lock, fenced')
     expect(result.stderr).toContain('Usage: npm run flash-sale')

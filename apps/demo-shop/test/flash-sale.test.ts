@@ -2,22 +2,13 @@
 // instances, the chaos freezes a lock holder with SIGSTOP past its TTL, and the report is
 // counted from the database after every instance has exited. Sizes are small (CI budget).
 import { afterAll, describe, expect, it } from 'vitest'
-import {
-  FLASH_SALE_DEFAULTS,
-  runFlashSale,
-  type FlashSaleOptions,
-  type FlashSaleReport,
-  type FlashSaleServices,
-} from '../src/flash-sale.js'
+import { FLASH_SALE_DEFAULTS, runFlashSale, type FlashSaleOptions, type FlashSaleReport, type FlashSaleServices } from '../src/flash-sale.js'
 import { databaseTarget } from '../src/database.js'
 import { REDIS_URL } from './services.js'
 
 const services: FlashSaleServices = {
   redis: { url: REDIS_URL, origin: 'test Redis', owned: undefined, stop: async () => {} },
-  database: {
-    connectionString: databaseTarget(process.env.DATABASE_URL || undefined).connectionString,
-    origin: 'test PostgreSQL',
-  },
+  database: { connectionString: databaseTarget(process.env.DATABASE_URL || undefined).connectionString, origin: 'test PostgreSQL' },
 }
 const small: FlashSaleOptions = {
   ...FLASH_SALE_DEFAULTS,

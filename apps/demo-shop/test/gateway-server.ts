@@ -14,10 +14,7 @@ export interface TestGateway {
 }
 
 /** Starts the gateway on `database` (already migrated) with `latency`. */
-export async function startTestGateway(
-  database: DatabaseLocation,
-  latency: GatewayLatency = { minMs: 1, maxMs: 3 },
-): Promise<TestGateway> {
+export async function startTestGateway(database: DatabaseLocation, latency: GatewayLatency = { minMs: 1, maxMs: 3 }): Promise<TestGateway> {
   const prisma = createPrisma(database, 10)
   const db = gatewayDb(prisma)
   const server: Server = createGatewayApp({ db, latency, logError: () => {} }).listen(0, '127.0.0.1')

@@ -30,13 +30,7 @@ describe('readHeldLocks', () => {
     const lock = await locker.acquire('product:held-1')
     await until(async () => (await readHeldLocks(redis, key, prefix)).length === 1)
     const [held] = await readHeldLocks(redis, key, prefix)
-    expect(held).toMatchObject({
-      resource: 'product:held-1',
-      instance: 'shop-x',
-      pid: process.pid,
-      token: String(lock.token),
-      leaseLive: true,
-    })
+    expect(held).toMatchObject({ resource: 'product:held-1', instance: 'shop-x', pid: process.pid, token: String(lock.token), leaseLive: true })
     expect(held?.ttlLeftMs).toBeGreaterThan(4_000)
     expect(held?.ttlLeftMs).toBeLessThanOrEqual(5_000)
 
@@ -61,9 +55,7 @@ describe('readHeldLocks', () => {
     const old = await frozen.acquire('order:held-2', { ttlMs: 200 })
     await new Promise((r) => setTimeout(r, 300))
     const fresh = await locker.acquire('order:held-2', { ttlMs: 5_000 })
-    await until(
-      async () => (await readHeldLocks(redis, key, prefix)).filter((l) => l.resource === 'order:held-2').length === 2,
-    )
+    await until(async () => (await readHeldLocks(redis, key, prefix)).filter((l) => l.resource === 'order:held-2').length === 2)
     const views = (await readHeldLocks(redis, key, prefix)).filter((l) => l.resource === 'order:held-2')
     expect(views.map((v) => [v.token, v.leaseLive])).toEqual([
       [String(old.token), false],

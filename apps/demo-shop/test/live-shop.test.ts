@@ -63,17 +63,11 @@ describe('live shop with an external gateway', () => {
   it('starts again on the same schema with an empty ledger: order ids start again at 1, so old charges would count as double charges', async () => {
     expect(await gateway.db.gatewayCharge.count()).toBeGreaterThan(0)
     await prepareShopSchema(ledgerDatabase, [])
-    expect([
-      await gateway.db.gatewayCharge.count(),
-      await gateway.db.gatewayIdempotencyKey.count(),
-      await gateway.db.gatewayFence.count(),
-    ]).toEqual([0, 0, 0])
+    expect([await gateway.db.gatewayCharge.count(), await gateway.db.gatewayIdempotencyKey.count(), await gateway.db.gatewayFence.count()]).toEqual([0, 0, 0])
   })
 
   it('refuses a gateway that does not answer, before it starts any instance', async () => {
-    const error = await startLiveShop(options({ gatewayUrl: 'http://127.0.0.1:9/', gatewayReadyTimeoutMs: 300 })).catch(
-      (e: unknown) => e,
-    )
+    const error = await startLiveShop(options({ gatewayUrl: 'http://127.0.0.1:9/', gatewayReadyTimeoutMs: 300 })).catch((e: unknown) => e)
     expect(error).toBeInstanceOf(GatewayUnavailableError)
     expect((error as GatewayUnavailableError).url).toBe('http://127.0.0.1:9')
   })

@@ -51,12 +51,7 @@ afterAll(async () => {
 async function sale(mode: 'lock' | 'fenced'): Promise<{ purchase: string[]; pay: string[] }> {
   const stores = shopStores(prisma, fencedShopClient(prisma), { maxWait: 5_000, timeout: 5_000 })
   const protection = createProtection(mode, { stores, locker, ttlMs: 5_000, waitMs: 5_000 })
-  const shop = new ShopService({
-    db: prisma,
-    protection,
-    gateway: httpGateway({ url: gateway.url }),
-    instanceId: 'statements',
-  })
+  const shop = new ShopService({ db: prisma, protection, gateway: httpGateway({ url: gateway.url }), instanceId: 'statements' })
   statements = []
   const bought = await shop.purchase('s-1', `b-${mode}`)
   const purchase = statements

@@ -22,13 +22,7 @@ import { join } from 'node:path'
 import { fileURLToPath } from 'node:url'
 import express, { type ErrorRequestHandler, type Express, type Request, type Response } from 'express'
 import type { DashboardSampler } from './dashboard-sampler.js'
-import {
-  FlashSaleRunError,
-  InvalidRunRequestError,
-  parseRunRequest,
-  RunInProgressError,
-  type FlashSaleRuns,
-} from './flash-sale-runs.js'
+import { FlashSaleRunError, InvalidRunRequestError, parseRunRequest, RunInProgressError, type FlashSaleRuns } from './flash-sale-runs.js'
 import type { ApiError } from './wire.js'
 
 /** Largest body of `POST /api/runs`. */
@@ -83,10 +77,7 @@ export function createDashboardApp(deps: DashboardAppDeps): Express {
     res.setHeader('X-Content-Type-Options', 'nosniff')
     res.setHeader('Referrer-Policy', 'no-referrer')
     // No framing (a run button must not be clickjacked); scripts only from here.
-    res.setHeader(
-      'Content-Security-Policy',
-      "default-src 'self'; style-src 'self' 'unsafe-inline'; img-src 'self' data:; frame-ancestors 'none'",
-    )
+    res.setHeader('Content-Security-Policy', "default-src 'self'; style-src 'self' 'unsafe-inline'; img-src 'self' data:; frame-ancestors 'none'")
     next()
   })
 
@@ -126,8 +117,7 @@ export function createDashboardApp(deps: DashboardAppDeps): Express {
 
   app.post('/api/runs', (req, res, next) => {
     if (crossSite(req)) return fail(res, 403, 'cross_origin', 'runs are started from the dashboard itself')
-    if (!req.is('application/json'))
-      return fail(res, 415, 'unsupported_media_type', 'the body must be JSON (Content-Type: application/json)')
+    if (!req.is('application/json')) return fail(res, 415, 'unsupported_media_type', 'the body must be JSON (Content-Type: application/json)')
     next()
   })
   app.post('/api/runs', express.json({ limit: MAX_RUN_BODY_BYTES, strict: true }), (req, res) => {
@@ -137,8 +127,7 @@ export function createDashboardApp(deps: DashboardAppDeps): Express {
     } catch (error) {
       if (error instanceof InvalidRunRequestError) return fail(res, 400, error.code, error.message)
       if (error instanceof RunInProgressError) return fail(res, 409, error.code, error.message)
-      if (error instanceof FlashSaleRunError)
-        return fail(res, error.code === 'shutting_down' ? 503 : 422, error.code, error.message)
+      if (error instanceof FlashSaleRunError) return fail(res, error.code === 'shutting_down' ? 503 : 422, error.code, error.message)
       throw error
     }
   })
@@ -148,25 +137,14 @@ export function createDashboardApp(deps: DashboardAppDeps): Express {
   const dir = deps.staticDir
   if (dir !== undefined && existsSync(join(dir, 'index.html'))) {
     // Vite's assets have content hashes in their names: cache them for good; index.html never.
-    app.use(
-      '/assets',
-      express.static(join(dir, 'assets'), { immutable: true, maxAge: '1y', index: false, fallthrough: false }),
-    )
-    app.use(
-      express.static(dir, {
-        index: 'index.html',
-        maxAge: 0,
-        setHeaders: (res) => res.setHeader('Cache-Control', 'no-cache'),
-      }),
-    )
+    app.use('/assets', express.static(join(dir, 'assets'), { immutable: true, maxAge: '1y', index: false, fallthrough: false }))
+    app.use(express.static(dir, { index: 'index.html', maxAge: 0, setHeaders: (res) => res.setHeader('Cache-Control', 'no-cache') }))
   } else {
     app.get('/', (_req, res) => {
       res
         .status(503)
         .type('text/plain')
-        .send(
-          'The dashboard is not built. Run `npm run demo` (it builds it), or `npm run build -w @fencelock/dashboard`.\nThe API answers meanwhile: /api/dashboard, /api/runs.\n',
-        )
+        .send('The dashboard is not built. Run `npm run demo` (it builds it), or `npm run build -w @fencelock/dashboard`.\nThe API answers meanwhile: /api/dashboard, /api/runs.\n')
     })
   }
   app.use((req, res) => fail(res, 404, 'not_found', `no route ${req.method} ${req.path.slice(0, 100)}`))
@@ -174,11 +152,9 @@ export function createDashboardApp(deps: DashboardAppDeps): Express {
   const onError: ErrorRequestHandler = (error: unknown, _req, res, next) => {
     if (res.headersSent) return next(error)
     const { type, status } = (error ?? {}) as { type?: unknown; status?: unknown }
-    if (type === 'entity.too.large')
-      return fail(res, 413, 'body_too_large', `the body must be at most ${MAX_RUN_BODY_BYTES} bytes`)
+    if (type === 'entity.too.large') return fail(res, 413, 'body_too_large', `the body must be at most ${MAX_RUN_BODY_BYTES} bytes`)
     if (type === 'entity.parse.failed') return fail(res, 400, 'malformed_json', 'the body is not valid JSON')
-    if (typeof status === 'number' && status >= 400 && status < 500)
-      return fail(res, status, 'bad_request', 'the request could not be read')
+    if (typeof status === 'number' && status >= 400 && status < 500) return fail(res, status, 'bad_request', 'the request could not be read')
     console.error('[dashboard]', error)
     return fail(res, 500, 'internal', 'unexpected error')
   }
@@ -202,10 +178,7 @@ export interface DashboardServer {
  * console.log(`Open ${url}`)
  * ```
  */
-export async function listenDashboard(
-  app: Express,
-  options: { host: string; port: number; fallbackToFreePort?: boolean },
-): Promise<DashboardServer> {
+export async function listenDashboard(app: Express, options: { host: string; port: number; fallbackToFreePort?: boolean }): Promise<DashboardServer> {
   const listen = (port: number) =>
     new Promise<Server>((resolve, reject) => {
       const server = createServer(app)

@@ -14,14 +14,7 @@ import type { InstanceProcess } from '../supervisor.js'
 import type { FlashSaleRuns } from './flash-sale-runs.js'
 import { MetricsWindow } from './metrics-window.js'
 import { parseLockCounters, type LockCounters } from './prometheus-text.js'
-import type {
-  DashboardHistory,
-  DashboardSnapshot,
-  HeldLockView,
-  InvariantsView,
-  MetricsPoint,
-  RunView,
-} from './wire.js'
+import type { DashboardHistory, DashboardSnapshot, HeldLockView, InvariantsView, MetricsPoint, RunView } from './wire.js'
 
 /** Defaults of a {@link DashboardSampler}. */
 export const SAMPLER_DEFAULTS = Object.freeze({
@@ -224,10 +217,8 @@ export class DashboardSampler {
       }
       if (run !== undefined && runSource !== undefined) {
         const current = runState ?? this.#lastState.get(runSource)
-        if (current !== undefined)
-          invariants.push(invariantsOf(current.state, runSource, `${runTitle(run)} (running)`, current.atMs))
-        if (current !== undefined && atMs - current.atMs <= STALE_LOCKS_MS)
-          locks.push(...locksOf(current.state, runSource))
+        if (current !== undefined) invariants.push(invariantsOf(current.state, runSource, `${runTitle(run)} (running)`, current.atMs))
+        if (current !== undefined && atMs - current.atMs <= STALE_LOCKS_MS) locks.push(...locksOf(current.state, runSource))
       } else {
         const last = this.#deps.runs.runs.find((r) => r.result !== null)
         const final = last === undefined ? undefined : finalInvariantsOf(last)
@@ -287,10 +278,7 @@ export class DashboardSampler {
    * `/api/state` of one instance of a shop: the one that answered last. One try per sample, so a
    * sample stays within its interval; when it fails, the next sample asks the next instance.
    */
-  async #state(
-    source: string,
-    instances: readonly InstanceProcess[],
-  ): Promise<{ state: ShopState; atMs: number } | undefined> {
+  async #state(source: string, instances: readonly InstanceProcess[]): Promise<{ state: ShopState; atMs: number } | undefined> {
     if (instances.length === 0) return undefined
     const index = (this.#stateCursor.get(source) ?? 0) % instances.length
     const res = await this.#get(`${(instances[index] as InstanceProcess).url}/api/state`)

@@ -5,13 +5,7 @@
  * and PostgreSQL, so nothing it does touches the live shop's locks or rows.
  */
 import { CHAOS_KINDS, type ChaosKind } from '../chaos.js'
-import {
-  FLASH_SALE_DEFAULTS,
-  type FlashSaleOptions,
-  type FlashSaleProgress,
-  type FlashSaleReport,
-  type FlashSaleServices,
-} from '../flash-sale.js'
+import { FLASH_SALE_DEFAULTS, type FlashSaleOptions, type FlashSaleProgress, type FlashSaleReport, type FlashSaleServices } from '../flash-sale.js'
 import { PROTECTION_MODES, type ProtectionMode } from '../protection.js'
 import type { RedisEndpoint } from '@fencelock/devkit/redis-endpoint'
 import type { InstanceProcess } from '../supervisor.js'
@@ -69,11 +63,7 @@ export class ChaosUnavailableError extends FlashSaleRunError {
 
 const RUN_REQUEST_FIELDS = new Set(['mode', 'chaos', 'buyers', 'stock'])
 
-function boundedInteger(
-  body: Record<string, unknown>,
-  field: 'buyers' | 'stock',
-  bounds: { min: number; max: number; default: number },
-): number {
+function boundedInteger(body: Record<string, unknown>, field: 'buyers' | 'stock', bounds: { min: number; max: number; default: number }): number {
   const value = body[field]
   if (value === undefined) return bounds.default
   if (typeof value !== 'number' || !Number.isInteger(value) || value < bounds.min || value > bounds.max) {
@@ -88,15 +78,10 @@ function boundedInteger(
  * @throws InvalidRunRequestError naming the field at fault.
  */
 export function parseRunRequest(body: unknown, limits: Pick<RunLimits, 'buyers' | 'stock'>): Required<RunRequest> {
-  if (body === null || typeof body !== 'object' || Array.isArray(body))
-    throw new InvalidRunRequestError('body', 'the body must be a JSON object {mode, chaos, buyers?, stock?}')
+  if (body === null || typeof body !== 'object' || Array.isArray(body)) throw new InvalidRunRequestError('body', 'the body must be a JSON object {mode, chaos, buyers?, stock?}')
   const record = body as Record<string, unknown>
   for (const key of Object.keys(record)) {
-    if (!RUN_REQUEST_FIELDS.has(key))
-      throw new InvalidRunRequestError(
-        key.slice(0, 40),
-        `unknown field ${JSON.stringify(key.slice(0, 40))} (fields: mode, chaos, buyers, stock)`,
-      )
+    if (!RUN_REQUEST_FIELDS.has(key)) throw new InvalidRunRequestError(key.slice(0, 40), `unknown field ${JSON.stringify(key.slice(0, 40))} (fields: mode, chaos, buyers, stock)`)
   }
   const { mode, chaos } = record
   if (typeof mode !== 'string' || !(PROTECTION_MODES as readonly string[]).includes(mode)) {
@@ -195,9 +180,7 @@ export class FlashSaleRuns {
     if (this.#active) throw new RunInProgressError(this.#active.view.id)
     if (this.#abort.signal.aborted) throw new FlashSaleRunError('shutting_down', 'the demo is stopping')
     if (request.chaos === 'redis-restart' && !this.limits.redisRestart) {
-      throw new ChaosUnavailableError(
-        'redis-restart restarts a redis-server the demo starts itself; REDIS_URL is set, so there is none to restart',
-      )
+      throw new ChaosUnavailableError('redis-restart restarts a redis-server the demo starts itself; REDIS_URL is set, so there is none to restart')
     }
     const id = this.#nextId++
     const options: FlashSaleOptions = {
@@ -239,9 +222,7 @@ export class FlashSaleRuns {
     this.#deps.onActiveChange?.(true)
     // redis-restart restarts a Redis of the run's own (runFlashSale spawns it); the others share the demo's.
     const services: FlashSaleServices =
-      options.chaos === 'redis-restart'
-        ? { database: this.#deps.database }
-        : { redis: this.#deps.redis, database: this.#deps.database }
+      options.chaos === 'redis-restart' ? { database: this.#deps.database } : { redis: this.#deps.redis, database: this.#deps.database }
     const onProgress = (p: FlashSaleProgress) => {
       if (p.instances !== undefined) record.instances = p.instances
       record.view = {

@@ -33,19 +33,9 @@ interface Increase {
   elapsedMs: number
 }
 
-const zero = (): Increase => ({
-  acquired: 0,
-  acquires: 0,
-  released: 0,
-  expired: 0,
-  lost: 0,
-  fencingRejections: 0,
-  waitBuckets: new Map(),
-  elapsedMs: 0,
-})
+const zero = (): Increase => ({ acquired: 0, acquires: 0, released: 0, expired: 0, lost: 0, fencingRejections: 0, waitBuckets: new Map(), elapsedMs: 0 })
 
-const increaseOf = (current: number, previous: number | undefined) =>
-  previous === undefined || current < previous ? current : current - previous
+const increaseOf = (current: number, previous: number | undefined) => (previous === undefined || current < previous ? current : current - previous)
 
 /** The sliding window over every watched instance. */
 export class MetricsWindow {
@@ -56,8 +46,7 @@ export class MetricsWindow {
 
   constructor(options: { windowSamples?: number } = {}) {
     this.#windowSamples = options.windowSamples ?? METRICS_WINDOW_DEFAULTS.windowSamples
-    if (!Number.isInteger(this.#windowSamples) || this.#windowSamples < 1)
-      throw new RangeError('windowSamples must be a positive integer')
+    if (!Number.isInteger(this.#windowSamples) || this.#windowSamples < 1) throw new RangeError('windowSamples must be a positive integer')
   }
 
   /**
@@ -86,10 +75,7 @@ export class MetricsWindow {
       sample.lost += increaseOf(counters.lost, previous?.lost)
       sample.fencingRejections += increaseOf(counters.fencingRejections, previous?.fencingRejections)
       for (const [bound, count] of counters.waitBuckets) {
-        sample.waitBuckets.set(
-          bound,
-          (sample.waitBuckets.get(bound) ?? 0) + increaseOf(count, previous?.waitBuckets.get(bound)),
-        )
+        sample.waitBuckets.set(bound, (sample.waitBuckets.get(bound) ?? 0) + increaseOf(count, previous?.waitBuckets.get(bound)))
       }
       this.#last.set(key, counters)
     }

@@ -83,8 +83,7 @@ export function parseLockCounters(text: string, prefix = 'fencelock_'): LockCoun
  */
 export function bucketQuantile(q: number, buckets: WaitBuckets): number | null {
   const bounds = [...buckets.keys()].sort((a, b) => a - b)
-  const total =
-    buckets.get(Infinity) ?? (bounds.length > 0 ? (buckets.get(bounds[bounds.length - 1] as number) as number) : 0)
+  const total = buckets.get(Infinity) ?? (bounds.length > 0 ? (buckets.get(bounds[bounds.length - 1] as number) as number) : 0)
   if (!(total > 0)) return null
   const rank = q * total
   let lower = 0

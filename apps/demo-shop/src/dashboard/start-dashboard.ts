@@ -59,19 +59,14 @@ export async function startDashboard(options: StartDashboardOptions): Promise<Ru
     ...(options.runOptions === undefined ? {} : { baseOptions: options.runOptions }),
     ...(options.limits === undefined ? {} : { limits: options.limits }),
     onActiveChange: (active) => live?.shop.setCrowdPaused(active),
-    onRunError: (run, error) =>
-      log(`[dashboard] flash sale #${run.id} failed: ${error instanceof Error ? error.message : String(error)}`),
+    onRunError: (run, error) => log(`[dashboard] flash sale #${run.id} failed: ${error instanceof Error ? error.message : String(error)}`),
   })
   const sampler = new DashboardSampler({
     runs,
     ...(live === undefined ? {} : { live: { mode: live.mode, instances: () => live.shop.supervisor.instances } }),
   })
   const app = createDashboardApp({ sampler, runs, staticDir: options.staticDir ?? dashboardDistDir() })
-  const server = await listenDashboard(app, {
-    host: options.host,
-    port: options.port,
-    fallbackToFreePort: options.fallbackToFreePort ?? false,
-  })
+  const server = await listenDashboard(app, { host: options.host, port: options.port, fallbackToFreePort: options.fallbackToFreePort ?? false })
   sampler.start()
   let stopping: Promise<void> | undefined
   return {

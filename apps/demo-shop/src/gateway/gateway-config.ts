@@ -50,11 +50,7 @@ export function readGatewayConfig(env: NodeJS.ProcessEnv): GatewayConfig {
   try {
     latency = parseLatency(env.GATEWAY_LATENCY_MS || GATEWAY_DEFAULTS.latency)
   } catch {
-    throw new InvalidConfigError(
-      'GATEWAY_LATENCY_MS',
-      'must be "<ms>" or "<min>-<max>", at most 60000',
-      env.GATEWAY_LATENCY_MS,
-    )
+    throw new InvalidConfigError('GATEWAY_LATENCY_MS', 'must be "<ms>" or "<min>-<max>", at most 60000', env.GATEWAY_LATENCY_MS)
   }
   return {
     host: env.HOST || GATEWAY_DEFAULTS.host,

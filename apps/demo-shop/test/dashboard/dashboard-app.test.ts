@@ -7,12 +7,7 @@ import type { AddressInfo } from 'node:net'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
-import {
-  createDashboardApp,
-  listenDashboard,
-  MAX_RUN_BODY_BYTES,
-  type DashboardServer,
-} from '../../src/dashboard/dashboard-app.js'
+import { createDashboardApp, listenDashboard, MAX_RUN_BODY_BYTES, type DashboardServer } from '../../src/dashboard/dashboard-app.js'
 import { DashboardSampler } from '../../src/dashboard/dashboard-sampler.js'
 import { FlashSaleRuns, type FlashSaleRunner } from '../../src/dashboard/flash-sale-runs.js'
 import type { DashboardSnapshot, RunView } from '../../src/dashboard/wire.js'
@@ -25,12 +20,7 @@ import { startTestGateway, type TestGateway } from '../gateway-server.js'
 
 /** A runner that stands in for runFlashSale: each run waits until the test settles it. */
 function controllableRunner() {
-  const pending: Array<{
-    options: Parameters<FlashSaleRunner>[0]
-    resolve: (r: FlashSaleReport) => void
-    reject: (e: Error) => void
-    services: Parameters<FlashSaleRunner>[2]
-  }> = []
+  const pending: Array<{ options: Parameters<FlashSaleRunner>[0]; resolve: (r: FlashSaleReport) => void; reject: (e: Error) => void; services: Parameters<FlashSaleRunner>[2] }> = []
   const runner: FlashSaleRunner = (options, onProgress, services) =>
     new Promise((resolve, reject) => {
       onProgress({ phase: 'selling', done: 5, buyers: options.buyers, chaosCount: 1, instances: [] })
@@ -73,10 +63,7 @@ describe('dashboard API', () => {
   let base: string
 
   beforeAll(async () => {
-    server = await listenDashboard(createDashboardApp({ sampler, runs, staticDir: dist }), {
-      host: '127.0.0.1',
-      port: 0,
-    })
+    server = await listenDashboard(createDashboardApp({ sampler, runs, staticDir: dist }), { host: '127.0.0.1', port: 0 })
     base = server.url
   })
   afterAll(async () => {
@@ -107,47 +94,19 @@ describe('dashboard API', () => {
       expect(((await res.json()) as { error: string }).error).toBe(error)
     }
     expect((await postRun('{"mode": ')).status).toBe(400)
-    expect(
-      (await postRun(JSON.stringify({ mode: 'fenced', chaos: 'none', pad: 'x'.repeat(MAX_RUN_BODY_BYTES) }))).status,
-    ).toBe(413)
-    expect(
-      (await postRun('mode=fenced&chaos=none', { 'content-type': 'application/x-www-form-urlencoded' })).status,
-    ).toBe(415)
-    expect(
-      (
-        await postRun('{"mode":"fenced","chaos":"none"}', {
-          'content-type': 'application/json',
-          origin: 'http://evil.example',
-        })
-      ).status,
-    ).toBe(403)
-    expect(
-      (
-        await postRun('{"mode":"fenced","chaos":"none"}', {
-          'content-type': 'application/json',
-          'sec-fetch-site': 'cross-site',
-        })
-      ).status,
-    ).toBe(403)
+    expect((await postRun(JSON.stringify({ mode: 'fenced', chaos: 'none', pad: 'x'.repeat(MAX_RUN_BODY_BYTES) }))).status).toBe(413)
+    expect((await postRun('mode=fenced&chaos=none', { 'content-type': 'application/x-www-form-urlencoded' })).status).toBe(415)
+    expect((await postRun('{"mode":"fenced","chaos":"none"}', { 'content-type': 'application/json', origin: 'http://evil.example' })).status).toBe(403)
+    expect((await postRun('{"mode":"fenced","chaos":"none"}', { 'content-type': 'application/json', 'sec-fetch-site': 'cross-site' })).status).toBe(403)
     expect(pending).toHaveLength(0)
     expect(runs.runs).toHaveLength(0)
   })
 
   it('starts one run at a time (409 meanwhile), and keeps the finished ones for comparison', async () => {
-    const first = await postRun(JSON.stringify({ mode: 'fenced', chaos: 'pause', buyers: 50, stock: 5 }), {
-      'content-type': 'application/json',
-      origin: base.slice(0, -1),
-    })
+    const first = await postRun(JSON.stringify({ mode: 'fenced', chaos: 'pause', buyers: 50, stock: 5 }), { 'content-type': 'application/json', origin: base.slice(0, -1) })
     expect(first.status).toBe(202)
     const started = (await first.json()) as RunView
-    expect([started.id, started.mode, started.chaos, started.buyers, started.stock, started.status]).toEqual([
-      1,
-      'fenced',
-      'pause',
-      50,
-      5,
-      'running',
-    ])
+    expect([started.id, started.mode, started.chaos, started.buyers, started.stock, started.status]).toEqual([1, 'fenced', 'pause', 50, 5, 'running'])
     expect(pending[0]?.options).toMatchObject({ mode: 'fenced', chaos: 'pause', buyers: 50, stock: 5, instances: 3 })
     // The demo's Redis is shared by every chaos but redis-restart.
     expect(pending[0]?.services.redis).toBe(redis)
@@ -157,56 +116,24 @@ describe('dashboard API', () => {
     expect(((await second.json()) as { error: string }).error).toBe('run_in_progress')
 
     const during = (await (await fetch(`${base}api/runs`)).json()) as { active: RunView; runs: RunView[] }
-    expect([during.active.id, during.active.phase, during.active.buyersDone, during.active.chaosEvents]).toEqual([
-      1,
-      'selling',
-      5,
-      1,
-    ])
+    expect([during.active.id, during.active.phase, during.active.buyersDone, during.active.chaosEvents]).toEqual([1, 'selling', 5, 1])
 
     pending[0]?.resolve(report(pending[0].options, { sold: 5, staleWritesRejected: 3 }))
     await runs.settled()
     const third = await postRun(JSON.stringify({ mode: 'unsafe', chaos: 'none' }))
     expect(third.status).toBe(202)
     // A lock-only run's signature: one order charged twice at the gateway, the shop recording one payment of it.
-    pending[1]?.resolve(
-      report(pending[1].options, {
-        sold: 40,
-        oversoldUnits: 35,
-        doubleChargedOrders: 1,
-        extraCharges: 1,
-        gatewayCharges: 31,
-        payments: 30,
-        paidOrders: 30,
-      }),
-    )
+    pending[1]?.resolve(report(pending[1].options, { sold: 40, oversoldUnits: 35, doubleChargedOrders: 1, extraCharges: 1, gatewayCharges: 31, payments: 30, paidOrders: 30 }))
     await runs.settled()
 
     const after = (await (await fetch(`${base}api/runs`)).json()) as { active: RunView | null; runs: RunView[] }
     expect(after.active).toBeNull()
-    expect(
-      after.runs.map((r) => [
-        r.id,
-        r.mode,
-        r.status,
-        r.result?.sold,
-        r.result?.oversold,
-        r.result?.staleWritesRejected,
-      ]),
-    ).toEqual([
+    expect(after.runs.map((r) => [r.id, r.mode, r.status, r.result?.sold, r.result?.oversold, r.result?.staleWritesRejected])).toEqual([
       [2, 'unsafe', 'done', 40, 35, 0],
       [1, 'fenced', 'done', 5, 0, 3],
     ])
     // The double-charge figure is the report's, from the gateway's ledger; charges and payments travel apart.
-    expect(
-      after.runs.map((r) => [
-        r.result?.doubleChargedOrders,
-        r.result?.extraCharges,
-        r.result?.gatewayCharges,
-        r.result?.payments,
-        r.result?.paidOrders,
-      ]),
-    ).toEqual([
+    expect(after.runs.map((r) => [r.result?.doubleChargedOrders, r.result?.extraCharges, r.result?.gatewayCharges, r.result?.payments, r.result?.paidOrders])).toEqual([
       [1, 1, 31, 30, 30],
       [0, 0, 5, 5, 5],
     ])
@@ -233,16 +160,7 @@ describe('dashboard API', () => {
     const snapshot = JSON.parse(/event: snapshot\ndata: (.*)\n\n/.exec(text)?.[1] ?? '') as DashboardSnapshot
     expect(snapshot.runs.map((r) => r.id)).toEqual([3, 2, 1])
     // The last finished run's final counts stand next to the live shop's.
-    expect(
-      snapshot.invariants.map((i) => [
-        i.source,
-        i.kind,
-        i.oversold,
-        i.doubleChargedOrders,
-        i.gatewayCharges,
-        i.payments,
-      ]),
-    ).toEqual([['run-2', 'final', 35, 1, 31, 30]])
+    expect(snapshot.invariants.map((i) => [i.source, i.kind, i.oversold, i.doubleChargedOrders, i.gatewayCharges, i.payments])).toEqual([['run-2', 'final', 35, 1, 31, 30]])
   })
 
   it('serves the built dashboard with headers that keep it from being framed, and JSON 404s under /api', async () => {
@@ -297,11 +215,7 @@ describe('sampler on a real shop instance', () => {
     await sampler.sample()
     const orders: number[] = []
     for (const buyer of ['b1', 'b2']) {
-      const res = await fetch(`${url}/api/products/drop-1/purchase`, {
-        method: 'POST',
-        headers: { 'content-type': 'application/json' },
-        body: JSON.stringify({ buyerId: buyer }),
-      })
+      const res = await fetch(`${url}/api/products/drop-1/purchase`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ buyerId: buyer }) })
       expect(res.status).toBe(201)
       orders.push(((await res.json()) as { orderId: number }).orderId)
     }
@@ -309,11 +223,7 @@ describe('sampler on a real shop instance', () => {
     expect(paid.status).toBe(200)
     // The order charged again at the gateway, as a holder frozen past its TTL would (no key, no
     // token): the ledger has two charges of it, the shop one payment.
-    const again = await fetch(`${gateway.url}/v1/charges`, {
-      method: 'POST',
-      headers: { 'content-type': 'application/json' },
-      body: JSON.stringify({ orderId: orders[0], amountCents: 100 }),
-    })
+    const again = await fetch(`${gateway.url}/v1/charges`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ orderId: orders[0], amountCents: 100 }) })
     expect(again.status).toBe(201)
     await sampler.sample()
     const { point, invariants, locks } = sampler.snapshot
@@ -322,25 +232,10 @@ describe('sampler on a real shop instance', () => {
     expect(point.successRatio).toBe(1)
     expect(point.waitP50Ms).not.toBeNull()
     expect(invariants).toEqual([
-      expect.objectContaining({
-        source: 'live',
-        kind: 'live',
-        mode: 'fenced',
-        initialStock: 3,
-        stock: 1,
-        sold: 2,
-        oversold: 0,
-        lostUpdates: 0,
-      }),
+      expect.objectContaining({ source: 'live', kind: 'live', mode: 'fenced', initialStock: 3, stock: 1, sold: 2, oversold: 0, lostUpdates: 0 }),
     ])
     // Double charges from the gateway's ledger, where the money moved; the shop's payments apart.
-    expect(invariants[0]).toMatchObject({
-      doubleChargedOrders: 1,
-      extraCharges: 1,
-      gatewayCharges: 2,
-      payments: 1,
-      paidOrders: 1,
-    })
+    expect(invariants[0]).toMatchObject({ doubleChargedOrders: 1, extraCharges: 1, gatewayCharges: 2, payments: 1, paidOrders: 1 })
     expect(locks).toEqual([])
     expect(sampler.history().points).toHaveLength(2)
   })

@@ -23,14 +23,7 @@ function instrumented() {
   return { registry, metrics, emit: (event: LockEvent) => emit(event) }
 }
 
-const acquired = (resource: string, token: bigint, waitedMs: number): LockEvent => ({
-  type: 'acquired',
-  resource,
-  token,
-  ttlMs: 1000,
-  waitedMs,
-  attempts: 1,
-})
+const acquired = (resource: string, token: bigint, waitedMs: number): LockEvent => ({ type: 'acquired', resource, token, ttlMs: 1000, waitedMs, attempts: 1 })
 
 describe('parseLockCounters', () => {
   it('sums the metrics package’s series over groups', async () => {
@@ -55,9 +48,7 @@ describe('parseLockCounters', () => {
   })
 
   it('skips what it does not know and lines it cannot read', () => {
-    const c = parseLockCounters(
-      '# HELP x\nprocess_cpu 3\nfencelock_lost_total{group="a"} 2\nfencelock_lost_total{group="b"} NaN\nfencelock_lost_total{oops 7\n',
-    )
+    const c = parseLockCounters('# HELP x\nprocess_cpu 3\nfencelock_lost_total{group="a"} 2\nfencelock_lost_total{group="b"} NaN\nfencelock_lost_total{oops 7\n')
     expect(c.lost).toBe(2)
   })
 })
@@ -71,15 +62,7 @@ describe('bucketQuantile', () => {
     ])
     expect(bucketQuantile(0.5, b)).toBeCloseTo(0.1)
     expect(bucketQuantile(0.75, b)).toBeCloseTo(0.55)
-    expect(
-      bucketQuantile(
-        0.99,
-        new Map([
-          [1, 10],
-          [Infinity, 20],
-        ]),
-      ),
-    ).toBe(1)
+    expect(bucketQuantile(0.99, new Map([[1, 10], [Infinity, 20]]))).toBe(1)
     expect(bucketQuantile(0.5, new Map([[Infinity, 0]]))).toBeNull()
   })
 })
@@ -98,20 +81,8 @@ const counters = (over: Partial<LockCounters> = {}): LockCounters => ({
 describe('MetricsWindow', () => {
   it('sums each instance’s increase, as rates and ratios over the window', () => {
     const w = new MetricsWindow({ windowSamples: 2 })
-    w.add(
-      0,
-      new Map([
-        ['a', counters({ acquired: 10, acquires: 10, released: 10 })],
-        ['b', counters()],
-      ]),
-    )
-    const p = w.add(
-      1_000,
-      new Map([
-        ['a', counters({ acquired: 20, acquires: 22, released: 18, expired: 1, lost: 1, fencingRejections: 1 })],
-        ['b', counters({ acquires: 2 })],
-      ]),
-    )
+    w.add(0, new Map([['a', counters({ acquired: 10, acquires: 10, released: 10 })], ['b', counters()]]))
+    const p = w.add(1_000, new Map([['a', counters({ acquired: 20, acquires: 22, released: 18, expired: 1, lost: 1, fencingRejections: 1 })], ['b', counters({ acquires: 2 })]]))
     // Window: first sample (10 acquires, taken from zero) + second (12 from a, 2 from b), over 2 s.
     expect(p.acquireRate).toBe(12)
     expect(p.successRatio).toBeCloseTo(20 / 24)
@@ -132,21 +103,7 @@ describe('MetricsWindow', () => {
     const w = new MetricsWindow({ windowSamples: 5 })
     const empty = w.add(0, new Map([['a', counters()]]))
     expect([empty.waitP50Ms, empty.waitP99Ms, empty.successRatio, empty.expiryRatio]).toEqual([null, null, null, null])
-    const p = w.add(
-      1_000,
-      new Map([
-        [
-          'a',
-          counters({
-            waitBuckets: new Map([
-              [0.01, 98],
-              [1, 100],
-              [Infinity, 100],
-            ]),
-          }),
-        ],
-      ]),
-    )
+    const p = w.add(1_000, new Map([['a', counters({ waitBuckets: new Map([[0.01, 98], [1, 100], [Infinity, 100]]) })]]))
     expect(p.waitP50Ms).toBeCloseTo(5.102, 2)
     expect(p.waitP99Ms).toBeCloseTo(505, 0)
   })
