@@ -6,7 +6,13 @@ import { Redis } from 'ioredis'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { createPrisma, dropShopSchema, prepareShopSchema, type DatabaseLocation } from '../src/database.js'
 import { GatewayError, httpGateway, type PaymentGateway } from '../src/payment-gateway.js'
-import { createProtection, fencedShopClient, shopStores, type Protection, type ProtectionMode } from '../src/protection.js'
+import {
+  createProtection,
+  fencedShopClient,
+  shopStores,
+  type Protection,
+  type ProtectionMode,
+} from '../src/protection.js'
 import { Reconciler } from '../src/reconciler.js'
 import { countShop } from '../src/shop-counts.js'
 import { ShopService } from '../src/shop-service.js'
@@ -83,7 +89,12 @@ const money = async (orderId: number) => ({
 describe('1. an instance killed after the charge (fenced)', () => {
   it('is counted (charged, order not paid), and the reconciler records the charge as the payment', async () => {
     const sku = await newProduct()
-    const dying = new ShopService({ db: prisma, protection: protection('fenced'), gateway: gatewayDying('after-charge'), instanceId: 'a' })
+    const dying = new ShopService({
+      db: prisma,
+      protection: protection('fenced'),
+      gateway: gatewayDying('after-charge'),
+      instanceId: 'a',
+    })
     const orderId = await ordered(dying, sku)
     await expect(dying.pay(orderId)).rejects.toThrow(/killed after/)
 
@@ -100,12 +111,21 @@ describe('1. an instance killed after the charge (fenced)', () => {
     expect(after.order.status).toBe('paid')
     expect(after.charges).toHaveLength(1)
     expect(after.payments).toHaveLength(1)
-    expect(after.payments[0]).toMatchObject({ gatewayChargeId: after.charges[0]?.chargeId, amountCents: PRICE, instance: 'test/reconciler' })
+    expect(after.payments[0]).toMatchObject({
+      gatewayChargeId: after.charges[0]?.chargeId,
+      amountCents: PRICE,
+      instance: 'test/reconciler',
+    })
   })
 
   it('an intent with no charge: the order is cancelled and its unit returned to the stock', async () => {
     const sku = await newProduct(10)
-    const dying = new ShopService({ db: prisma, protection: protection('fenced'), gateway: gatewayDying('before-charge'), instanceId: 'a' })
+    const dying = new ShopService({
+      db: prisma,
+      protection: protection('fenced'),
+      gateway: gatewayDying('before-charge'),
+      instanceId: 'a',
+    })
     const orderId = await ordered(dying, sku)
     await expect(dying.pay(orderId)).rejects.toThrow(/killed before/)
     expect((await prisma.product.findUniqueOrThrow({ where: { sku } })).stock).toBe(9)
@@ -115,17 +135,33 @@ describe('1. an instance killed after the charge (fenced)', () => {
     expect((await money(orderId)).order.status).toBe('cancelled')
     expect((await prisma.product.findUniqueOrThrow({ where: { sku } })).stock).toBe(10)
     // The buyer's retry finds a cancelled order: nothing is charged.
-    const shop = new ShopService({ db: prisma, protection: protection('fenced'), gateway: gatewayDying(), instanceId: 'b' })
+    const shop = new ShopService({
+      db: prisma,
+      protection: protection('fenced'),
+      gateway: gatewayDying(),
+      instanceId: 'b',
+    })
     expect(await shop.pay(orderId)).toEqual({ kind: 'cancelled', orderId })
     expect((await money(orderId)).charges).toHaveLength(0)
   })
 
   it('leaves a young intent alone (a live payer may still hold it) and settles nothing twice', async () => {
     const sku = await newProduct()
-    const dying = new ShopService({ db: prisma, protection: protection('fenced'), gateway: gatewayDying('after-charge'), instanceId: 'a' })
+    const dying = new ShopService({
+      db: prisma,
+      protection: protection('fenced'),
+      gateway: gatewayDying('after-charge'),
+      instanceId: 'a',
+    })
     const orderId = await ordered(dying, sku)
     await expect(dying.pay(orderId)).rejects.toThrow()
-    const young = new Reconciler({ db: prisma, protection: protection('fenced'), gateway: gatewayDying(), instanceId: 'test', minAgeMs: 60_000 })
+    const young = new Reconciler({
+      db: prisma,
+      protection: protection('fenced'),
+      gateway: gatewayDying(),
+      instanceId: 'test',
+      minAgeMs: 60_000,
+    })
     await young.runOnce()
     expect((await money(orderId)).order.status).toBe('pending')
     expect(await reconcilerOf().settle(orderId)).toBe('paid')
@@ -142,7 +178,10 @@ async function staleChargeAfterCancel(mode: 'fenced' | 'lock') {
   const old = await locker.acquire(`order:${orderId}`)
   await old.release()
   const stores = shopStores(prisma, fencedShopClient(prisma), { maxWait: 5_000, timeout: 5_000 })
-  const granted = { using: (resource: string, fn: (lock: { token: bigint; resource: string }) => Promise<unknown>) => fn({ token: old.token, resource }) }
+  const granted = {
+    using: (resource: string, fn: (lock: { token: bigint; resource: string }) => Promise<unknown>) =>
+      fn({ token: old.token, resource }),
+  }
   let reached!: () => void
   const atCharge = new Promise<void>((r) => (reached = r))
   let resume!: () => void
@@ -156,7 +195,12 @@ async function staleChargeAfterCancel(mode: 'fenced' | 'lock') {
       return real.charge(request, protect)
     },
   }
-  const holder = new ShopService({ db: prisma, protection: createProtection(mode, { stores, locker: granted as never, ttlMs: 1_000, waitMs: 1_000 }), gateway: frozen, instanceId: 'old' })
+  const holder = new ShopService({
+    db: prisma,
+    protection: createProtection(mode, { stores, locker: granted as never, ttlMs: 1_000, waitMs: 1_000 }),
+    gateway: frozen,
+    instanceId: 'old',
+  })
   const paying = holder.pay(orderId).catch((error: unknown) => error)
   await atCharge
   const settled = await reconcilerOf(mode).settle(orderId)
@@ -187,11 +231,21 @@ describe('a stale holder’s charge landing after the reconciler cancelled the o
 describe('3. the amount is part of the recorded intent', () => {
   it('a price change after the order: the retry replays the first charge (no 422), the order is paid its own amount', async () => {
     const sku = await newProduct()
-    const dying = new ShopService({ db: prisma, protection: protection('fenced'), gateway: gatewayDying('after-charge'), instanceId: 'a' })
+    const dying = new ShopService({
+      db: prisma,
+      protection: protection('fenced'),
+      gateway: gatewayDying('after-charge'),
+      instanceId: 'a',
+    })
     const orderId = await ordered(dying, sku)
     await expect(dying.pay(orderId)).rejects.toThrow()
     await prisma.product.update({ where: { sku }, data: { priceCents: 5_999 } })
-    const shop = new ShopService({ db: prisma, protection: protection('fenced'), gateway: gatewayDying(), instanceId: 'b' })
+    const shop = new ShopService({
+      db: prisma,
+      protection: protection('fenced'),
+      gateway: gatewayDying(),
+      instanceId: 'b',
+    })
     expect(await shop.pay(orderId)).toMatchObject({ kind: 'paid', amountCents: PRICE })
     const r = await money(orderId)
     expect(r.charges.map((c) => c.amountCents)).toEqual([PRICE])
@@ -200,7 +254,12 @@ describe('3. the amount is part of the recorded intent', () => {
 
   it('a 422 idempotency_key_reused is a reconcile case, not a retry: the reconciler records what the gateway holds, and the other amount is counted', async () => {
     const sku = await newProduct()
-    const shop = new ShopService({ db: prisma, protection: protection('fenced'), gateway: gatewayDying(), instanceId: 'b' })
+    const shop = new ShopService({
+      db: prisma,
+      protection: protection('fenced'),
+      gateway: gatewayDying(),
+      instanceId: 'b',
+    })
     const orderId = await ordered(shop, sku)
     const { reference } = await prisma.order.findUniqueOrThrow({ where: { id: orderId } })
     // The gateway already holds another call under the order's key (another amount).
@@ -222,12 +281,20 @@ describe('2. keys are never reused after a schema reset', () => {
     const gw = await startTestGateway(location)
     const ownLocker = new Locker(redis, { prefix: `${own.runId}:`, ttlMs: 1_000, waitMs: 10_000 })
     try {
-      const shop = new ShopService({ db, protection: protection('fenced', db, ownLocker), gateway: gatewayDying(undefined, gw.url), instanceId: 'x' })
+      const shop = new ShopService({
+        db,
+        protection: protection('fenced', db, ownLocker),
+        gateway: gatewayDying(undefined, gw.url),
+        instanceId: 'x',
+      })
       const first = await ordered(shop, 'p')
       const oldOrder = await db.order.findUniqueOrThrow({ where: { id: first } })
       await prepareShopSchema(location, [{ sku: 'p', name: 'P', priceCents: PRICE, stock: 5 }])
       // The killed shop's charge, in flight during the reset, lands now under the old order's key.
-      const late = await httpGateway({ url: gw.url }).charge({ orderId: oldOrder.id, amountCents: PRICE }, { idempotencyKey: oldOrder.paymentKey ?? oldOrder.reference })
+      const late = await httpGateway({ url: gw.url }).charge(
+        { orderId: oldOrder.id, amountCents: PRICE },
+        { idempotencyKey: oldOrder.paymentKey ?? oldOrder.reference },
+      )
       const again = await ordered(shop, 'p')
       expect(again).toBe(oldOrder.id)
       const paid = await shop.pay(again)

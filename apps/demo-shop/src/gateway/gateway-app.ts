@@ -59,6 +59,8 @@ export interface GatewayDeps {
   /** Limits of a charge's transaction. Default 30 s each (a pool of one on PGlite queues them all). */
   readonly transaction?: { readonly maxWaitMs: number; readonly timeoutMs: number }
   readonly logError?: (error: unknown) => void
+  /** Replaces the latency's sleep (a test holds a handler inside its call with it). */
+  readonly wait?: () => Promise<void>
   /** Counts the running charge and lookup handlers (the process's shutdown waits for them). */
   readonly inFlight?: InFlight
 }
@@ -118,10 +120,15 @@ export function createGatewayApp(deps: GatewayDeps): Express {
   const random = deps.random ?? Math.random
   const limits = { maxWait: deps.transaction?.maxWaitMs ?? 30_000, timeout: deps.transaction?.timeoutMs ?? 30_000 }
   const logError = deps.logError ?? ((error: unknown) => console.error('[gateway]', error))
-  const latency = () =>
-    new Promise<void>((r) =>
-      setTimeout(r, deps.latency.minMs + Math.floor(random() * (deps.latency.maxMs - deps.latency.minMs + 1))),
-    )
+  const latency =
+    deps.wait ??
+    (() =>
+      new Promise<void>((r) =>
+        setTimeout(r, deps.latency.minMs + Math.floor(random() * (deps.latency.maxMs - deps.latency.minMs + 1))),
+      ))
+  new Promise<void>((r) =>
+    setTimeout(r, deps.latency.minMs + Math.floor(random() * (deps.latency.maxMs - deps.latency.minMs + 1))),
+  )
 
   const inFlight = deps.inFlight ?? new InFlight()
   const app = express()
