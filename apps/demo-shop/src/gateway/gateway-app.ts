@@ -126,9 +126,6 @@ export function createGatewayApp(deps: GatewayDeps): Express {
       new Promise<void>((r) =>
         setTimeout(r, deps.latency.minMs + Math.floor(random() * (deps.latency.maxMs - deps.latency.minMs + 1))),
       ))
-  new Promise<void>((r) =>
-    setTimeout(r, deps.latency.minMs + Math.floor(random() * (deps.latency.maxMs - deps.latency.minMs + 1))),
-  )
 
   const inFlight = deps.inFlight ?? new InFlight()
   const app = express()
