@@ -59,7 +59,10 @@ const TX_LIMITS = { maxWait: 15_000, timeout: 15_000 }
  * ```
  */
 export async function buildInstance(config: InstanceConfig, observer?: ShopObserver): Promise<Instance> {
-  const redis = new Redis(config.redisUrl, { lazyConnect: false, maxRetriesPerRequest: 2 })
+  // Through Sentinel when configured: ioredis asks the Sentinels for the primary and follows a failover.
+  const redis = config.sentinels
+    ? new Redis({ sentinels: [...config.sentinels.addresses], name: config.sentinels.name, maxRetriesPerRequest: 2 })
+    : new Redis(config.redisUrl, { lazyConnect: false, maxRetriesPerRequest: 2 })
   redis.on('error', () => {
     // ioredis reconnects by itself (e.g. across a Redis restart); the lock reports what failed.
   })
@@ -73,7 +76,13 @@ export async function buildInstance(config: InstanceConfig, observer?: ShopObser
     else if (event.type === 'lost') counters.expiredLocks++
     else if (event.type === 'released' && event.outcome === 'expired' && !event.wasLost) counters.expiredLocks++
   }
-  const locker = new Locker(redis, { ttlMs: config.lockTtlMs, waitMs: config.lockWaitMs, prefix: lockPrefix, onEvent: count })
+  const locker = new Locker(redis, {
+    ttlMs: config.lockTtlMs,
+    waitMs: config.lockWaitMs,
+    prefix: lockPrefix,
+    onEvent: count,
+    ...(config.lockReplicas > 0 ? { replicas: config.lockReplicas } : {}),
+  })
   locker.listen(heldLocksRecorder(redis, keys.heldLocks, config.instanceId))
 
   const registry = new Registry()
