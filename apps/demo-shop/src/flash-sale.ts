@@ -36,6 +36,7 @@ import type { ProtectionMode } from './protection.js'
 import { seededRandom } from './random.js'
 import { CannotStartError } from '@fencelock/devkit/cli'
 import { resolveRedis, type RedisEndpoint } from '@fencelock/devkit/redis-endpoint'
+import { startSentinelSet } from '@fencelock/devkit/redis-topology'
 import { countShop } from './shop-counts.js'
 import { startGateway } from './gateway/start-gateway.js'
 import { Supervisor, type InstanceProcess } from './supervisor.js'
@@ -73,6 +74,12 @@ export interface FlashSaleOptions {
   readonly keepData?: boolean
   /** Instances' stderr: shown or not. Default 'ignore'. */
   readonly instanceLogs?: 'inherit' | 'ignore'
+  /**
+   * `sentinel`: a Sentinel set spawned for the run (a primary, 2 replicas, 3 Sentinels, by the
+   * devkit), the instances connecting through the Sentinels with the lock's `replicas: 1`.
+   * Default `single` (REDIS_URL, 127.0.0.1:6379, or a spawned redis-server).
+   */
+  readonly redis?: 'single' | 'sentinel'
 }
 
 /** Progress of a running sale, for the progress line. */
@@ -224,6 +231,15 @@ export async function runFlashSale(
     progress({ phase: 'starting', done: 0, chaosCount: 0, message: 'starting Redis and the database' })
     // Redis: the chaos `redis-restart` needs one the demo owns, so it spawns its own unless told otherwise.
     let redis = services.redis
+    let sentinelEnv: Record<string, string> = {}
+    if (options.redis === 'sentinel') {
+      if (options.chaos === 'redis-restart') throw new FlashSaleSetupError('--chaos redis-restart restarts one redis-server; with --redis sentinel use --chaos none or pause')
+      const set = await startStep('the Sentinel set', () => startSentinelSet())
+      cleanups.push(() => set.dispose())
+      const primary = await set.primary()
+      redis = { url: primary.url, origin: `Sentinel set (spawned: primary :${primary.port}, 2 replicas, 3 Sentinels; lock replicas: 1)`, owned: undefined, stop: async () => {} }
+      sentinelEnv = { REDIS_SENTINELS: set.sentinelAddresses.map((a) => `${a.host}:${a.port}`).join(','), REDIS_SENTINEL_NAME: set.name, SHOP_LOCK_REPLICAS: '1' }
+    }
     if (redis === undefined) {
       if (options.chaos === 'redis-restart' && process.env.REDIS_URL) {
         throw new FlashSaleSetupError(
@@ -297,6 +313,7 @@ export async function runFlashSale(
           SHOP_GATEWAY_URL: gateway.url,
           // PGlite is one session behind the socket: one connection per instance, and expect serialization.
           SHOP_DB_POOL_SIZE: embedded ? '1' : '4',
+          ...sentinelEnv,
         },
       }),
     )

@@ -4,7 +4,10 @@
  *
  * | variable | default | meaning |
  * | --- | --- | --- |
- * | `REDIS_URL` | required | the Redis of the locks |
+ * | `REDIS_URL` | required unless `REDIS_SENTINELS` | the Redis of the locks |
+ * | `REDIS_SENTINELS` | none | `host:port,host:port,...` of Redis Sentinels: the locks' Redis is the primary they name (ioredis follows a failover); takes precedence over `REDIS_URL` |
+ * | `REDIS_SENTINEL_NAME` | `fencelock` | the master name the Sentinels monitor |
+ * | `SHOP_LOCK_REPLICAS` | `0` | the lock's `replicas` option: replicas that must acknowledge a grant (0-16) |
  * | `DATABASE_URL` | required | PostgreSQL; `?schema=<name>` picks the schema (default `public`) |
  * | `SHOP_INSTANCE_ID` | `shop-<pid>` | the instance's name in answers, payments and lock views |
  * | `SHOP_MODE` | `fenced` | `unsafe` (no lock), `lock` (lock only), `fenced` (lock + fencing) |
@@ -40,6 +43,10 @@ export interface InstanceConfig {
   readonly host: string
   readonly port: number
   readonly redisUrl: string
+  /** Sentinels to ask for the primary (REDIS_SENTINELS), when set: they take precedence over `redisUrl`. */
+  readonly sentinels?: { readonly addresses: readonly { host: string; port: number }[]; readonly name: string }
+  /** The lock's `replicas` option. */
+  readonly lockReplicas: number
   readonly database: { readonly connectionString: string; readonly schema: string }
   readonly runId: string
   readonly lockTtlMs: number
@@ -87,9 +94,9 @@ export function integerVariable(
  * ```
  */
 export function readInstanceConfig(env: NodeJS.ProcessEnv): InstanceConfig {
-  const redisUrl = env.REDIS_URL
-  if (!redisUrl || !/^rediss?:\/\//.test(redisUrl))
-    throw new InvalidConfigError('REDIS_URL', 'must be a redis:// or rediss:// URL', redisUrl)
+  const sentinels = env.REDIS_SENTINELS ? sentinelsOf(env.REDIS_SENTINELS, env.REDIS_SENTINEL_NAME || 'fencelock') : undefined
+  const redisUrl = env.REDIS_URL || (sentinels ? '' : undefined)
+  if (redisUrl === undefined || (redisUrl !== '' && !/^rediss?:\/\//.test(redisUrl))) throw new InvalidConfigError('REDIS_URL', 'must be a redis:// or rediss:// URL (or set REDIS_SENTINELS)', redisUrl)
   if (!env.DATABASE_URL) throw new InvalidConfigError('DATABASE_URL', 'must be a postgresql:// URL', env.DATABASE_URL)
   let database: InstanceConfig['database']
   try {
@@ -115,6 +122,8 @@ export function readInstanceConfig(env: NodeJS.ProcessEnv): InstanceConfig {
     host: env.HOST || INSTANCE_DEFAULTS.host,
     port: integerVariable(env, 'PORT', INSTANCE_DEFAULTS.port, 0, 65_535),
     redisUrl,
+    ...(sentinels ? { sentinels } : {}),
+    lockReplicas: integerVariable(env, 'SHOP_LOCK_REPLICAS', 0, 0, 16),
     database,
     runId,
     lockTtlMs: integerVariable(env, 'SHOP_LOCK_TTL_MS', INSTANCE_DEFAULTS.lockTtlMs, 10, 600_000),
@@ -132,4 +141,16 @@ export function readInstanceConfig(env: NodeJS.ProcessEnv): InstanceConfig {
       ? integerVariable(env, 'FENCELOCK_DIE_AFTER_CHARGE', 0, 1, 1_000_000)
       : undefined,
   }
+}
+
+/** `host:port,host:port` (REDIS_SENTINELS) and the master name (REDIS_SENTINEL_NAME), checked. */
+function sentinelsOf(list: string, name: string): NonNullable<InstanceConfig['sentinels']> {
+  const addresses = list.split(',').map((item) => {
+    const match = /^([A-Za-z0-9_.-]+|\[[0-9a-fA-F:]+\]):(\d{1,5})$/.exec(item.trim())
+    const port = Number(match?.[2])
+    if (!match || port < 1 || port > 65_535) throw new InvalidConfigError('REDIS_SENTINELS', 'must be host:port[,host:port...]', list)
+    return { host: (match[1] as string).replace(/^\[|\]$/g, ''), port }
+  })
+  if (!/^[A-Za-z0-9_.-]{1,64}$/.test(name)) throw new InvalidConfigError('REDIS_SENTINEL_NAME', 'must be 1 to 64 of A-Z a-z 0-9 _ . -', name)
+  return { addresses, name }
 }

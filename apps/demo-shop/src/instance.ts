@@ -73,7 +73,10 @@ export const GATEWAY_TIMEOUT_MS = 30_000
  * ```
  */
 export async function buildInstance(config: InstanceConfig, observer?: ShopObserver): Promise<Instance> {
-  const redis = new Redis(config.redisUrl, { lazyConnect: false, maxRetriesPerRequest: 2 })
+  // Through Sentinel when configured: ioredis asks the Sentinels for the primary and follows a failover.
+  const redis = config.sentinels
+    ? new Redis({ sentinels: [...config.sentinels.addresses], name: config.sentinels.name, maxRetriesPerRequest: 2 })
+    : new Redis(config.redisUrl, { lazyConnect: false, maxRetriesPerRequest: 2 })
   redis.on('error', () => {
     // ioredis reconnects by itself (e.g. across a Redis restart); the lock reports what failed.
   })
@@ -92,6 +95,7 @@ export async function buildInstance(config: InstanceConfig, observer?: ShopObser
     waitMs: config.lockWaitMs,
     prefix: lockPrefix,
     onEvent: count,
+    ...(config.lockReplicas > 0 ? { replicas: config.lockReplicas } : {}),
   })
   locker.listen(heldLocksRecorder(redis, keys.heldLocks, config.instanceId))
 

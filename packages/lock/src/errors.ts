@@ -87,6 +87,11 @@ export class LockReplicationError extends LockUnavailableError {
   readonly replicas: number
   /** Replicas that did, on the last try. */
   readonly acknowledged: number
+  /**
+   * Replicas the primary had connected on the last try (its `ROLE`), when it answered: below
+   * `replicas` the option cannot be met until replicas come back (0: none is reachable).
+   */
+  readonly connectedReplicas: number | undefined
 
   constructor(
     resource: string,
@@ -95,10 +100,12 @@ export class LockReplicationError extends LockUnavailableError {
     acknowledged: number,
     message: string,
     cause?: unknown,
+    connectedReplicas?: number,
   ) {
     super(resource, operation, message, cause)
     this.replicas = replicas
     this.acknowledged = acknowledged
+    this.connectedReplicas = connectedReplicas
   }
 }
 

@@ -370,7 +370,15 @@ export class Locker {
       return new LockUnavailableError(resource, 'acquire', prefix + cause.message, cause.cause ?? cause)
     if (cause instanceof NotReplicatedError) {
       const message = `${prefix}its grants were not acknowledged by the replicas in time (${cause.message}); they were given back`
-      return new LockReplicationError(resource, 'acquire', cause.replicas, cause.acknowledged, message, cause)
+      return new LockReplicationError(
+        resource,
+        'acquire',
+        cause.replicas,
+        cause.acknowledged,
+        message,
+        cause,
+        cause.connectedReplicas,
+      )
     }
     const why = cause instanceof DeadlineExceededError ? 'Redis did not answer in time' : 'the Redis call failed'
     return new LockUnavailableError(resource, 'acquire', `${prefix}${why} (${cause.message})`, cause)
