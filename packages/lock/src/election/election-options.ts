@@ -93,9 +93,15 @@ export type TickOutcome =
   | 'skipped'
   /** The job threw here; the tick's lock was released so another instance may still run it in its window. */
   | 'failed'
-  /** The lease ran out during the job (a pause past the lease): another instance may run the tick; fenced writes of this one are refused. */
+  /**
+   * The lease ran out during the job (a pause past the lease): another instance may run the tick;
+   * the fenced writes of this one are refused.
+   */
   | 'lost'
-  /** The window ended and this instance could neither run the tick nor see a holder: Redis unavailable, or the lock came free only after the window. */
+  /**
+   * The window ended and this instance could neither run the tick nor see a holder: Redis
+   * unavailable, or the lock came free only after the window.
+   */
   | 'missed'
 
 /** One tick, as the job sees it. */
@@ -125,7 +131,10 @@ export interface TickReport {
 export interface RunOnceOptions {
   /** Names the job; the tick's lock resource is `<key>:<tick>`. Required. */
   key: string
-  /** Length of a tick, 10 ms to 24 h: one run per window `[n × everyMs, (n + 1) × everyMs)` of the wall clock. Required. */
+  /**
+   * Length of a tick, 10 ms to 24 h: one run per window `[n × everyMs, (n + 1) × everyMs)` of the
+   * wall clock. Required.
+   */
   everyMs: number
   /**
    * Lease of a tick's lock, renewed by the watchdog while the job runs; a paused runner's tick is
@@ -147,14 +156,10 @@ export interface ResolvedRunOnce {
 
 const RUN_ONCE_OPTIONS = ['key', 'everyMs', 'leaseMs', 'onTick'] as const
 
-export function resolveRunOnceOptions(
-  job: unknown,
-  options: unknown,
-  ttlMs: number,
-  floor: TtlFloor,
-): ResolvedRunOnce {
+export function resolveRunOnceOptions(job: unknown, options: unknown, ttlMs: number, floor: TtlFloor): ResolvedRunOnce {
   checkFunction('job', job, true)
-  if (options === undefined) throw new InvalidLockOptionError('options', 'must be an object with key and everyMs', options)
+  if (options === undefined)
+    throw new InvalidLockOptionError('options', 'must be an object with key and everyMs', options)
   const o = checkObject('options', options, 'runOnce()', RUN_ONCE_OPTIONS)
   const key = checkName('key', o.key)
   // The tick's resource appends ':' and up to 16 digits.
