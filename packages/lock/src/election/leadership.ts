@@ -28,6 +28,11 @@ export interface Leadership {
   /** The current term while leading, else undefined. */
   readonly term: bigint | undefined
   /**
+   * Milliseconds of the leader's lease still sure on our clock (0 when not leading): the time
+   * within which no other candidate can be elected, whatever happens to this process.
+   */
+  remainingMs(): number
+  /**
    * Resigns at once when leading (the lease is released and the next candidate, woken by the
    * release message, is elected), stops campaigning, and resolves when the campaign has ended.
    */
@@ -67,6 +72,10 @@ export class Campaign implements Leadership {
 
   get term(): bigint | undefined {
     return this.isLeader ? this.#term?.lock.token : undefined
+  }
+
+  remainingMs(): number {
+    return this.isLeader ? (this.#term?.lock.remainingMs() ?? 0) : 0
   }
 
   async stop(): Promise<void> {
