@@ -119,6 +119,22 @@ export class LockAbortedError extends LockError {
   }
 }
 
+/**
+ * The reason of a leader's `signal` (`locker.lead()`) when its term ends. `reason` says why; a
+ * lost lease has the `LockLostError` as its `cause`.
+ */
+export class LeadershipEndedError extends LockError {
+  /** The term that ended. */
+  readonly term: bigint
+  readonly reason: 'lost' | 'stopped' | 'closed' | 'failed'
+
+  constructor(resource: string, term: bigint, reason: 'lost' | 'stopped' | 'closed' | 'failed', cause?: unknown) {
+    super(`leadership of "${resource}" (term ${term}) ended: ${reason}`, { resource, cause })
+    this.term = term
+    this.reason = reason
+  }
+}
+
 /** A bad argument, detected before any I/O. `field` names it; `rule` says what it must be. */
 export class InvalidLockOptionError extends LockError {
   readonly field: string
