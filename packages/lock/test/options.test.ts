@@ -364,6 +364,7 @@ describe('defaults', () => {
       handoffMs: 500,
       replicas: 0,
       replicasTimeoutMs: 500,
+      reentrant: true,
     })
     const { client } = recordingClient()
     // nodeRestartDelayMs (quorum mode) is automatic unless given: the lease records decide.
