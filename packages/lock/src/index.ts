@@ -31,3 +31,4 @@ export {
   type LockErrorAnswer,
 } from './lock-error-handler.js'
 export { LOCK_SCRIPTS, type LockScriptName, type LockScriptSource } from './lock-scripts.js'
+export type { LockInspection, NodeInspection } from './family/inspect.js'

@@ -33,6 +33,7 @@ import { QuorumBackend, type QuorumBackendOptions } from './quorum/quorum-backen
 import { RedisBackend, type RedisBackendOptions, type RedisClient } from './backend/redis-backend.js'
 import { WaitQueues, type Attempt, type WaitHost } from './waiting/wait-queues.js'
 import { HeldInContext } from './family/reentrancy.js'
+import type { LockInspection } from './family/inspect.js'
 
 export type { RedisClient } from './backend/connection.js'
 
@@ -250,6 +251,35 @@ export class Locker {
       return await (this.#context ? this.#context.run(lock, () => fn(lock)) : fn(lock))
     } finally {
       await lock.release().catch(() => {})
+    }
+  }
+
+  /**
+   * What Redis holds for `resource` now: free, held or handed on, the holder's remaining lease,
+   * the last token minted and how many lockers wait in its queue. Read-only and one round trip
+   * (in quorum mode one per node, in parallel, and the majority's view: docs/LOCK.md); it neither
+   * takes the lock nor joins the queue. A snapshot: it may be stale when it arrives.
+   * @throws LockUnavailableError when Redis did not answer within `commandTimeoutMs`.
+   * @throws InvalidLockOptionError for a bad resource name, before any I/O.
+   * @example
+   * ```ts
+   * const { state, holderTtlMs, lastToken, waiting } = await locker.inspect('order:42')
+   * ```
+   */
+  async inspect(resource: string): Promise<LockInspection> {
+    const r = this.#backend.resource(resource)
+    if (this.#closed) throw new LockUnavailableError(resource, 'inspect', 'the locker was closed')
+    try {
+      return await this.#backend.inspect(r)
+    } catch (error) {
+      const cause = asError(error)
+      const why = cause instanceof DeadlineExceededError ? 'Redis did not answer in time' : 'the Redis call failed'
+      throw new LockUnavailableError(
+        resource,
+        'inspect',
+        `could not inspect lock "${resource}": ${why} (${cause.message})`,
+        cause,
+      )
     }
   }
 

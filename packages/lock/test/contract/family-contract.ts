@@ -91,6 +91,30 @@ export function familyContract(name: string, deployment: ContractDeployment, sto
       expect(await lock.release()).toBe(true)
       await waitUntil(async () => (await deployment.traces(r)).held === 0, { what: 'freed everywhere' })
     })
+
+    it('inspect(): free, held with its TTL and token, waiting lockers; read-only: it neither takes the lock nor queues', async () => {
+      const r = unique('f-inspect')
+      const locker = deployment.locker()
+      expect(await locker.inspect(r)).toMatchObject({ resource: r, state: 'free', holderTtlMs: 0, waiting: 0 })
+      expect((await locker.inspect(r)).lastToken).toBeUndefined()
+      const lock = await locker.acquire(r, { ttlMs: 10_000 })
+      const held = await deployment.locker().inspect(r)
+      expect(held).toMatchObject({ state: 'held', lastToken: lock.token, waiting: 0 })
+      expect(held.holderTtlMs).toBeGreaterThan(5_000)
+      expect(held.holderTtlMs).toBeLessThanOrEqual(10_000)
+      expect(await deployment.traces(r)).toMatchObject({ queued: 0 })
+      const waiter = deployment.locker()
+      const waiting = waiter.acquire(r, { waitMs: 10_000 })
+      await waitUntil(async () => (await locker.inspect(r)).waiting === 1, { what: 'one locker waiting' })
+      await lock.release()
+      const next = await waiting
+      const after = await locker.inspect(r)
+      expect(after).toMatchObject({ state: 'held', lastToken: next.token, waiting: 0 })
+      await next.release()
+      await waitUntil(async () => (await locker.inspect(r)).state === 'free', { what: 'free' })
+      expect((await locker.inspect(r)).lastToken).toBe(next.token)
+      await expect(locker.inspect('')).rejects.toBeInstanceOf(InvalidLockOptionError)
+    })
   })
 }
 
