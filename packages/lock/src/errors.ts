@@ -64,11 +64,11 @@ export class LockLostError extends LockError {
  */
 export class LockUnavailableError extends LockError {
   /** The operation that could not be completed. */
-  readonly operation: 'acquire' | 'extend' | 'release'
+  readonly operation: 'acquire' | 'extend' | 'release' | 'inspect'
 
   constructor(
     resource: string | undefined,
-    operation: 'acquire' | 'extend' | 'release',
+    operation: 'acquire' | 'extend' | 'release' | 'inspect',
     message: string,
     cause?: unknown,
   ) {

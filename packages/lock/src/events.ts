@@ -56,6 +56,12 @@ export type LockEvent =
    * resources this Locker was granted.)
    */
   | { type: 'token-regressed'; resource: string; token: bigint; previous: bigint }
+  /**
+   * An acquire re-entered a lock its async context holds (reentrancy): no round trip, the same
+   * token. `holds`: the handles of the grant not yet released, this one included. No `acquired`
+   * or `released` event comes for a re-entry: the grant is held once.
+   */
+  | { type: 'reentered'; resource: string; token: bigint; holds: number }
 
   /** `locker.lead()`: this process became the leader of `resource`; `term` is its lease's token. */
   | { type: 'elected'; resource: string; term: bigint; waitedMs: number }

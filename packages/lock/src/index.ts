@@ -43,3 +43,4 @@ export {
   type TickReport,
   type TickOutcome,
 } from './election/election-options.js'
+export type { LockInspection, NodeInspection } from './family/inspect.js'
