@@ -144,8 +144,9 @@ describe('run-once job, three processes', () => {
       `run-once: ${inRange.length} ticks in the database, ${inRange.reduce((n, r) => n + r.runs, 0)} runs; the frozen runner of tick ${pauseTick}: ${frozenReport?.outcome}; reports ${JSON.stringify(countBy(reports.map((r) => r.outcome)))}`,
     )
     expect(inRange.map((r) => r.tick)).toEqual(Array.from({ length: TICKS }, (_, i) => firstTick + i))
-    // One run per tick — but a tick whose runner lost its lease while the machine starved it,
-    // which another runs again with a larger token (each such loss is printed). Never none.
+    // One run per tick — but a tick whose runner lost its lease (the frozen process's previous tick,
+    // still kept when it froze, or a process the machine starved), which another may run again
+    // with a larger token (each such loss is printed). Never none.
     const lostTicks = new Set(
       election.messages.flatMap((m) => (m.type === 'lease-lost' ? [Number(m.resource.split(':').pop())] : [])),
     )
