@@ -41,6 +41,7 @@ export type WorkerMessage =
   | { type: 'tick'; process: number; tick: number; outcome: string; refused: boolean; token?: string }
   | { type: 'records'; process: number; records: GrantRecord[] }
   | { type: 'ready'; process: number }
+  | { type: 'lease-lost'; process: number; resource: string }
 
 export type ParentMessage =
   { cmd: 'write'; fenced: boolean } | { cmd: 'go' } | { cmd: 'stop' } | { cmd: 'pause-at'; tick: number }
@@ -92,6 +93,11 @@ async function leaderWrite(term: bigint, viaFence: boolean): Promise<'accepted' 
   send({ type: 'wrote', process: processNo, term: term.toString(), outcome, fenced: viaFence })
   return outcome
 }
+
+// Every lease this process lost (the parent tells a designed loss from a starved process's).
+locker.listen((event) => {
+  if (event.type === 'lost') send({ type: 'lease-lost', process: processNo, resource: event.resource })
+})
 
 // Connected to both stores before it says it is ready (a tick it schedules before is not counted).
 await Promise.all([pool.query('SELECT 1'), redis.ping()])
