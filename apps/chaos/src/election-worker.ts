@@ -42,9 +42,14 @@ export type WorkerMessage =
   | { type: 'records'; process: number; records: GrantRecord[] }
   | { type: 'ready'; process: number }
   | { type: 'lease-lost'; process: number; resource: string }
+  | { type: 'quiet'; process: number }
 
 export type ParentMessage =
-  { cmd: 'write'; fenced: boolean } | { cmd: 'go' } | { cmd: 'stop' } | { cmd: 'pause-at'; tick: number }
+  | { cmd: 'write'; fenced: boolean }
+  | { cmd: 'go' }
+  | { cmd: 'stop' }
+  | { cmd: 'pause-at'; tick: number }
+  | { cmd: 'quiet' }
 
 const send = (message: WorkerMessage): void => {
   process.send?.(message)
@@ -111,6 +116,14 @@ let leadership: Leadership | undefined
 let schedule: Schedule | undefined
 let go: (() => void) | undefined
 
+/**
+ * `{ cmd: 'quiet' }`: the leader's own writes stop, and `quiet` is sent once none is in flight —
+ * so that the parent can freeze it between two transactions (frozen inside one, it would hold the
+ * row lock its successor's write waits for).
+ */
+let quiet = false
+let writing: Promise<unknown> = Promise.resolve()
+
 if (mode === 'lead') {
   let current: { term: bigint; grantedNs: number; validUntilNs: number } | undefined
   // The lease's validity, pushed on by every renewal: what the external checker holds it to.
@@ -127,9 +140,12 @@ if (mode === 'lead') {
       send({ type: 'elected', process: processNo, term: term.toString(), mono: String(now) })
       void (async () => {
         while (!signal.aborted) {
-          await leaderWrite(term, fenced).catch((error: unknown) => {
-            if (process.env.ELECTION_DEBUG) console.error(error)
-          })
+          if (!quiet) {
+            writing = leaderWrite(term, fenced).catch((error: unknown) => {
+              if (process.env.ELECTION_DEBUG) console.error(error)
+            })
+            await writing
+          }
           await new Promise((resolve) => setTimeout(resolve, 100))
         }
       })()
@@ -190,7 +206,10 @@ if (mode === 'lead') {
 
 process.on('message', (message: ParentMessage) => {
   if (message.cmd === 'go') go?.()
-  else if (message.cmd === 'write') {
+  else if (message.cmd === 'quiet') {
+    quiet = true
+    void writing.then(() => send({ type: 'quiet', process: processNo }))
+  } else if (message.cmd === 'write') {
     if (lastTerm !== undefined) void leaderWrite(lastTerm, message.fenced).catch(() => {})
   } else if (message.cmd === 'stop') {
     void (async () => {

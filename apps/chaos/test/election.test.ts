@@ -29,6 +29,9 @@ describe('leader election, three processes', () => {
         (m) => m.type === 'wrote' && m.term === first.term && m.outcome === 'accepted',
         'a write of the first leader',
       )
+      // Frozen between two of its writes, never inside a transaction (see 'quiet' in election-worker.ts).
+      election.send(first.process, { cmd: 'quiet' })
+      await election.waitFor((m) => m.type === 'quiet' && m.process === first.process, 'the first leader quiet')
       election.freeze(first.process)
       second = (await election.waitFor(
         (m) => m.type === 'elected' && m.process !== first.process,
