@@ -137,7 +137,8 @@ redis-server, through ioredis's own clients (\`new Redis({ sentinels, name })\`,
 
 - \`sentinel-failover\`: a primary, 2 replicas, 3 Sentinels (quorum 2, \`down-after-milliseconds\`
   1 000). The primary is killed (kill -9); once the Sentinels named a new one, the killed server
-  comes back empty and the Sentinels make it a replica; 1.5-2.5 s after it is in sync, again.
+  comes back empty and the Sentinels make it a replica; 1.5-2.5 s after the new primary has a
+  replica in sync, again.
 - \`cluster-primary-kill\`: 3 primaries with a replica each (\`cluster-node-timeout\` 1 000). The
   primary of the shard that owns \`product:flash-2\` (locked all run long) is killed; its replica
   takes over; the killed node restarts with its nodes.conf and rejoins as a replica; again.
