@@ -4,9 +4,33 @@
  * the report counted from the database.
  */
 import { randomBytes } from 'node:crypto'
-import { noChaos, startPauseChaos, startRedisRestartChaos, type Chaos, type ChaosKind, type PauseRecord } from './chaos.js'
-import { createPrisma, databaseTarget, dropShopSchema, prepareShopSchema, startEmbeddedDatabase, type DatabaseLocation, type EmbeddedDatabase } from './database.js'
-import type { InstanceStats } from './instance.js'
+import { Locker } from '@fencelock/lock'
+import { Redis } from 'ioredis'
+import {
+  noChaos,
+  startKillChaos,
+  startPauseChaos,
+  startRedisRestartChaos,
+  type Chaos,
+  type ChaosKind,
+  type KillRecord,
+  type PauseRecord,
+} from './chaos.js'
+import {
+  createPrisma,
+  databaseTarget,
+  dropShopSchema,
+  prepareShopSchema,
+  startEmbeddedDatabase,
+  type DatabaseLocation,
+  type EmbeddedDatabase,
+} from './database.js'
+import { GATEWAY_TIMEOUT_MS, type InstanceStats } from './instance.js'
+import { INSTANCE_DEFAULTS } from './instance-config.js'
+import { httpGateway, parseLatency } from './payment-gateway.js'
+import { createProtection, fencedShopClient, shopStores } from './protection.js'
+import { Reconciler, type ReconcilePass } from './reconciler.js'
+import { lockPrefixOf } from './shop-keys.js'
 import { runLoad, type LoadTotals } from './load-generator.js'
 import type { ProtectionMode } from './protection.js'
 import { seededRandom } from './random.js'
@@ -94,6 +118,21 @@ export interface FlashSaleReport {
   /** Charges beyond the first of each order, at the gateway. */
   readonly extraCharges: number
   readonly lostUpdates: number
+  /** Orders charged at the gateway and not paid in the shop, after reconciliation (money moved, never recorded). */
+  readonly chargedUnpaidOrders: number
+  /** Paid orders with no charge in the ledger. */
+  readonly paidUnchargedOrders: number
+  /** Orders charged another amount than the order's. */
+  readonly amountMismatchOrders: number
+  /** Ledger charges whose key names no order. */
+  readonly unmatchedCharges: number
+  /** Payments recorded by a reconciler (during the sale and at its end), from a charge in the ledger. */
+  readonly reconciledPaid: number
+  /** Orders cancelled by a reconciler (no charge for their intent), their units returned. */
+  readonly cancelledOrders: number
+  /** What the pass at the end of the sale (after the instances drained, before counting) settled. */
+  readonly finalReconcile: ReconcilePass
+  /** Each broken invariant once. */
   readonly violations: number
   // From the instances' own counters:
   readonly staleWritesRejected: number
@@ -105,6 +144,8 @@ export interface FlashSaleReport {
   // The chaos and the crowd:
   readonly chaosEvents: number
   readonly pauses: readonly PauseRecord[]
+  /** The `kill` chaos' kills and restarts. */
+  readonly kills: readonly KillRecord[]
   readonly load: LoadTotals
 }
 
@@ -119,7 +160,9 @@ export function percentile(values: readonly number[], p: number): number | null 
  * The CLI's exit code for a finished run: 1 when a violation happened in `fenced` mode (the one
  * mode that promises none), else 0. Violations in `unsafe` and `lock` are what those modes show.
  */
-export function exitCodeOf(report: Pick<FlashSaleReport, 'violations'> & { options: Pick<FlashSaleOptions, 'mode'> }): 0 | 1 {
+export function exitCodeOf(
+  report: Pick<FlashSaleReport, 'violations'> & { options: Pick<FlashSaleOptions, 'mode'> },
+): 0 | 1 {
   return report.options.mode === 'fenced' && report.violations > 0 ? 1 : 0
 }
 
@@ -141,7 +184,9 @@ async function startStep<T>(what: string, step: () => Promise<T>): Promise<T> {
     return await step()
   } catch (error) {
     if (error instanceof CannotStartError) throw error
-    throw new FlashSaleSetupError(`${what} did not start: ${error instanceof Error ? error.message : String(error)}`, { cause: error })
+    throw new FlashSaleSetupError(`${what} did not start: ${error instanceof Error ? error.message : String(error)}`, {
+      cause: error,
+    })
   }
 }
 
@@ -197,20 +242,27 @@ export async function runFlashSale(
     }
     if (redis === undefined) {
       if (options.chaos === 'redis-restart' && process.env.REDIS_URL) {
-        throw new FlashSaleSetupError('--chaos redis-restart restarts a redis-server the demo starts itself; unset REDIS_URL so it can spawn one (redis-server on PATH)')
+        throw new FlashSaleSetupError(
+          '--chaos redis-restart restarts a redis-server the demo starts itself; unset REDIS_URL so it can spawn one (redis-server on PATH)',
+        )
       }
       const own = await resolveRedis({ preferOwned: options.chaos === 'redis-restart' })
       cleanups.push(() => own.stop())
       redis = own
     }
     if (options.chaos === 'redis-restart' && redis.owned === undefined) {
-      throw new FlashSaleSetupError(`--chaos redis-restart only restarts a Redis the demo started; this run uses ${redis.origin}`)
+      throw new FlashSaleSetupError(
+        `--chaos redis-restart only restarts a Redis the demo started; this run uses ${redis.origin}`,
+      )
     }
 
     let database = services.database
     if (database === undefined) {
       if (process.env.DATABASE_URL) {
-        database = { connectionString: databaseTarget(process.env.DATABASE_URL).connectionString, origin: 'DATABASE_URL' }
+        database = {
+          connectionString: databaseTarget(process.env.DATABASE_URL).connectionString,
+          origin: 'DATABASE_URL',
+        }
       } else {
         const embedded: EmbeddedDatabase = await startStep('the embedded PostgreSQL', startEmbeddedDatabase)
         cleanups.push(() => embedded.stop())
@@ -219,9 +271,19 @@ export async function runFlashSale(
     }
     checkSignal()
     const embedded = database.origin.startsWith('embedded')
-    const location: DatabaseLocation = { connectionString: database.connectionString, schema: `flash_sale_${runId.replaceAll('-', '_')}` }
+    const location: DatabaseLocation = {
+      connectionString: database.connectionString,
+      schema: `flash_sale_${runId.replaceAll('-', '_')}`,
+    }
     await startStep("the shop's database schema", () =>
-      prepareShopSchema(location, [{ sku: FLASH_SALE_DEFAULTS.sku, name: 'Flash-sale sneakers', priceCents: FLASH_SALE_DEFAULTS.priceCents, stock: options.stock }]),
+      prepareShopSchema(location, [
+        {
+          sku: FLASH_SALE_DEFAULTS.sku,
+          name: 'Flash-sale sneakers',
+          priceCents: FLASH_SALE_DEFAULTS.priceCents,
+          stock: options.stock,
+        },
+      ]),
     )
     if (!options.keepData) cleanups.push(() => dropShopSchema(location))
 
@@ -237,6 +299,7 @@ export async function runFlashSale(
       }),
     )
     cleanups.push(() => gateway.stop())
+    const lockWaitMs = INSTANCE_DEFAULTS.lockWaitMs
     const supervisor = await startStep('the shop instances', () =>
       Supervisor.start({
         instances: options.instances,
@@ -259,7 +322,21 @@ export async function runFlashSale(
     checkSignal()
     let chaos: Chaos = noChaos()
     if (options.chaos === 'pause') {
-      chaos = startPauseChaos(supervisor, { random, pauseMs: Math.round(2.5 * options.ttlMs), gapMs: options.ttlMs, firstAfterMs: 100 })
+      chaos = startPauseChaos(supervisor, {
+        random,
+        pauseMs: Math.round(2.5 * options.ttlMs),
+        gapMs: options.ttlMs,
+        firstAfterMs: 100,
+      })
+    } else if (options.chaos === 'kill') {
+      const latencyMaxMs = parseLatency(options.gatewayLatencyMs).maxMs
+      chaos = startKillChaos(supervisor, {
+        random,
+        restartAfterMs: Math.max(300, options.ttlMs),
+        gapMs: options.ttlMs,
+        latencyMaxMs,
+        firstAfterMs: 200,
+      })
     } else if (options.chaos === 'redis-restart' && redis.owned !== undefined) {
       chaos = startRedisRestartChaos(redis.owned, { intervalMs: Math.max(1_000, 3 * options.ttlMs), firstAfterMs: 300 })
     }
@@ -281,13 +358,43 @@ export async function runFlashSale(
     // Interrupted: the finally below stops the chaos and the instances, and drops the schema.
     if (signal?.aborted) throw new FlashSaleAbortedError()
     await chaos.stop()
-    progress({ phase: 'draining', done: options.buyers, totals: load, chaosCount: chaos.count, message: 'waiting for the instances to finish' })
+    progress({
+      phase: 'draining',
+      done: options.buyers,
+      totals: load,
+      chaosCount: chaos.count,
+      message: 'waiting for the instances to finish',
+    })
     const stats: InstanceStats[] = await supervisor.stats()
-    await supervisor.stop()
-    // Charges the instances started are in the ledger once the gateway has drained.
+    // Each instance stops taking work and drains: a purchase waits at most the lock's wait, a
+    // charge the gateway's timeout; only then does it close its lock and pool.
+    await supervisor.stop(lockWaitMs + GATEWAY_TIMEOUT_MS + 15_000)
+    // Intents left unpaid (an instance killed after its charge) are settled before counting, with
+    // the gateway still up to answer; then the gateway drains the charges it is still running.
+    progress({
+      phase: 'draining',
+      done: options.buyers,
+      totals: load,
+      chaosCount: chaos.count,
+      message: 'reconciling unpaid intents',
+    })
+    const finalReconcile = await reconcileAfterSale({
+      location,
+      redisUrl: redis.url,
+      runId,
+      mode: options.mode,
+      ttlMs: options.ttlMs,
+      gatewayUrl: gateway.url,
+    })
     await gateway.stop()
 
-    progress({ phase: 'counting', done: options.buyers, totals: load, chaosCount: chaos.count, message: 'counting from the database' })
+    progress({
+      phase: 'counting',
+      done: options.buyers,
+      totals: load,
+      chaosCount: chaos.count,
+      message: 'counting from the database',
+    })
     const db = createPrisma(location, 1)
     let counts
     try {
@@ -314,6 +421,13 @@ export async function runFlashSale(
       doubleChargedOrders: counts.doubleChargedOrders,
       extraCharges: counts.extraCharges,
       lostUpdates: counts.lostUpdates,
+      chargedUnpaidOrders: counts.chargedUnpaidOrders,
+      paidUnchargedOrders: counts.paidUnchargedOrders,
+      amountMismatchOrders: counts.amountMismatchOrders,
+      unmatchedCharges: counts.unmatchedCharges,
+      reconciledPaid: counts.reconciledPaid,
+      cancelledOrders: counts.cancelledOrders,
+      finalReconcile,
       violations: counts.violations,
       staleWritesRejected: stats.reduce((a, s) => a + s.staleWritesRejected, 0),
       acquireP99Ms: percentile(waits, 99),
@@ -323,9 +437,55 @@ export async function runFlashSale(
       instancesReporting: stats.length,
       chaosEvents: chaos.count,
       pauses: chaos.pauses,
+      kills: chaos.kills ?? [],
       load,
     }
   } finally {
     for (const cleanup of cleanups.reverse()) await cleanup().catch(() => {})
+  }
+}
+
+/**
+ * The reconciler's pass at the end of a sale: every instance has drained, so no payer is left and
+ * every unpaid intent is settled (age limit 0), under the run's own locks and mode.
+ */
+async function reconcileAfterSale(run: {
+  location: DatabaseLocation
+  redisUrl: string
+  runId: string
+  mode: ProtectionMode
+  ttlMs: number
+  gatewayUrl: string
+}): Promise<ReconcilePass> {
+  const redis = new Redis(run.redisUrl, { maxRetriesPerRequest: 2 })
+  redis.on('error', () => {})
+  const locker = new Locker(redis, {
+    ttlMs: run.ttlMs,
+    waitMs: INSTANCE_DEFAULTS.lockWaitMs,
+    prefix: lockPrefixOf(run.runId),
+  })
+  const prisma = createPrisma(run.location, 2)
+  try {
+    const stores = shopStores(prisma, fencedShopClient(prisma), { maxWait: 15_000, timeout: 15_000 })
+    const protection = createProtection(run.mode, {
+      stores,
+      locker,
+      ttlMs: run.ttlMs,
+      waitMs: INSTANCE_DEFAULTS.lockWaitMs,
+    })
+    const gateway = httpGateway({ url: run.gatewayUrl, timeoutMs: GATEWAY_TIMEOUT_MS })
+    const reconciler = new Reconciler({
+      db: prisma,
+      protection,
+      gateway,
+      instanceId: 'flash-sale',
+      minAgeMs: 0,
+      batch: 100_000,
+    })
+    return await reconciler.runOnce()
+  } finally {
+    await locker.close().catch(() => {})
+    await prisma.$disconnect().catch(() => {})
+    redis.disconnect()
   }
 }

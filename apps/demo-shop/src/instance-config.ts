@@ -17,6 +17,8 @@
  * | `SHOP_LOCK_WAIT_MS` | `30000` | how long a request waits for a held lock |
  * | `SHOP_GATEWAY_URL` | required | the payment gateway (a process of its own, gateway/gateway-main.ts) |
  * | `SHOP_DB_POOL_SIZE` | `5` | PostgreSQL connections of this instance |
+ * | `SHOP_RECONCILE_INTERVAL_MS` | `2000` | the reconciler's period (a pass at start-up, then this often); `0` turns it off |
+ * | `FENCELOCK_DIE_AFTER_CHARGE` | unset | test hook: the process kills itself (SIGKILL) right after the gateway answered its n-th charge, before the payment row |
  */
 import { databaseTarget } from './database.js'
 import { PROTECTION_MODES, type ProtectionMode } from './protection.js'
@@ -31,6 +33,7 @@ export const INSTANCE_DEFAULTS = Object.freeze({
   lockTtlMs: 1_000,
   lockWaitMs: 30_000,
   dbPoolSize: 5,
+  reconcileIntervalMs: 2_000,
 })
 
 /** The validated configuration of one instance. */
@@ -50,23 +53,35 @@ export interface InstanceConfig {
   readonly lockWaitMs: number
   readonly gatewayUrl: string
   readonly dbPoolSize: number
+  readonly reconcileIntervalMs: number
+  /** Test hook: die (SIGKILL) right after the gateway answered the n-th charge; undefined: never. */
+  readonly dieAfterCharge: number | undefined
 }
 
 /** A bad environment variable; `variable` names it. Thrown before any I/O. */
 export class InvalidConfigError extends Error {
   readonly variable: string
   constructor(variable: string, rule: string, value: string | undefined) {
-    super(`${variable} ${rule} (got ${value === undefined ? 'nothing' : JSON.stringify(value.length > 80 ? `${value.slice(0, 80)}…` : value)})`)
+    super(
+      `${variable} ${rule} (got ${value === undefined ? 'nothing' : JSON.stringify(value.length > 80 ? `${value.slice(0, 80)}…` : value)})`,
+    )
     this.name = 'InvalidConfigError'
     this.variable = variable
   }
 }
 
 /** Reads an integer variable: `fallback` when unset or empty, else it must be from `min` to `max` (InvalidConfigError). */
-export function integerVariable(env: NodeJS.ProcessEnv, name: string, fallback: number, min: number, max: number): number {
+export function integerVariable(
+  env: NodeJS.ProcessEnv,
+  name: string,
+  fallback: number,
+  min: number,
+  max: number,
+): number {
   const raw = env[name]
   if (raw === undefined || raw === '') return fallback
-  if (!/^\d+$/.test(raw) || Number(raw) < min || Number(raw) > max) throw new InvalidConfigError(name, `must be an integer from ${min} to ${max}`, raw)
+  if (!/^\d+$/.test(raw) || Number(raw) < min || Number(raw) > max)
+    throw new InvalidConfigError(name, `must be an integer from ${min} to ${max}`, raw)
   return Number(raw)
 }
 
@@ -90,13 +105,17 @@ export function readInstanceConfig(env: NodeJS.ProcessEnv): InstanceConfig {
     throw new InvalidConfigError('DATABASE_URL', 'must be a postgresql:// URL', env.DATABASE_URL)
   }
   const mode = env.SHOP_MODE || INSTANCE_DEFAULTS.mode
-  if (!(PROTECTION_MODES as readonly string[]).includes(mode)) throw new InvalidConfigError('SHOP_MODE', `must be one of ${PROTECTION_MODES.join(', ')}`, mode)
+  if (!(PROTECTION_MODES as readonly string[]).includes(mode))
+    throw new InvalidConfigError('SHOP_MODE', `must be one of ${PROTECTION_MODES.join(', ')}`, mode)
   const instanceId = env.SHOP_INSTANCE_ID || `shop-${process.pid}`
-  if (!/^[A-Za-z0-9_.-]{1,40}$/.test(instanceId)) throw new InvalidConfigError('SHOP_INSTANCE_ID', 'must be 1 to 40 of A-Z a-z 0-9 _ . -', instanceId)
+  if (!/^[A-Za-z0-9_.-]{1,40}$/.test(instanceId))
+    throw new InvalidConfigError('SHOP_INSTANCE_ID', 'must be 1 to 40 of A-Z a-z 0-9 _ . -', instanceId)
   const runId = env.SHOP_RUN_ID || INSTANCE_DEFAULTS.runId
-  if (!RUN_ID_PATTERN.test(runId)) throw new InvalidConfigError('SHOP_RUN_ID', 'must be 1 to 40 of A-Z a-z 0-9 _ -', runId)
+  if (!RUN_ID_PATTERN.test(runId))
+    throw new InvalidConfigError('SHOP_RUN_ID', 'must be 1 to 40 of A-Z a-z 0-9 _ -', runId)
   const gatewayUrl = env.SHOP_GATEWAY_URL
-  if (!gatewayUrl || !/^https?:\/\/[^\s]+$/.test(gatewayUrl)) throw new InvalidConfigError('SHOP_GATEWAY_URL', 'must be an http:// or https:// URL', gatewayUrl)
+  if (!gatewayUrl || !/^https?:\/\/[^\s]+$/.test(gatewayUrl))
+    throw new InvalidConfigError('SHOP_GATEWAY_URL', 'must be an http:// or https:// URL', gatewayUrl)
   return {
     instanceId,
     mode: mode as ProtectionMode,
@@ -111,6 +130,16 @@ export function readInstanceConfig(env: NodeJS.ProcessEnv): InstanceConfig {
     lockWaitMs: integerVariable(env, 'SHOP_LOCK_WAIT_MS', INSTANCE_DEFAULTS.lockWaitMs, 0, 600_000),
     gatewayUrl,
     dbPoolSize: integerVariable(env, 'SHOP_DB_POOL_SIZE', INSTANCE_DEFAULTS.dbPoolSize, 1, 100),
+    reconcileIntervalMs: integerVariable(
+      env,
+      'SHOP_RECONCILE_INTERVAL_MS',
+      INSTANCE_DEFAULTS.reconcileIntervalMs,
+      0,
+      600_000,
+    ),
+    dieAfterCharge: env.FENCELOCK_DIE_AFTER_CHARGE
+      ? integerVariable(env, 'FENCELOCK_DIE_AFTER_CHARGE', 0, 1, 1_000_000)
+      : undefined,
   }
 }
 

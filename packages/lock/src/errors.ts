@@ -64,11 +64,11 @@ export class LockLostError extends LockError {
  */
 export class LockUnavailableError extends LockError {
   /** The operation that could not be completed. */
-  readonly operation: 'acquire' | 'extend' | 'release'
+  readonly operation: 'acquire' | 'extend' | 'release' | 'inspect'
 
   constructor(
     resource: string | undefined,
-    operation: 'acquire' | 'extend' | 'release',
+    operation: 'acquire' | 'extend' | 'release' | 'inspect',
     message: string,
     cause?: unknown,
   ) {
@@ -116,6 +116,22 @@ export class LockAbortedError extends LockError {
   constructor(resource: string, waitedMs: number, cause: unknown) {
     super(`acquire of lock "${resource}" was aborted after ${Math.round(waitedMs)} ms`, { resource, cause })
     this.waitedMs = waitedMs
+  }
+}
+
+/**
+ * The reason of a leader's `signal` (`locker.lead()`) when its term ends. `reason` says why; a
+ * lost lease has the `LockLostError` as its `cause`.
+ */
+export class LeadershipEndedError extends LockError {
+  /** The term that ended. */
+  readonly term: bigint
+  readonly reason: 'lost' | 'stopped' | 'closed' | 'failed'
+
+  constructor(resource: string, term: bigint, reason: 'lost' | 'stopped' | 'closed' | 'failed', cause?: unknown) {
+    super(`leadership of "${resource}" (term ${term}) ended: ${reason}`, { resource, cause })
+    this.term = term
+    this.reason = reason
   }
 }
 

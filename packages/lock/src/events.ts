@@ -56,5 +56,27 @@ export type LockEvent =
    * resources this Locker was granted.)
    */
   | { type: 'token-regressed'; resource: string; token: bigint; previous: bigint }
+  /**
+   * An acquire re-entered a lock its async context holds (reentrancy): no round trip, the same
+   * token. `holds`: the handles of the grant not yet released, this one included. No `acquired`
+   * or `released` event comes for a re-entry: the grant is held once.
+   */
+  | { type: 'reentered'; resource: string; token: bigint; holds: number }
+
+  /** `locker.lead()`: this process became the leader of `resource`; `term` is its lease's token. */
+  | { type: 'elected'; resource: string; term: bigint; waitedMs: number }
+  /** `locker.lead()`: this process's term ended after `ledMs` (`reason`: lost, stopped, closed, failed). */
+  | { type: 'demoted'; resource: string; term: bigint; ledMs: number; reason: 'lost' | 'stopped' | 'closed' | 'failed' }
+  /**
+   * `locker.runOnce()`: what this instance did with one tick (`resource` is the job's key). A tick no
+   * instance reports as `ran` was not run; each instance reports it as skipped, failed, lost or missed.
+   */
+  | {
+      type: 'tick'
+      resource: string
+      tick: number
+      outcome: 'ran' | 'skipped' | 'failed' | 'lost' | 'missed'
+      token?: bigint
+    }
 
 export type LockEventType = LockEvent['type']

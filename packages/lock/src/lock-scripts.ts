@@ -5,6 +5,7 @@ import { extendScript } from './scripts/extend.js'
 import { raiseFenceScript } from './scripts/raise-fence.js'
 import { readLeaseRecordScript, recordLeaseScript } from './scripts/record-lease.js'
 import { releaseScript } from './scripts/release.js'
+import { inspectScript } from './family/inspect.js'
 
 /** One script as {@link LOCK_SCRIPTS} lists it. */
 export interface LockScriptSource {
@@ -29,13 +30,15 @@ export type LockScriptName =
   | 'raiseFence'
   | 'recordLease'
   | 'readLeaseRecord'
+  | 'inspect'
 
 /**
  * The scripts a Locker runs (`queuedAcquire`, `handoffRelease` and `leave` only when acquires
  * wait; `raiseFence`, `recordLease` and `readLeaseRecord` only in quorum mode, `recordLease` by
- * EVAL), for auditing them, loading them ahead (`SCRIPT LOAD`) or driving them from elsewhere (the
- * benchmark's bare loop); the Locker needs none of it. Each lists its keys and arguments by name, in the order the
- * script takes them. Changing them here changes nothing: they are copies.
+ * EVAL; `inspect`, read-only, only for `locker.inspect()`), for auditing them, loading them ahead
+ * (`SCRIPT LOAD`) or driving them from elsewhere (the benchmark's bare loop); the Locker needs none
+ * of it. Each lists its keys and arguments by name, in the order the script takes them. Changing
+ * them here changes nothing: they are copies.
  */
 export const LOCK_SCRIPTS: Readonly<Record<LockScriptName, LockScriptSource>> = Object.freeze({
   acquire: source(acquireScript),
@@ -47,6 +50,7 @@ export const LOCK_SCRIPTS: Readonly<Record<LockScriptName, LockScriptSource>> = 
   raiseFence: source(raiseFenceScript),
   recordLease: source(recordLeaseScript),
   readLeaseRecord: source(readLeaseRecordScript),
+  inspect: source(inspectScript),
 })
 
 function source(script: LockScriptSource): LockScriptSource {

@@ -1,7 +1,14 @@
 import type { LockBackend, LockResource, ReleaseOutcome } from './backend/backend.js'
 import type { Deadlines, Pending } from './deadline.js'
 import { NotReplicatedError } from './backend/replication.js'
-import { asError, LockLostError, LockReplicationError, LockUnavailableError, type LockLostReason } from './errors.js'
+import {
+  asError,
+  InvalidLockOptionError,
+  LockLostError,
+  LockReplicationError,
+  LockUnavailableError,
+  type LockLostReason,
+} from './errors.js'
 import type { LockEvent } from './events.js'
 import { checkTtl, type TtlFloor } from './options.js'
 
@@ -18,6 +25,8 @@ export interface LockHost {
   emit(event: LockEvent): void
   /** Called exactly once when the lock stops being held (released or lost). */
   onLockEnd(serial: number): void
+  /** Runs `fn` in an async context where `lock` counts as held, for reentrancy (family/reentrancy.ts). */
+  runHolding<T>(lock: Lock, fn: () => T): T
   /**
    * The resource may be free now: let the oldest local waiter try. `handedTo`: the locker the
    * release handed the lock to (only that one should try), undefined when it was just freed.
@@ -43,11 +52,23 @@ export interface LockGrant {
 type State = 'held' | 'lost' | 'released'
 
 /**
+ * `Symbol.asyncDispose`; on a runtime without it, the symbol Node 20 and the usual polyfills put
+ * there (`Symbol.for('nodejs.asyncDispose')`), so `await using` compiled by TypeScript finds it.
+ */
+const asyncDispose: typeof Symbol.asyncDispose =
+  Symbol.asyncDispose ?? (Symbol.for('nodejs.asyncDispose') as typeof Symbol.asyncDispose)
+
+/**
  * A granted lock. Obtained from `Locker.acquire()`, `tryAcquire()` or `using()`; never built by
  * hand. Its `signal` aborts with a {@link LockLostError} as soon as we know the lock is not ours:
  * Redis says so, or its lease ran out on our clock without a renewal.
+ *
+ * A re-entry (an acquire of the resource inside `using()` or `lock.run()` of the same Locker, in
+ * the same async context) is a handle of its own on the same grant: the same token and `signal`;
+ * the grant is released when every handle has been released (nested code: by the outermost).
+ * `await using lock = await locker.acquire(r)` releases it at the end of the block.
  */
-export class Lock {
+export class Lock implements AsyncDisposable {
   /** The locked resource, as given to `acquire()`. */
   readonly resource: string
   /** The fencing token of this grant: strictly greater than every earlier grant's on the resource. */
@@ -70,11 +91,34 @@ export class Lock {
   #watchdog: NodeJS.Timeout | undefined
   #autoExtend: boolean
   #renewal: Promise<void> | undefined
+  /** The release of the grant itself (once no handle holds it). */
   #release: Promise<boolean> | undefined
+  /** The grant of which this is a re-entry; undefined for the grant's own (outermost) handle. */
+  readonly #root: Lock | undefined
+  /** On the grant's own handle: how many handles (itself and its re-entries) are not released yet. */
+  #holds = 1
+  /** This handle's own release (it drops one hold). */
+  #handleRelease: Promise<boolean> | undefined
 
   /** @internal */
-  constructor(host: LockHost, grant: LockGrant) {
+  constructor(host: LockHost, grant: LockGrant | Lock) {
     this.#host = host
+    if (grant instanceof Lock) {
+      // A re-entry: a handle on the same grant; everything but its own release is the grant's.
+      this.#root = grant
+      this.resource = grant.resource
+      this.token = grant.token
+      this.#resource = grant.#resource
+      this.#ownerId = ''
+      this.#serial = grant.#serial
+      this.#ttlMs = grant.#ttlMs
+      this.#acquiredAt = performance.now()
+      this.#validUntil = 0
+      this.#autoExtend = false
+      grant.#holds++
+      return
+    }
+    this.#root = undefined
     this.resource = grant.resource.name
     this.token = grant.token
     this.#resource = grant.resource
@@ -90,6 +134,7 @@ export class Lock {
 
   /** Aborts, with a `LockLostError` as its reason, when the lock is lost. Not aborted by release(). */
   get signal(): AbortSignal {
+    if (this.#root) return this.#root.signal
     if (!this.#controller) {
       this.#controller = new AbortController()
       if (this.#lostWith) this.#controller.abort(this.#lostWith)
@@ -99,17 +144,50 @@ export class Lock {
 
   /** The lease time the lock was granted or last extended with, in ms. */
   get ttlMs(): number {
-    return this.#ttlMs
+    return this.#root ? this.#root.ttlMs : this.#ttlMs
   }
 
-  /** True while the lock is ours as far as we can know: not released, not lost, validity left. */
+  /**
+   * True while the lock is ours as far as we can know: this handle not released, the grant not
+   * released or lost, validity left.
+   */
   isHeld(): boolean {
-    return this.#state === 'held' && performance.now() < this.#validUntil
+    if (this.#handleRelease) return false
+    const grant = this.#root ?? this
+    return grant.#state === 'held' && performance.now() < grant.#validUntil
   }
 
-  /** Milliseconds of local validity left (0 once released, lost or run out). */
+  /** Milliseconds of local validity left (0 once this handle is released, or the grant lost or run out). */
   remainingMs(): number {
-    return this.#state === 'held' ? Math.max(0, this.#validUntil - performance.now()) : 0
+    if (this.#handleRelease) return 0
+    const grant = this.#root ?? this
+    return grant.#state === 'held' ? Math.max(0, grant.#validUntil - performance.now()) : 0
+  }
+
+  /**
+   * Runs `fn` with this lock counted as held in its async context: inside, an `acquire()`,
+   * `tryAcquire()` or `using()` of the same resource on the same Locker re-enters it (the same
+   * token and signal) instead of waiting for itself. `locker.using()` does this for you; this is
+   * for a lock taken by hand. The lock is not released when `fn` ends.
+   */
+  async run<T>(fn: (lock: Lock) => Promise<T> | T): Promise<T> {
+    if (typeof fn !== 'function') throw new InvalidLockOptionError('fn', 'must be a function', fn)
+    return this.#host.runHolding(this, () => fn(this))
+  }
+
+  /**
+   * @internal A handle for a re-entry of this grant, or undefined when the grant is no longer
+   * held (then the caller acquires as anyone would).
+   */
+  reenter(): Lock | undefined {
+    const grant = this.#root ?? this
+    if (grant.#state !== 'held' || grant.#release || performance.now() >= grant.#validUntil) return undefined
+    return new Lock(this.#host, grant)
+  }
+
+  /** @internal How many handles of this grant are not released yet (1 without re-entries). */
+  get holds(): number {
+    return (this.#root ?? this).#holds
   }
 
   /**
@@ -117,7 +195,12 @@ export class Lock {
    * @throws LockLostError when the lock is no longer ours (and the lock is then lost).
    * @throws LockUnavailableError when Redis did not answer in time; the lock's state is unchanged.
    */
-  async extend(ttlMs: number = this.#ttlMs): Promise<void> {
+  async extend(ttlMs: number = this.ttlMs): Promise<void> {
+    if (this.#root) {
+      checkTtl(ttlMs, this.#host.ttlFloor)
+      if (this.#handleRelease) throw this.#root.#notOwned()
+      return this.#root.extend(ttlMs)
+    }
     checkTtl(ttlMs, this.#host.ttlFloor)
     if (this.#state !== 'held') throw this.#notOwned()
     let validUntil: number | undefined
@@ -164,6 +247,22 @@ export class Lock {
    * or, when others wait for it, is handed on as soon as Redis answers.
    */
   release(): Promise<boolean> {
+    this.#handleRelease ??= (this.#root ?? this).#dropHold()
+    return this.#handleRelease
+  }
+
+  /**
+   * Releases the lock like {@link release}, and never throws: for `await using`. A lock that had
+   * expired or been lost is reported as the `released` event with outcome `expired`; Redis not
+   * answering as an `error` event (the lock then expires after its TTL), as `using()` does.
+   */
+  async [asyncDispose](): Promise<void> {
+    await this.release().catch(() => {})
+  }
+
+  /** One handle let go of the grant; the last one releases it. */
+  #dropHold(): Promise<boolean> {
+    if (--this.#holds > 0) return Promise.resolve(this.#state === 'held')
     this.#release ??= this.#doRelease()
     return this.#release
   }
@@ -309,6 +408,7 @@ export class Lock {
    */
   releaseOnClose(): Promise<boolean> {
     if (this.#state === 'held') this.#abort(new LockLostError(this.resource, this.token, 'closed'))
-    return this.release()
+    this.#release ??= this.#doRelease()
+    return this.#release
   }
 }

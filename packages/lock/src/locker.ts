@@ -32,6 +32,17 @@ import {
 import { QuorumBackend, type QuorumBackendOptions } from './quorum/quorum-backend.js'
 import { RedisBackend, type RedisBackendOptions, type RedisClient } from './backend/redis-backend.js'
 import { WaitQueues, type Attempt, type WaitHost } from './waiting/wait-queues.js'
+import {
+  resolveLeadOptions,
+  resolveRunOnceOptions,
+  type LeadOptions,
+  type RunOnceOptions,
+  type Tick,
+} from './election/election-options.js'
+import { Campaign, type ElectionHost, type Leadership } from './election/leadership.js'
+import { TickRunner, type Schedule } from './election/run-once.js'
+import { HeldInContext } from './family/reentrancy.js'
+import type { LockInspection } from './family/inspect.js'
 
 export type { RedisClient } from './backend/connection.js'
 
@@ -66,6 +77,8 @@ export class Locker {
   readonly #lastTokens = new Map<string, bigint>()
   /** Tries in flight, until their outcome is handled (a grant after close() is given back then). */
   readonly #tries = new InFlightCalls()
+  /** The locks held in each async context (reentrancy); undefined with `reentrant: false`. */
+  readonly #context: HeldInContext | undefined
   #closed = false
 
   /**
@@ -81,6 +94,7 @@ export class Locker {
     const o = resolveLockerOptions(options, this.#ttlFloor)
     this.#options = o
     this.#defaultAcquire = resolveAcquireOptions(undefined, o, 'acquire', this.#ttlFloor)
+    this.#context = o.reentrant ? new HeldInContext() : undefined
     if (o.onEvent) this.#listeners.add(o.onEvent)
     // A queued locker that stops trying (a crashed process) is dropped after this lease. Waiters
     // try at least every 1.2 × pollMs (the safety poll), so a live one always renews it in time.
@@ -131,6 +145,7 @@ export class Locker {
       onLockEnd: (serial) => {
         this.#held.delete(serial)
       },
+      runHolding: (lock, fn) => (this.#context ? this.#context.run(lock, fn) : fn()),
       wake: (resource, handedTo) => {
         if (handedTo === undefined || handedTo === this.#backend.lockerId) this.#queues.wake(resource)
       },
@@ -184,7 +199,21 @@ export class Locker {
     this.#assertOpen(resource)
     const start = performance.now()
     if (o.signal?.aborted) throw this.#aborted(resource, start, o.signal)
+    const reentry = this.#reenter(resource)
+    if (reentry) return reentry
     return this.#queues.acquire(r, o, start)
+  }
+
+  /**
+   * A re-entry of `resource` when the current async context holds it on this Locker (inside
+   * `using()` or `lock.run()`): a handle on the same grant, no round trip. Undefined otherwise.
+   */
+  #reenter(resource: string): Lock | undefined {
+    const held = this.#context?.find(resource)
+    const lock = held?.reenter()
+    if (lock && this.#listeners.size > 0)
+      this.#emit({ type: 'reentered', resource, token: lock.token, holds: lock.holds })
+    return lock
   }
 
   /**
@@ -199,6 +228,8 @@ export class Locker {
         ? this.#defaultAcquire
         : resolveAcquireOptions(options, this.#options, 'tryAcquire', this.#ttlFloor)
     this.#assertOpen(resource)
+    const reentry = this.#reenter(resource)
+    if (reentry) return reentry
     const start = performance.now()
     const attempt = await this.#attempt(r, o, start, undefined, true, 'none')
     if (attempt.granted) {
@@ -216,6 +247,9 @@ export class Locker {
    * `signal` aborts if the lock is lost, and its `token` is what fenced writes must carry.
    * A release that fails because Redis is unreachable is reported as an `error` event, not
    * thrown: the lock then expires after its TTL.
+   *
+   * Inside `fn`, an acquire of the same resource on this Locker re-enters the lock (the same
+   * token and signal, no round trip) unless the Locker was made with `reentrant: false`.
    */
   async using<T>(resource: string, fn: (lock: Lock) => Promise<T> | T, options: UsingOptions = {}): Promise<T> {
     if (typeof fn !== 'function') throw new InvalidLockOptionError('fn', 'must be a function', fn)
@@ -223,9 +257,96 @@ export class Locker {
     const o = resolveAcquireOptions(options, this.#options, 'using', this.#ttlFloor)
     const lock = await this.acquire(name, o)
     try {
-      return await fn(lock)
+      return await (this.#context ? this.#context.run(lock, () => fn(lock)) : fn(lock))
     } finally {
       await lock.release().catch(() => {})
+    }
+  }
+
+  /**
+   * What Redis holds for `resource` now: free, held or handed on, the holder's remaining lease,
+   * the last token minted and how many lockers wait in its queue. Read-only and one round trip
+   * (in quorum mode one per node, in parallel, and the majority's view: docs/LOCK.md); it neither
+   * takes the lock nor joins the queue. A snapshot: it may be stale when it arrives.
+   * @throws LockUnavailableError when Redis did not answer within `commandTimeoutMs`.
+   * @throws InvalidLockOptionError for a bad resource name, before any I/O.
+   * @example
+   * ```ts
+   * const { state, holderTtlMs, lastToken, waiting } = await locker.inspect('order:42')
+   * ```
+   */
+  async inspect(resource: string): Promise<LockInspection> {
+    const r = this.#backend.resource(resource)
+    if (this.#closed) throw new LockUnavailableError(resource, 'inspect', 'the locker was closed')
+    try {
+      return await this.#backend.inspect(r)
+    } catch (error) {
+      const cause = asError(error)
+      const why = cause instanceof DeadlineExceededError ? 'Redis did not answer in time' : 'the Redis call failed'
+      throw new LockUnavailableError(
+        resource,
+        'inspect',
+        `could not inspect lock "${resource}": ${why} (${cause.message})`,
+        cause,
+      )
+    }
+  }
+
+  /**
+   * Campaigns for the leadership of `name` until `stop()`: one leader at a time among every
+   * process that campaigns for it. The leader's lease is renewed by the watchdog; its term is the
+   * lease's fencing token (strictly increasing across leaders), so a leader that paused past its
+   * lease has its writes refused by the stores that check the token. A lost lease demotes it
+   * (its signal aborts) and another candidate is elected within about one `ttlMs`. Built on
+   * `acquire()` (src/election/, docs/LOCK.md "Leader election and run-once jobs").
+   *
+   * @example
+   * ```ts
+   * const leadership = locker.lead('scheduler', {
+   *   onElected: (term, signal) => runSchedulerUntil(signal, { fenceToken: term }),
+   *   onDemoted: (reason) => console.log(`no longer the leader: ${reason}`),
+   * })
+   * // on shutdown: resigns, and the next candidate takes over at once
+   * await leadership.stop()
+   * ```
+   * @throws InvalidLockOptionError for a bad name or option, before any I/O.
+   */
+  lead(name: string, options: LeadOptions): Leadership {
+    const o = resolveLeadOptions(name, options, this.#options.ttlMs, this.#ttlFloor)
+    this.#assertOpen(o.name)
+    return new Campaign(this.#electionHost(), o)
+  }
+
+  /**
+   * A job that every instance schedules and one runs per tick (the window
+   * `[n × everyMs, (n + 1) × everyMs)` of the wall clock), with the tick's fencing token for its
+   * writes. Every instance reports what it did with each tick (the `tick` event, `onTick`); a
+   * tick that no instance ran shows no `ran` report, never silence.
+   *
+   * @example
+   * ```ts
+   * const schedule = locker.runOnce(({ tick, token }) => closeTheDay(tick, { fenceToken: token }), {
+   *   key: 'close-day',
+   *   everyMs: 60_000,
+   * })
+   * await schedule.stop()
+   * ```
+   * @throws InvalidLockOptionError for a bad job or option, before any I/O.
+   */
+  runOnce(job: (tick: Tick) => unknown, options: RunOnceOptions): Schedule {
+    const o = resolveRunOnceOptions(job, options, this.#options.ttlMs, this.#ttlFloor)
+    this.#assertOpen(o.key)
+    return new TickRunner(this.#electionHost(), o)
+  }
+
+  #electionHost(): ElectionHost {
+    const isClosed = () => this.#closed
+    return {
+      acquire: (resource, options) => this.acquire(resource, options),
+      emit: this.#emit,
+      get closed() {
+        return isClosed()
+      },
     }
   }
 

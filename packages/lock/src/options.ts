@@ -32,6 +32,8 @@ export const LOCK_DEFAULTS = Object.freeze({
   replicas: 0,
   /** How long a grant or renewal waits for its replicas' acknowledgement (`WAIT`'s timeout). */
   replicasTimeoutMs: 500,
+  /** An acquire of a resource the same async context holds (inside `using()`/`lock.run()`) re-enters it. */
+  reentrant: true,
 })
 
 /** Options of a {@link Locker}; every field is optional and defaults to {@link LOCK_DEFAULTS}. */
@@ -85,6 +87,15 @@ export interface LockerOptions {
   replicas?: number
   /** `WAIT`'s timeout for `replicas`, 1 ms to 60 s. Default 500. */
   replicasTimeoutMs?: number
+  /**
+   * Reentrancy: inside `using(resource, fn)` or `lock.run(fn)`, an `acquire()`, `tryAcquire()` or
+   * `using()` of the same resource on this Locker, in the same async context, returns a handle on
+   * the same grant — the same token and signal, no Redis round trip — and only the last handle's
+   * release (the outermost) frees the lock. Other async contexts and other Lockers wait their
+   * turn as usual. `false`: such an acquire waits for itself until its `waitMs` runs out.
+   * Default true.
+   */
+  reentrant?: boolean
   /** Receives typed events (acquired, contended, timeout, ...). Exceptions it throws are ignored. */
   onEvent?: (event: LockEvent) => void
 }
@@ -128,6 +139,7 @@ export interface ResolvedLockerOptions {
   readonly nodeRestartDelayMs: number | undefined
   readonly replicas: number
   readonly replicasTimeoutMs: number
+  readonly reentrant: boolean
   readonly onEvent: ((event: LockEvent) => void) | undefined
 }
 
@@ -177,7 +189,7 @@ export function checkResource(resource: unknown): string {
 }
 
 /** Only `undefined` means "use the default"; `null` is a bad value like any other. */
-function or<T>(value: unknown, fallback: T): unknown {
+export function or<T>(value: unknown, fallback: T): unknown {
   return value === undefined ? fallback : value
 }
 
@@ -185,7 +197,12 @@ function or<T>(value: unknown, fallback: T): unknown {
  * Checks an options object: an object whose every own key is one of `known` (a misspelled option,
  * `waitMS` for `waitMs`, would otherwise be ignored without a word).
  */
-function checkObject(field: string, value: unknown, what: string, known: readonly string[]): Record<string, unknown> {
+export function checkObject(
+  field: string,
+  value: unknown,
+  what: string,
+  known: readonly string[],
+): Record<string, unknown> {
   if (value === undefined) return {}
   if (value === null || typeof value !== 'object') throw new InvalidLockOptionError(field, 'must be an object', value)
   for (const key of Object.keys(value)) {
@@ -212,6 +229,7 @@ const LOCKER_OPTIONS = [
   'nodeRestartDelayMs',
   'replicas',
   'replicasTimeoutMs',
+  'reentrant',
   'onEvent',
 ] as const
 /** The options each call takes, by the call's name. */
@@ -270,6 +288,7 @@ export function resolveLockerOptions(options: unknown, ttlFloor: TtlFloor = SING
       1,
       60_000,
     ),
+    reentrant: o.reentrant === undefined ? LOCK_DEFAULTS.reentrant : checkBoolean('reentrant', o.reentrant),
     onEvent: o.onEvent as ResolvedLockerOptions['onEvent'],
   }
 }

@@ -341,10 +341,10 @@ describe('LOCK_SCRIPTS', () => {
     await lock.release()
     const shas = Object.values(LOCK_SCRIPTS).map((script) => createHash('sha1').update(script.lua).digest('hex'))
     expect(shas).toEqual(Object.values(LOCK_SCRIPTS).map((script) => script.sha))
-    expect(shas).toHaveLength(9)
-    // All but raiseFence, recordLease and readLeaseRecord, which only quorum mode runs (recordLease by EVAL).
+    expect(shas).toHaveLength(10)
+    // All but inspect (only inspect() runs it) and the quorum-only raiseFence, recordLease, readLeaseRecord.
     const single = Object.entries(LOCK_SCRIPTS).filter(
-      ([name]) => !['raiseFence', 'recordLease', 'readLeaseRecord'].includes(name),
+      ([name]) => !['raiseFence', 'recordLease', 'readLeaseRecord', 'inspect'].includes(name),
     )
     expect(await redis.script('EXISTS', ...single.map(([, script]) => script.sha))).toEqual([1, 1, 1, 1, 1, 1])
     expect(Object.isFrozen(LOCK_SCRIPTS)).toBe(true)
@@ -364,6 +364,7 @@ describe('defaults', () => {
       handoffMs: 500,
       replicas: 0,
       replicasTimeoutMs: 500,
+      reentrant: true,
     })
     const { client } = recordingClient()
     // nodeRestartDelayMs (quorum mode) is automatic unless given: the lease records decide.

@@ -7,6 +7,7 @@
  * per-node deadline and answering with the majority's outcome. The contract suite
  * (test/contract) runs the same Locker tests over every backend.
  */
+import type { LockInspection } from '../family/inspect.js'
 import type { ResourceKeys } from '../keys.js'
 
 /** A resource as a backend knows it: its name, checked, and its key names (the same on every node). */
@@ -131,6 +132,12 @@ export interface LockBackend {
    */
   subscribe(resource: LockResource): Promise<void>
   unsubscribe(resource: LockResource): void
+  /**
+   * What Redis holds for the resource, read-only, in one round trip (one per node, in parallel,
+   * in quorum mode), within `commandTimeoutMs`.
+   * @throws on a failed call or a missed deadline (quorum mode: fewer than a majority answered).
+   */
+  inspect(resource: LockResource): Promise<LockInspection>
   /**
    * Leaves every queue our locker may be in, waits until every call it sent has been answered
    * (tries in flight and their clean-up included; bounded by `commandTimeoutMs` in all), and

@@ -17,6 +17,7 @@ import { asError } from '../errors.js'
 import { handoffReleaseScript, leaveScript, toReleaseOutcome } from '../fair-queue/hand-on.js'
 import { QueueMembership } from '../fair-queue/membership.js'
 import { queuedAcquireScript } from '../fair-queue/queued-acquire.js'
+import { inspectScript, toNodeInspection, type LockInspection } from '../family/inspect.js'
 import { resourceKeys } from '../keys.js'
 import { checkResource } from '../options.js'
 import { newOwnerId } from '../owner-id.js'
@@ -407,6 +408,20 @@ export class RedisBackend implements LockBackend, AcquireCallHost {
 
   unsubscribe(resource: LockResource): void {
     this.#subscriber.unsubscribe(resource.keys.channel)
+  }
+
+  inspect(resource: LockResource): Promise<LockInspection> {
+    return inspectScript.run(
+      this.#client,
+      resource.keys,
+      {},
+      {
+        deadlines: this.#deadlines,
+        ms: this.#options.commandTimeoutMs,
+        inFlight: this.#inFlight,
+        map: (reply: unknown): LockInspection => ({ resource: resource.name, ...toNodeInspection(reply) }),
+      },
+    )
   }
 
   /** Calls sent and not yet answered (tries, clean-ups, releases, leaves). */

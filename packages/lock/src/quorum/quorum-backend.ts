@@ -31,6 +31,7 @@ import { RedisBackend, type RedisBackendOptions, type RedisClient } from '../bac
 import type { Deadlines } from '../deadline.js'
 import { asError } from '../errors.js'
 import { Tickets } from '../fair-queue/tickets.js'
+import { majorityView, type LockInspection, type NodeInspection } from '../family/inspect.js'
 import { newOwnerId } from '../owner-id.js'
 import { NOT_OURS } from '../scripts/release.js'
 import { QuorumAttempt, type AttemptHost, type LateGrants } from './quorum-attempt.js'
@@ -294,6 +295,20 @@ export class QuorumBackend implements LockBackend {
 
   unsubscribe(resource: LockResource): void {
     for (const node of this.#nodes) node.backend.unsubscribe(resource)
+  }
+
+  /** Every node in parallel; the majority's view (family/inspect.ts) once all answered or gave up. */
+  async inspect(resource: LockResource): Promise<LockInspection> {
+    const settled = await Promise.allSettled(this.#nodes.map((node) => node.backend.inspect(resource)))
+    const views = settled.map((s): NodeInspection | undefined => {
+      if (s.status === 'rejected') return undefined
+      const { resource: _, ...view } = s.value
+      return view
+    })
+    const errors = settled.flatMap((s) => (s.status === 'rejected' ? [asError(s.reason)] : []))
+    if (settled.length - errors.length < this.#quorum)
+      throw nodesFailed('no majority of the nodes answered', errors, this.#nodes.length)
+    return majorityView(resource.name, views, this.#quorum)
   }
 
   async close(): Promise<void> {

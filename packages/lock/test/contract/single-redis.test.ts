@@ -4,7 +4,9 @@ import { beforeAll } from 'vitest'
 import { resourceKeys } from '../../src/index.js'
 import { connect, makeLocker, ready } from '../support/connections.js'
 import { startRedisServer, type RedisServer } from '../support/redis-server.js'
-import { lockerContract } from './locker-contract.js'
+import { fencedStore } from '../support/fenced-store.js'
+import { familyContract } from './family-contract.js'
+import { lockerContract, type ContractDeployment } from './locker-contract.js'
 
 let server: RedisServer
 let admin: Redis
@@ -16,7 +18,7 @@ beforeAll(async () => {
 
 const keysOf = (resource: string) => resourceKeys('fencelock:', resource)
 
-lockerContract('one Redis', {
+const deployment: ContractDeployment = {
   locker: (options) => makeLocker(connect({ port: server.port }), options),
   steal: async (resource) => {
     await admin.del(keysOf(resource).lock)
@@ -25,4 +27,7 @@ lockerContract('one Redis', {
     held: await admin.exists(keysOf(resource).lock),
     queued: await admin.zcard(keysOf(resource).queue),
   }),
-})
+}
+
+lockerContract('one Redis', deployment)
+familyContract('one Redis', deployment, () => fencedStore(admin))
