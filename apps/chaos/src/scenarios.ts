@@ -124,7 +124,7 @@ export const SCENARIOS: readonly Scenario[] = Object.freeze([
   // replicas: 1 (a grant counts once a replica has it), lock-only runs none.
   {
     name: 'sentinel-failover',
-    faults: 'Sentinel set (primary, 2 replicas, 3 Sentinels, down-after 1 s): kill -9 of the primary every 1.5-2.5 s once healed; it comes back empty as a replica',
+    faults: 'Sentinel set (primary, 2 replicas, 3 Sentinels, down-after 1 s): kill -9 of the primary, again 1.5-2.5 s after the new primary has a replica in sync; it comes back empty as a replica',
     gatewayMs: '100-700',
     lockOnly: 'report',
     topology: 'sentinel',

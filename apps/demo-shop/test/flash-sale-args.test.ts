@@ -24,7 +24,7 @@ describe('parseFlashSaleArgs', () => {
     [['--buyers', '-3'], /--buyers needs a value|--buyers must be/],
     [['--stock', 'lots'], /--stock must be an integer/],
     [['--mode', 'safe'], /--mode must be one of unsafe, lock, fenced/],
-    [['--chaos', 'kill'], /--chaos must be one of none, pause, redis-restart/],
+    [['--chaos', 'explode'], /--chaos must be one of none, pause, redis-restart, kill/],
     [['--seed'], /--seed needs a value/],
     [['--seed', '--json'], /--seed needs a value/],
     [['--gateway-latency-ms', '80-30'], /max 30 is below min 80/],
