@@ -24,10 +24,12 @@ describe('quorum mode: a give-back handed to our own locker', () => {
       const r = unique('q-self')
       const waits: number[] = []
       const failures: unknown[] = []
+      // 3 s, or longer until 120 grants were made (a loaded machine grants fewer), at most 20 s.
       const until = performance.now() + 3_000
+      const hardStop = performance.now() + 20_000
       await Promise.all(
         lockers.map(async (locker) => {
-          while (performance.now() < until) {
+          while ((performance.now() < until || waits.length < 120) && performance.now() < hardStop) {
             const asked = performance.now()
             try {
               const lock = await locker.acquire(r, { ttlMs: 10_000, waitMs: 30_000 })
@@ -42,8 +44,8 @@ describe('quorum mode: a give-back handed to our own locker', () => {
       )
       expect(failures).toEqual([])
       expect(waits.length).toBeGreaterThan(100)
-      // A stall waits for the 5 s hand-off; a fair turn of 16 lockers takes well under 2 s even on a loaded machine.
-      expect(Math.max(...waits)).toBeLessThan(2_000)
+      // A stall waits for the 5 s hand-off; a fair turn of 16 lockers takes well under that, even on a loaded machine.
+      expect(Math.max(...waits)).toBeLessThan(4_000)
     } finally {
       await Promise.all(lockers.map((l) => l.close()))
     }

@@ -457,8 +457,8 @@ describe('quorum mode: nodes that fail', () => {
       servers[1]!.pause()
       const t = performance.now()
       for (let i = 0; i < 100; i++) await (await locker.acquire(unique('q-stopped'))).release()
-      // Not one round trip per acquire waiting for the stopped node's deadline (1 s).
-      expect(performance.now() - t).toBeLessThan(1_000)
+      // Not one round trip per acquire waiting for the stopped node's deadline (1 s): that is 100 s.
+      expect(performance.now() - t).toBeLessThan(10_000)
       // New acquires stop going to it once it has not answered for a while (200 ms); releases of
       // locks whose acquire went to it, until its first call missed its deadline. From then on
       // one call at a time: nothing piles up.
