@@ -13,6 +13,7 @@ describe('parseFlashSaleArgs', () => {
     const command = parseFlashSaleArgs('--instances 4 --buyers 2000 --stock 100 --mode fenced --chaos pause --seed 7 --json'.split(' '))
     expect(command.json).toBe(true)
     expect(command.options).toMatchObject({ instances: 4, buyers: 2000, stock: 100, mode: 'fenced', chaos: 'pause', seed: 7 })
+    expect(parseFlashSaleArgs(['--chaos', 'kill']).options.chaos).toBe('kill')
     expect(parseFlashSaleArgs(['--mode=lock', '--ttl-ms=500', '--gateway-latency-ms=10-20']).options).toMatchObject({ mode: 'lock', ttlMs: 500, gatewayLatencyMs: '10-20' })
   })
 
@@ -22,7 +23,7 @@ describe('parseFlashSaleArgs', () => {
     [['--buyers', '-3'], /--buyers needs a value|--buyers must be/],
     [['--stock', 'lots'], /--stock must be an integer/],
     [['--mode', 'safe'], /--mode must be one of unsafe, lock, fenced/],
-    [['--chaos', 'kill'], /--chaos must be one of none, pause, redis-restart/],
+    [['--chaos', 'explode'], /--chaos must be one of none, pause, redis-restart, kill/],
     [['--seed'], /--seed needs a value/],
     [['--seed', '--json'], /--seed needs a value/],
     [['--gateway-latency-ms', '80-30'], /max 30 is below min 80/],
