@@ -38,6 +38,15 @@ export interface StoreCounts {
   /** Charges in the gateway's ledger, and payments recorded in the shop's database. */
   readonly gatewayCharges: number
   readonly payments: number
+  /**
+   * Money, the ledger against the orders after the reconciler's pass (see the demo shop's
+   * shop-counts.ts): orders charged and not paid, paid and not charged, charged another amount,
+   * and charges of no order. Absent: 0.
+   */
+  readonly chargedUnpaidOrders?: number
+  readonly paidUnchargedOrders?: number
+  readonly amountMismatchOrders?: number
+  readonly unmatchedCharges?: number
 }
 
 /** One critical section. `exit` is the end of the history when the holder never left. */
@@ -112,6 +121,8 @@ export interface CheckResult {
   /** Charges in the gateway's ledger, and payments recorded in the shop: shown, not judged. */
   readonly gatewayCharges: number
   readonly payments: number
+  /** Money the ledger and the orders disagree on, after the reconciler's pass: the four counts of {@link StoreCounts}, summed. */
+  readonly moneyViolations: number
   readonly faults: number
   /** Acquires asked while a minority of a quorum was down (availability: shown, not judged here). */
   readonly minorityDown: WindowAcquires
@@ -119,7 +130,7 @@ export interface CheckResult {
   readonly majorityDown: WindowAcquires
   /** Per fault: ms from its end to the next grant (any resource), or null when none followed. */
   readonly recoveryMs: (number | null)[]
-  /** Stale writes + oversold + orders charged twice (gateway ledger) + lost updates + non-increasing tokens: must be 0 with fencing. */
+  /** Stale writes + oversold + orders charged twice (gateway ledger) + lost updates + money violations + non-increasing tokens: must be 0 with fencing. */
   readonly safetyViolations: number
 }
 
@@ -276,6 +287,7 @@ export function checkHistory(events: readonly HistoryEvent[], counts: StoreCount
   const nonIncreasingTokens = findNonIncreasingTokens(sections)
   const overlaps = findOverlaps(sections, events)
   const writes = events.filter((e): e is WriteEvent => e.k === 'write')
+  const moneyViolations = (counts.chargedUnpaidOrders ?? 0) + (counts.paidUnchargedOrders ?? 0) + (counts.amountMismatchOrders ?? 0) + (counts.unmatchedCharges ?? 0)
   return {
     sections: sections.length,
     operations: events.filter((e) => e.k === 'op').length,
@@ -290,11 +302,12 @@ export function checkHistory(events: readonly HistoryEvent[], counts: StoreCount
     lostUpdates: counts.lostUpdates,
     gatewayCharges: counts.gatewayCharges,
     payments: counts.payments,
+    moneyViolations,
     faults: events.filter((e) => e.k === 'fault').length,
     minorityDown: acquiresDuring(events, 'minority'),
     majorityDown: acquiresDuring(events, 'majority'),
     recoveryMs: recoveryTimes(events),
     safetyViolations:
-      staleWritesAccepted.length + nonIncreasingTokens.length + counts.oversoldUnits + counts.doubleChargedOrders + counts.lostUpdates,
+      staleWritesAccepted.length + nonIncreasingTokens.length + counts.oversoldUnits + counts.doubleChargedOrders + counts.lostUpdates + moneyViolations,
   }
 }

@@ -13,6 +13,7 @@ import { join } from 'node:path'
 import { fileURLToPath } from 'node:url'
 import pg from 'pg'
 import { createPrisma, databaseTarget, dropShopSchema, prepareShopSchema, quoteIdent, type DatabaseLocation } from '@fencelock/demo-shop/database'
+import { reconcileAfterSale } from '@fencelock/demo-shop/flash-sale'
 import { countShop } from '@fencelock/demo-shop/shop-counts'
 import { lockPrefixOf } from '@fencelock/demo-shop/shop-keys'
 import { startGateway } from '@fencelock/demo-shop/gateway'
@@ -300,6 +301,9 @@ export async function runScenario(scenario: Scenario, options: RunOptions): Prom
     for (const node of nodes) if (!node.running) await node.spawn()
     await cluster?.ready(30_000)
     await Promise.all(supervisors.map((s) => s.stop(10_000)))
+    // Intents a worker left unpaid (its charge timed out, or it was refused) are settled from the
+    // ledger before counting, with the gateway still up to answer, as the shop's reconciler does.
+    await reconcileAfterSale({ location, redisUrl: redis.url, runId, mode: options.mode, ttlMs: TTL_MS, gatewayUrl: gateway.url })
     await gateway.stop()
 
     const prisma = createPrisma(location, 2)
@@ -334,6 +338,7 @@ export function verdict(scenario: Scenario, fenced: RunResult, lock: RunResult):
   if (f.oversoldUnits > 0) problems.push(`fenced: ${f.oversoldUnits} oversold`)
   if (f.doubleChargedOrders > 0) problems.push(`fenced: ${f.doubleChargedOrders} orders charged twice (gateway ledger)`)
   if (f.lostUpdates > 0) problems.push(`fenced: ${f.lostUpdates} lost updates`)
+  if (f.moneyViolations > 0) problems.push(`fenced: ${f.moneyViolations} orders or charges the ledger and the shop disagree on (charged and not paid, paid and not charged, another amount, or of no order)`)
   for (const r of [fenced, lock]) {
     // A failover without `replicas` (the lock-only run of a topology scenario) may hand out a token
     // the new primary never saw: shown, not judged. With `replicas: 1` tokens must increase.

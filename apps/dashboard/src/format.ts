@@ -13,6 +13,7 @@ export const CHAOS_LABELS: Readonly<Record<WireChaos, string>> = Object.freeze({
   none: 'None',
   pause: 'Pause a lock holder',
   'redis-restart': 'Restart Redis',
+  kill: 'Kill an instance (SIGKILL)',
 })
 
 /** Short chaos names, for tables. */
@@ -20,6 +21,7 @@ export const CHAOS_SHORT: Readonly<Record<WireChaos, string>> = Object.freeze({
   none: 'none',
   pause: 'pause',
   'redis-restart': 'Redis restart',
+  kill: 'kill',
 })
 
 /**

@@ -449,7 +449,7 @@ export async function runFlashSale(
  * The reconciler's pass at the end of a sale: every instance has drained, so no payer is left and
  * every unpaid intent is settled (age limit 0), under the run's own locks and mode.
  */
-async function reconcileAfterSale(run: {
+export async function reconcileAfterSale(run: {
   location: DatabaseLocation
   redisUrl: string
   runId: string

@@ -13,6 +13,7 @@ describe('parseFlashSaleArgs', () => {
     const command = parseFlashSaleArgs('--instances 4 --buyers 2000 --stock 100 --mode fenced --chaos pause --seed 7 --json'.split(' '))
     expect(command.json).toBe(true)
     expect(command.options).toMatchObject({ instances: 4, buyers: 2000, stock: 100, mode: 'fenced', chaos: 'pause', seed: 7 })
+    expect(parseFlashSaleArgs(['--chaos', 'kill']).options.chaos).toBe('kill')
     expect(parseFlashSaleArgs(['--mode=lock', '--ttl-ms=500', '--gateway-latency-ms=10-20']).options).toMatchObject({ mode: 'lock', ttlMs: 500, gatewayLatencyMs: '10-20' })
     expect(parseFlashSaleArgs([]).options.redis).toBe('single')
     expect(parseFlashSaleArgs(['--redis', 'sentinel']).options.redis).toBe('sentinel')

@@ -1,9 +1,9 @@
 import { FIGURE_LABELS, formatCount, MODE_LABELS } from '../format'
 import type { InvariantsView } from '../wire'
 
-/** Violations of one shop: oversold units + orders charged twice at the gateway + lost updates. */
+/** Violations of one shop, as the shop counts them: each broken invariant once (stock, charges twice, and money the ledger and the orders disagree on). */
 export function violationsOf(view: InvariantsView): number {
-  return view.oversold + view.doubleChargedOrders + view.lostUpdates
+  return view.violations
 }
 
 function Row({ label, value, bad, hint }: { label: string; value: string; bad?: boolean; hint?: string }) {
@@ -23,10 +23,18 @@ function InvariantsCard({ view }: { view: InvariantsView }) {
   const healthy = violations === 0
   const id = `inv-${view.source}`
   return (
-    <section className={`inv-card ${healthy ? 'inv-healthy' : 'inv-violated'}`} aria-labelledby={id} data-source={view.source}>
+    <section
+      className={`inv-card ${healthy ? 'inv-healthy' : 'inv-violated'}`}
+      aria-labelledby={id}
+      data-source={view.source}
+    >
       <header className="inv-head">
         <h3 id={id}>{view.title}</h3>
-        <span className={`status ${healthy ? 'status-ok' : 'status-bad'}`} role="status" aria-label={healthy ? 'Status: healthy' : `Status: violated (${violations})`}>
+        <span
+          className={`status ${healthy ? 'status-ok' : 'status-bad'}`}
+          role="status"
+          aria-label={healthy ? 'Status: healthy' : `Status: violated (${violations})`}
+        >
           {healthy ? '✓ Healthy' : '✗ Violated'}
         </span>
       </header>
@@ -38,19 +46,41 @@ function InvariantsCard({ view }: { view: InvariantsView }) {
           label={FIGURE_LABELS.chargedTwice}
           value={formatCount(view.doubleChargedOrders)}
           bad={view.doubleChargedOrders > 0}
-          hint={view.extraCharges > view.doubleChargedOrders ? `${formatCount(view.extraCharges)} extra charges` : undefined}
+          hint={
+            view.extraCharges > view.doubleChargedOrders ? `${formatCount(view.extraCharges)} extra charges` : undefined
+          }
         />
         <Row label="Lost updates" value={formatCount(view.lostUpdates)} bad={view.lostUpdates > 0} />
+        <Row
+          label="Charged, not paid"
+          value={formatCount(view.chargedUnpaidOrders)}
+          bad={view.chargedUnpaidOrders > 0}
+        />
+        <Row
+          label="Paid, not charged"
+          value={formatCount(view.paidUnchargedOrders)}
+          bad={view.paidUnchargedOrders > 0}
+        />
+        <Row
+          label="Charged another amount"
+          value={formatCount(view.amountMismatchOrders)}
+          bad={view.amountMismatchOrders > 0}
+        />
+        <Row label="Charges of no order" value={formatCount(view.unmatchedCharges)} bad={view.unmatchedCharges > 0} />
       </dl>
       {/* Not invariants by themselves: where the money moved, next to what the shop recorded of it. */}
       <dl className="kvs kvs-money" aria-label="Charges and payments">
         <Row label={FIGURE_LABELS.gatewayCharges} value={formatCount(view.gatewayCharges)} />
         <Row label={FIGURE_LABELS.payments} value={formatCount(view.payments)} />
         <Row label={FIGURE_LABELS.paidOrders} value={formatCount(view.paidOrders)} />
+        <Row
+          label="Reconciled: paid / cancelled"
+          value={`${formatCount(view.reconciledPaid)} / ${formatCount(view.cancelledOrders)}`}
+        />
       </dl>
       <p className="note">
-        {MODE_LABELS[view.mode]} · {view.kind === 'final' ? 'final, counted after the run' : 'counted now'}: stock and orders from the shop's database, charges
-        from the gateway's ledger
+        {MODE_LABELS[view.mode]} · {view.kind === 'final' ? 'final, counted after the run' : 'counted now'}: stock and
+        orders from the shop's database, charges from the gateway's ledger
         {!healthy && view.mode !== 'fenced' ? ' · expected without fencing' : ''}
       </p>
     </section>

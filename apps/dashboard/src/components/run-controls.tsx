@@ -41,7 +41,7 @@ function RunProgress({ run }: { run: RunView }) {
       </p>
       <progress max={run.buyers} value={run.buyersDone} aria-label={`Flash sale #${run.id} progress`} />
       <p className="hint">
-        ordered {formatCount(run.ordered)} · sold out {formatCount(run.soldOut)} · paid {formatCount(run.paid)} · {run.chaos === 'redis-restart' ? 'Redis restarts' : 'pauses'}{' '}
+        ordered {formatCount(run.ordered)} · sold out {formatCount(run.soldOut)} · paid {formatCount(run.paid)} · {run.chaos === 'redis-restart' ? 'Redis restarts' : run.chaos === 'kill' ? 'kills' : 'pauses'}{' '}
         {formatCount(run.chaosEvents)}
       </p>
     </div>

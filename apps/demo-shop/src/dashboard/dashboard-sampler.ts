@@ -84,6 +84,13 @@ export function invariantsOf(state: ShopState, source: string, title: string, at
     gatewayCharges: state.gatewayCharges,
     payments: state.payments,
     paidOrders: state.paidOrders,
+    chargedUnpaidOrders: state.violations.chargedUnpaidOrders,
+    paidUnchargedOrders: state.violations.paidUnchargedOrders,
+    amountMismatchOrders: state.violations.amountMismatchOrders,
+    unmatchedCharges: state.violations.unmatchedCharges,
+    reconciledPaid: state.reconciled.paid,
+    cancelledOrders: state.reconciled.cancelled,
+    violations: state.violations.total,
     atMs,
   }
 }
@@ -106,6 +113,13 @@ export function finalInvariantsOf(run: RunView): InvariantsView | undefined {
     gatewayCharges: run.result.gatewayCharges,
     payments: run.result.payments,
     paidOrders: run.result.paidOrders,
+    chargedUnpaidOrders: run.result.chargedUnpaidOrders,
+    paidUnchargedOrders: run.result.paidUnchargedOrders,
+    amountMismatchOrders: run.result.amountMismatchOrders,
+    unmatchedCharges: run.result.unmatchedCharges,
+    reconciledPaid: run.result.reconciledPaid,
+    cancelledOrders: run.result.cancelledOrders,
+    violations: run.result.violations,
     atMs: run.startedAtMs + (run.durationMs ?? 0),
   }
 }

@@ -61,6 +61,16 @@ export interface InvariantsView {
   /** Payments recorded in the shop's database, and orders marked paid there. */
   readonly payments: number
   readonly paidOrders: number
+  /** Money, the gateway's ledger against the orders: charged and not paid, paid and not charged, charged another amount, charges of no order. */
+  readonly chargedUnpaidOrders: number
+  readonly paidUnchargedOrders: number
+  readonly amountMismatchOrders: number
+  readonly unmatchedCharges: number
+  /** What the reconciler settled: payments recorded from the ledger, orders cancelled. */
+  readonly reconciledPaid: number
+  readonly cancelledOrders: number
+  /** Each broken invariant once (the shop's own count). */
+  readonly violations: number
   /** When the counts were taken, epoch ms. */
   readonly atMs: number
 }
@@ -134,6 +144,16 @@ export interface RunView {
     readonly gatewayCharges: number
     readonly payments: number
     readonly paidOrders: number
+    /** Money, the gateway's ledger against the orders: charged and not paid, paid and not charged, charged another amount, charges of no order. */
+    readonly chargedUnpaidOrders: number
+    readonly paidUnchargedOrders: number
+    readonly amountMismatchOrders: number
+    readonly unmatchedCharges: number
+    /** What the reconciler settled: payments recorded from the ledger, orders cancelled. */
+    readonly reconciledPaid: number
+    readonly cancelledOrders: number
+    /** Each broken invariant once (the shop's own count). */
+    readonly violations: number
     readonly staleWritesRejected: number
     readonly expiredLocks: number
     readonly acquireP99Ms: number | null
