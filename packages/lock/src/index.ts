@@ -32,3 +32,4 @@ export {
 } from './lock-error-handler.js'
 export { LOCK_SCRIPTS, type LockScriptName, type LockScriptSource } from './lock-scripts.js'
 export type { LockInspection, NodeInspection } from './family/inspect.js'
+export { MAX_RESOURCES, type MultiLock } from './family/multi-lock.js'
