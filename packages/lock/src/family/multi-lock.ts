@@ -10,6 +10,7 @@
 import { InvalidLockOptionError, LockError, LockLostError } from '../errors.js'
 import type { Lock } from '../lock.js'
 import { checkResource } from '../options.js'
+import { asyncDispose } from './async-dispose.js'
 
 /** Most resources one `acquireAll()` takes. */
 export const MAX_RESOURCES = 64
@@ -137,7 +138,7 @@ export class MultiLock implements AsyncDisposable {
   }
 
   /** Releases every lock like {@link release}, and never throws: for `await using`. */
-  async [Symbol.asyncDispose](): Promise<void> {
+  async [asyncDispose](): Promise<void> {
     await this.release().catch(() => {})
   }
 
