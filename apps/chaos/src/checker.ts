@@ -259,13 +259,13 @@ export function acquiresDuring(events: readonly HistoryEvent[], down: 'minority'
   return { windows: windows.length, asked, grantedDuring, grantedAfter, failed, unresolved, slowest }
 }
 
-/** For each fault, ms from its end to the first grant after it. */
+/** For each fault, ms from its end to the first grant after it (of the fault's `resources`, when it names them). */
 export function recoveryTimes(events: readonly HistoryEvent[]): (number | null)[] {
-  const grants = events.filter((e) => e.k === 'enter').map((e) => e.mono).sort((a, b) => a - b)
+  const enters = events.filter((e): e is EnterEvent => e.k === 'enter').sort((a, b) => a.mono - b.mono)
   const faults = events.filter((e): e is FaultEvent => e.k === 'fault').sort((a, b) => a.end - b.end)
   return faults.map((f) => {
-    const next = grants.find((g) => g >= f.end)
-    return next === undefined ? null : next - f.end
+    const next = enters.find((g) => g.mono >= f.end && (f.resources === undefined || f.resources.includes(g.res)))
+    return next === undefined ? null : next.mono - f.end
   })
 }
 

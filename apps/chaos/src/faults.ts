@@ -7,6 +7,7 @@ import { writeFileSync } from 'node:fs'
 import { Redis } from 'ioredis'
 import type { Supervisor } from '@fencelock/demo-shop/supervisor'
 import type { RedisServer } from '@fencelock/devkit/redis-server'
+import type { ClusterSet, SentinelSet } from '@fencelock/devkit/redis-topology'
 import { monoNow, type Recorder } from './history.js'
 
 /** What an injector may touch. */
@@ -24,6 +25,10 @@ export interface FaultContext {
   readonly lockPrefix: string
   /** The libfaketime control file of the faked worker (clock-jump only). */
   readonly fakeTimeFile?: string
+  /** The run's Sentinel set (topology `sentinel`). */
+  readonly sentinel?: SentinelSet
+  /** The run's Cluster (topology `cluster`). */
+  readonly cluster?: ClusterSet
 }
 
 /** A running injector. */

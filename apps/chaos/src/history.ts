@@ -134,6 +134,11 @@ export interface FaultEvent extends Stamp {
    * were brought back.
    */
   readonly quorumDown?: 'minority' | 'majority'
+  /**
+   * A failover of one shard (Sentinel, Cluster): the lock resources it took away. Recovery is
+   * then the time from the fault's end to the next grant of one of them (other shards grant on).
+   */
+  readonly resources?: readonly string[]
 }
 
 export type HistoryEvent = AskEvent | AcquireFailedEvent | EnterEvent | ExitEvent | LostEvent | WriteEvent | OpEvent | FaultEvent | StallEvent

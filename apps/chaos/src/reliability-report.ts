@@ -148,3 +148,35 @@ export function describeMachine(): string {
     versionOf('psql', ['--version']),
   ].join(' · ')
 }
+
+/**
+ * The failover table: for each scenario on a Sentinel set or a Cluster, every failover's recovery
+ * (from the kill, or the CLUSTER FAILOVER, to the next grant of a resource of that shard: a grant
+ * on the new primary), and what the lock alone let through. Empty when none ran.
+ */
+export function formatFailoverTable(outcomes: readonly ScenarioOutcome[]): string {
+  const failovers = outcomes.filter((o) => o.scenario.topology !== undefined)
+  if (failovers.length === 0) return ''
+  const each = (r: RunResult) => r.check.recoveryMs.map((ms) => (ms === null ? 'none' : String(Math.round(ms)))).join(', ') || '—'
+  const head = [
+    'scenario',
+    'failovers (fenced / lock-only)',
+    'recovery ms, each failover: fenced (replicas 1)',
+    'recovery ms, each failover: lock-only (replicas 0)',
+    'tokens not increasing (fenced / lock-only)',
+    'overlaps, unwarned (fenced / lock-only)',
+    'violations (fenced / lock-only)',
+    'result',
+  ]
+  const rows = failovers.map(({ scenario, fenced, lock, problems }) => [
+    `\`${scenario.name}\``,
+    pair(fenced.check.faults, lock.check.faults),
+    each(fenced),
+    each(lock),
+    pair(fenced.check.nonIncreasingTokens.length, lock.check.nonIncreasingTokens.length),
+    `${fenced.check.overlaps.length} (${fenced.check.unwarnedOverlaps}) / ${lock.check.overlaps.length} (${lock.check.unwarnedOverlaps})`,
+    pair(fenced.check.safetyViolations, lock.check.safetyViolations),
+    problems.length === 0 ? 'pass' : '**FAIL**',
+  ])
+  return [head, head.map(() => '---'), ...rows].map((cells) => `| ${cells.join(' | ')} |`).join('\n')
+}

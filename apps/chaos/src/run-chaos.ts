@@ -11,7 +11,7 @@
 import { writeFileSync } from 'node:fs'
 import { fileURLToPath } from 'node:url'
 import { EXIT_CODES, integerFlag, runCommand, stringFlag, UsageError, type CliSpec } from '@fencelock/devkit/cli'
-import { describeMachine, formatQuorumTable, formatTable } from './reliability-report.js'
+import { describeMachine, formatFailoverTable, formatQuorumTable, formatTable } from './reliability-report.js'
 import { OUTAGE_SLACK_MS, QUORUM_NODES, SCENARIOS, TTL_MS, WAIT_MS } from './scenarios.js'
 import { runSuite } from './suite.js'
 
@@ -72,18 +72,20 @@ await runCommand(CHAOS_CLI, process.argv.slice(2), async (values) => {
   const seconds = (performance.now() - began) / 1000
   const table = formatTable(outcomes)
   const quorumTable = formatQuorumTable(outcomes)
+  const failoverTable = formatFailoverTable(outcomes)
   console.log(table)
   if (quorumTable !== '') console.log(`\n${quorumTable}`)
+  if (failoverTable !== '') console.log(`\n${failoverTable}`)
   const failed = outcomes.filter((o) => o.problems.length > 0)
   console.log(`\n${outcomes.length - failed.length} of ${outcomes.length} scenarios pass — ${seconds.toFixed(0)} s`)
   if (out !== undefined) {
-    writeFileSync(out, reliabilityDoc(table, quorumTable, command, durationMs, seconds))
+    writeFileSync(out, reliabilityDoc(table, quorumTable, failoverTable, command, durationMs, seconds))
     console.error(`written: ${out}`)
   }
   return failed.length === 0 ? EXIT_CODES.ok : EXIT_CODES.failed
 })
 
-function reliabilityDoc(table: string, quorumTable: string, command: string, durationMs: number, seconds: number): string {
+function reliabilityDoc(table: string, quorumTable: string, failoverTable: string, command: string, durationMs: number, seconds: number): string {
   return `# Reliability: FenceLock under faults
 
 Measured by \`${command}\` on ${new Date().toISOString().slice(0, 10)}, ${describeMachine()}; ${(seconds / 60).toFixed(1)} min in all.
@@ -123,7 +125,36 @@ ${table}
   bite), when the clock jump changes anything, or, in quorum mode, when an acquire asked while a
   majority of the nodes was down was granted, hung, failed without the lock's typed error, or took
   longer than its wait plus ${OUTAGE_SLACK_MS} ms.
-${quorumTable === '' ? '' : quorumSection(quorumTable)}`
+${quorumTable === '' ? '' : quorumSection(quorumTable)}${failoverTable === '' ? '' : failoverSection(failoverTable)}`
+}
+
+function failoverSection(failoverTable: string): string {
+  return `
+## Failover: Redis Sentinel and Redis Cluster
+
+Three scenarios run the workers on a highly available deployment the devkit spawns instead of one
+redis-server, through ioredis's own clients (\`new Redis({ sentinels, name })\`, \`new Cluster(nodes)\`):
+
+- \`sentinel-failover\`: a primary, 2 replicas, 3 Sentinels (quorum 2, \`down-after-milliseconds\`
+  1 000). The primary is killed (kill -9); once the Sentinels named a new one, the killed server
+  comes back empty and the Sentinels make it a replica; 1.5-2.5 s after it is in sync, again.
+- \`cluster-primary-kill\`: 3 primaries with a replica each (\`cluster-node-timeout\` 1 000). The
+  primary of the shard that owns \`product:flash-2\` (locked all run long) is killed; its replica
+  takes over; the killed node restarts with its nodes.conf and rejoins as a replica; again.
+- \`cluster-manual-failover\`: \`CLUSTER FAILOVER\` sent to that shard's replica (the replica
+  catches up, then takes over: nothing acknowledged is lost), every 2-3 s, the roles swapping.
+
+The fenced run's Lockers take \`replicas: 1\` (a grant counts once a replica acknowledged it, so a
+failover keeps it and its token counter); the lock-only run's take none, which is what a lock alone
+gives. **Recovery** is from the kill (or the \`CLUSTER FAILOVER\`) to the next grant of a resource of
+that shard: the first grant on the new primary (grants on the other shards do not count). Fenced
+must show 0 violations and tokens that always increase; lock-only is shown. An overlap under a
+failover is a holder whose renewals could not reach a primary for longer than its TTL
+(${TTL_MS} ms; a Sentinel failover takes seconds) while its section went on: it is told (\`lost\`,
+\`lock.signal\`) at its next renewal; fencing makes its late writes harmless.
+
+${failoverTable}
+`
 }
 
 /** Scenarios whose runs are longer than the suite's duration, as `name ≥ N s`. */

@@ -12,13 +12,16 @@ export interface SuiteOptions {
   /** Scenario names to run; default all. */
   readonly only?: readonly string[]
   readonly verbose?: boolean
+  /** Leave out the scenarios marked `slow` (the failovers), unless `only` names them. */
+  readonly skipSlow?: boolean
   /** Called after each run. */
   readonly onRun?: (result: RunResult) => void
 }
 
 /** Runs the suite; each outcome carries its verdict. */
 export async function runSuite(options: SuiteOptions): Promise<ScenarioOutcome[]> {
-  const chosen = options.only === undefined ? SCENARIOS : SCENARIOS.filter((s) => options.only?.includes(s.name))
+  const chosen =
+    options.only === undefined ? SCENARIOS.filter((s) => !(options.skipSlow === true && s.slow === true)) : SCENARIOS.filter((s) => options.only?.includes(s.name))
   if (options.only !== undefined && chosen.length !== options.only.length) {
     throw new Error(`unknown scenario in ${options.only.join(',')}; known: ${SCENARIOS.map((s) => s.name).join(', ')}`)
   }

@@ -2,7 +2,8 @@
  * One chaos worker process, forked by the demo shop's Supervisor (it speaks the shop instance's
  * IPC protocol: `ready`, `external-call`, `shutdown`). It runs the shop's business code
  * (`ShopService`) in `lock` or `fenced` mode with its own Redis connection (one per node in
- * quorum mode: `CHAOS_REDIS_URLS`), Locker and Prisma client, from a few concurrent clients, and records its history (see history.ts) to
+ * quorum mode: `CHAOS_REDIS_URLS`; ioredis's Sentinel or Cluster client with `CHAOS_SENTINELS` or
+ * `CHAOS_CLUSTER_NODES`, and the lock's `replicas` option from `CHAOS_REPLICAS`), Locker and Prisma client, from a few concurrent clients, and records its history (see history.ts) to
  * `<CHAOS_HISTORY_DIR>/<instance>.jsonl`. No HTTP: the faults are about the lock and the
  * database, and a server would only add latency between the fault and the write.
  *
@@ -10,7 +11,7 @@
  * stop-the-world GC) for 0-3 × TTL at some gateway calls made under a lock, and records each.
  */
 import { Locker } from '@fencelock/lock'
-import { Redis } from 'ioredis'
+import { Cluster, Redis } from 'ioredis'
 import { createPrisma } from '@fencelock/demo-shop/database'
 import type { InstanceMessage, SupervisorMessage } from '@fencelock/demo-shop/ipc-messages'
 import { httpGateway } from '@fencelock/demo-shop/payment-gateway'
@@ -49,15 +50,28 @@ async function main(): Promise<void> {
   // Quorum mode (CHAOS_REDIS_URLS, one URL per independent master): one client per node, with
   // ioredis's stock options (offline queue on, 20 retries per command), since the lock promises
   // its deadlines whatever the client options. Else one client on CHAOS_REDIS_URL.
+  // A Sentinel set (CHAOS_SENTINELS, CHAOS_SENTINEL_NAME) or a Cluster (CHAOS_CLUSTER_NODES):
+  // ioredis's own clients, options as docs/LOCK.md's deployment guide says.
   const quorumUrls = process.env.CHAOS_REDIS_URLS?.split(',').filter(Boolean)
-  const redisClients = quorumUrls === undefined ? [new Redis(env('CHAOS_REDIS_URL'), { maxRetriesPerRequest: 2 })] : quorumUrls.map((url) => new Redis(url))
+  const addresses = (list: string) => list.split(',').map((a) => ({ host: a.split(':')[0] as string, port: Number(a.split(':')[1]) }))
+  const sentinels = process.env.CHAOS_SENTINELS
+  const clusterNodes = process.env.CHAOS_CLUSTER_NODES
+  const redisClients: (Redis | Cluster)[] =
+    quorumUrls !== undefined
+      ? quorumUrls.map((url) => new Redis(url))
+      : sentinels
+        ? [new Redis({ sentinels: addresses(sentinels), name: env('CHAOS_SENTINEL_NAME'), maxRetriesPerRequest: 2 })]
+        : clusterNodes
+          ? [new Cluster(addresses(clusterNodes), { redisOptions: { maxRetriesPerRequest: 2 } })]
+          : [new Redis(env('CHAOS_REDIS_URL'), { maxRetriesPerRequest: 2 })]
   for (const client of redisClients) {
     client.on('error', () => {
       // ioredis reconnects by itself (across a kill -9 of redis-server); the lock reports failures.
     })
   }
-  const lockOptions = { ttlMs, waitMs, prefix: lockPrefixOf(env('CHAOS_RUN_ID')) }
-  const locker = quorumUrls === undefined ? new Locker(redisClients[0] as Redis, lockOptions) : new Locker(redisClients, lockOptions)
+  const replicas = Number(process.env.CHAOS_REPLICAS ?? 0)
+  const lockOptions = { ttlMs, waitMs, prefix: lockPrefixOf(env('CHAOS_RUN_ID')), ...(replicas > 0 ? { replicas } : {}) }
+  const locker = quorumUrls === undefined ? new Locker(redisClients[0] as Redis | Cluster, lockOptions) : new Locker(redisClients as Redis[], lockOptions)
   locker.listen((event) => {
     if (event.type === 'lost') recorder.record({ k: 'lost', inst, res: event.resource, token: String(event.token), reason: event.reason })
   })

@@ -229,3 +229,16 @@ describe('acquires asked while a quorum was down', () => {
     expect(r.minorityDown).toMatchObject({ windows: 1, asked: 1, grantedDuring: [{ inst: 'w1', token: '3' }] })
   })
 })
+
+describe('recovery after a failover of one shard', () => {
+  it('counts from the fault to the next grant of a resource it names; grants of other resources (other shards) do not count', () => {
+    const events: HistoryEvent[] = [
+      { k: 'fault', kind: 'cluster-primary-kill-9', start: 100, end: 100, resources: ['product:flash-2'], ...clocks(100) },
+      { k: 'enter', inst: 'w1', res: 'product:flash-1', token: '5', ...clocks(150) },
+      { k: 'enter', inst: 'w2', res: 'product:flash-2', token: '9', ...clocks(2_100) },
+      { k: 'fault', kind: 'redis-kill-9', start: 3_000, end: 3_050, ...clocks(3_050) },
+      { k: 'enter', inst: 'w1', res: 'order:1', token: '11', ...clocks(3_100) },
+    ]
+    expect(checkHistory(events).recoveryMs).toEqual([2_000, 50])
+  })
+})

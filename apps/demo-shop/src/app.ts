@@ -6,7 +6,7 @@
  * | route | answers |
  * | --- | --- |
  * | `POST /api/products/:sku/purchase {buyerId}` | 201 ordered · 409 `sold_out` · 404 unknown sku |
- * | `POST /api/orders/:id/pay` | 200 `paid` or `already_paid` · 404 unknown order |
+ * | `POST /api/orders/:id/pay` | 200 `paid` or `already_paid` · 202 `reconciling` (the gateway holds another call under the order's key: the reconciler settles it) · 409 `order_cancelled` · 404 unknown order |
  * | `GET /api/state` | stock, orders, payments, violation counts, locks held now |
  * | `GET /api/products` | the products and their stock |
  * | `GET /metrics` | this instance's Prometheus metrics |
@@ -15,7 +15,7 @@
  * Failures every route may give: 400 malformed JSON / buyerId / order id / path encoding, a body
  * that does not decompress, an unknown Content-Encoding or charset; 413 a body over 16 KiB (once
  * decompressed); 409 `stale_write_rejected` (the database, or the payment gateway, refused a call
- * carrying an old fencing token: this instance's lock had expired), 502 `gateway_error` (the
+ * carrying an old fencing token: this instance's lock had expired; the message says which), 502 `gateway_error` (the
  * payment gateway failed; a retried payment is safe in `fenced` mode), 503 `lock_timeout` or
  * `lock_unavailable` (retry later).
  * Bad input never gives a 500; a 500 means a bug, and the process keeps serving.
@@ -52,6 +52,8 @@ export interface ShopState {
   readonly payments: number
   /** Charges in the payment gateway's ledger. */
   readonly gatewayCharges: number
+  /** What the reconciler settled: payments it recorded from the ledger, orders it cancelled. */
+  readonly reconciled: { readonly paid: number; readonly cancelled: number }
   readonly violations: {
     readonly oversoldUnits: number
     /** Orders charged more than once at the gateway (its ledger). */
@@ -61,6 +63,15 @@ export interface ShopState {
     /** Orders with more than one payment recorded in the shop. */
     readonly doublePaidOrders: number
     readonly lostUpdates: number
+    /** Orders charged at the gateway and not paid in the shop. */
+    readonly chargedUnpaidOrders: number
+    /** Paid orders with no charge in the ledger. */
+    readonly paidUnchargedOrders: number
+    /** Orders charged another amount than theirs. */
+    readonly amountMismatchOrders: number
+    /** Ledger charges whose key names no order. */
+    readonly unmatchedCharges: number
+    /** Each broken invariant once. */
     readonly total: number
   }
   readonly locks: HeldLock[]
@@ -130,12 +141,17 @@ export function createApp(deps: AppDeps): Express {
       paidOrders: counts.paidOrders,
       payments: counts.payments,
       gatewayCharges: counts.gatewayCharges,
+      reconciled: { paid: counts.reconciledPaid, cancelled: counts.cancelledOrders },
       violations: {
         oversoldUnits: counts.oversoldUnits,
         doubleChargedOrders: counts.doubleChargedOrders,
         extraCharges: counts.extraCharges,
         doublePaidOrders: counts.doublePaidOrders,
         lostUpdates: counts.lostUpdates,
+        chargedUnpaidOrders: counts.chargedUnpaidOrders,
+        paidUnchargedOrders: counts.paidUnchargedOrders,
+        amountMismatchOrders: counts.amountMismatchOrders,
+        unmatchedCharges: counts.unmatchedCharges,
         total: counts.violations,
       },
       locks,
@@ -148,7 +164,12 @@ export function createApp(deps: AppDeps): Express {
     if (!SKU.test(sku)) return fail(res, 404, 'unknown_product', `no product ${JSON.stringify(sku.slice(0, 64))}`)
     const buyerId = bodyField(req, 'buyerId')
     if (typeof buyerId !== 'string' || !BUYER_ID.test(buyerId)) {
-      return fail(res, 400, 'invalid_buyer_id', 'the body must be JSON {"buyerId": "<1 to 64 of A-Z a-z 0-9 . _ : @ ->"}')
+      return fail(
+        res,
+        400,
+        'invalid_buyer_id',
+        'the body must be JSON {"buyerId": "<1 to 64 of A-Z a-z 0-9 . _ : @ ->"}',
+      )
     }
     const result = await deps.shop.purchase(sku, buyerId)
     switch (result.kind) {
@@ -170,13 +191,24 @@ export function createApp(deps: AppDeps): Express {
 
   app.post('/api/orders/:id/pay', async (req, res) => {
     const id = String(req.params.id)
-    if (!ORDER_ID.test(id) || Number(id) > MAX_ORDER_ID) return fail(res, 400, 'invalid_order_id', `order id must be an integer from 1 to ${MAX_ORDER_ID}`)
+    if (!ORDER_ID.test(id) || Number(id) > MAX_ORDER_ID)
+      return fail(res, 400, 'invalid_order_id', `order id must be an integer from 1 to ${MAX_ORDER_ID}`)
     const result = await deps.shop.pay(Number(id))
     switch (result.kind) {
       case 'unknown-order':
         return fail(res, 404, 'unknown_order', `no order ${id}`)
       case 'already-paid':
         return res.json({ result: 'already_paid', orderId: result.orderId, instance: instanceId })
+      case 'cancelled':
+        return fail(res, 409, 'order_cancelled', `order ${id} was cancelled: no charge was found for its payment`)
+      case 'reconciling':
+        return res.status(202).json({
+          result: 'reconciling',
+          orderId: result.orderId,
+          message:
+            'the payment gateway holds another call under this order’s key; the order is settled by the reconciler, do not retry',
+          instance: instanceId,
+        })
       case 'paid':
         return res.json({
           result: 'paid',
@@ -194,19 +226,47 @@ export function createApp(deps: AppDeps): Express {
   const onError: ErrorRequestHandler = (error: unknown, _req, res, next) => {
     if (res.headersSent) return next(error)
     const parser = bodyParserFailure(error)
-    if (parser?.kind === 'too-large') return fail(res, 413, 'body_too_large', `the body must be at most ${MAX_BODY_BYTES} bytes`)
-    if (parser !== undefined) return fail(res, 400, { malformed: 'malformed_json', unsupported: 'unsupported_encoding', unreadable: 'unreadable_body' }[parser.kind], parser.message)
+    if (parser?.kind === 'too-large')
+      return fail(res, 413, 'body_too_large', `the body must be at most ${MAX_BODY_BYTES} bytes`)
+    if (parser !== undefined)
+      return fail(
+        res,
+        400,
+        { malformed: 'malformed_json', unsupported: 'unsupported_encoding', unreadable: 'unreadable_body' }[
+          parser.kind
+        ],
+        parser.message,
+      )
     // The router's: a path parameter (a sku, an order id) that is not valid percent-encoding.
-    if (error instanceof URIError) return fail(res, 400, 'malformed_path', 'the path is not valid percent-encoded UTF-8')
+    if (error instanceof URIError)
+      return fail(res, 400, 'malformed_path', 'the path is not valid percent-encoded UTF-8')
+    if (error instanceof GatewayError && error.isStaleToken) {
+      return fail(
+        res,
+        409,
+        'stale_write_rejected',
+        'the payment gateway refused a charge with an old fencing token: this instance lost its lock; nothing was charged or written',
+      )
+    }
     if (deps.isStaleWrite(error)) {
-      return fail(res, 409, 'stale_write_rejected', 'the database refused a write with an old fencing token: this instance lost its lock; nothing was written')
+      return fail(
+        res,
+        409,
+        'stale_write_rejected',
+        'the database refused a write with an old fencing token: this instance lost its lock; nothing was written',
+      )
     }
     if (error instanceof LockTimeoutError) {
       res.setHeader('Retry-After', '1')
       return fail(res, 503, 'lock_timeout', `the lock ${error.resource} stayed held; retry later`)
     }
     if (error instanceof GatewayError) {
-      return fail(res, 502, 'gateway_error', `the payment gateway answered ${error.status} ${error.code}; retry the payment (it is idempotent)`)
+      return fail(
+        res,
+        502,
+        'gateway_error',
+        `the payment gateway answered ${error.status} ${error.code}; retry the payment (it is idempotent)`,
+      )
     }
     if (error instanceof LockUnavailableError) {
       res.setHeader('Retry-After', '1')
@@ -224,4 +284,3 @@ function bodyField(req: Request, name: string): unknown {
   if (body === null || typeof body !== 'object' || Array.isArray(body)) return undefined
   return Object.hasOwn(body, name) ? (body as Record<string, unknown>)[name] : undefined
 }
-

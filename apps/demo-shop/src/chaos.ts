@@ -10,13 +10,18 @@
  *   both; targets are chosen by the seeded RNG.
  * - `redis-restart`: restarts the redis-server the demo owns (without persistence: every lock and
  *   counter is gone), every few seconds. Refused for a Redis the demo did not start.
+ * - `kill`: kills an instance with SIGKILL mid-sale and restarts it on its port after a delay.
+ *   The kills take turns: one while the instance is in a charge (at a random moment of the
+ *   gateway's latency), one exactly where it hurts — the instance is restarted with
+ *   FENCELOCK_DIE_AFTER_CHARGE, so it dies right after the gateway answered a charge and before
+ *   the payment row — then restarted again. Money moved and not recorded is the reconciler's work.
  */
 import type { Random } from './random.js'
 import type { RedisServer } from '@fencelock/devkit/redis-server'
 import type { ExternalCall, Supervisor } from './supervisor.js'
 
 /** The chaos kinds of a run. */
-export const CHAOS_KINDS = Object.freeze(['none', 'pause', 'redis-restart'] as const)
+export const CHAOS_KINDS = Object.freeze(['none', 'pause', 'redis-restart', 'kill'] as const)
 export type ChaosKind = (typeof CHAOS_KINDS)[number]
 
 /** One pause that happened. */
@@ -35,6 +40,8 @@ export interface Chaos {
   /** Pauses or restarts done so far. */
   readonly count: number
   readonly pauses: readonly PauseRecord[]
+  /** Kills done (`kill` chaos): who, how, and how long until it listened again. */
+  readonly kills?: readonly KillRecord[]
   /** Stops injecting and undoes what is in progress (a frozen instance is continued). */
   stop(): Promise<void>
 }
@@ -113,7 +120,12 @@ export function startPauseChaos(supervisor: Supervisor, options: PauseChaosOptio
     // Only a holder of a lock is a target (a lock-free `unsafe` run is paused anywhere); one at a time.
     if (stopped || current !== undefined || performance.now() < armedAt) return
     const wanted = turns[pauses.length % turns.length]
-    if (wanted !== undefined && call.operation !== wanted && performance.now() < armedAt + 3 * Math.max(options.gapMs, 100)) return
+    if (
+      wanted !== undefined &&
+      call.operation !== wanted &&
+      performance.now() < armedAt + 3 * Math.max(options.gapMs, 100)
+    )
+      return
     // Skip some candidates at random, so the seed decides which operation and instance freeze.
     if (options.random.next() < 0.35) return
     current = { pid: call.pid, resume: () => {} }
@@ -172,6 +184,106 @@ export function startRedisRestartChaos(redis: RedisServer, options: RedisRestart
     pauses: [],
     async stop() {
       stopped = true
+      await loop
+    },
+  }
+}
+
+/** One kill of the `kill` chaos. */
+export interface KillRecord {
+  readonly instance: string
+  /** `sigkill-in-charge`: killed by the supervisor during a charge; `died-after-charge`: the FENCELOCK_DIE_AFTER_CHARGE hook. */
+  readonly how: 'sigkill-in-charge' | 'died-after-charge'
+  /** From the kill (or the death) to the restarted instance listening, in ms; null when the run ended first. */
+  readonly restartMs: number | null
+}
+
+/** Options of {@link startKillChaos}. */
+export interface KillChaosOptions {
+  readonly random: Random
+  /** Down time of a killed instance before its restart, in ms. */
+  readonly restartAfterMs: number
+  /** Quiet time after a restart before the next kill, in ms. */
+  readonly gapMs: number
+  /** Longest gateway latency, in ms: a kill during a charge lands at a random moment of it. */
+  readonly latencyMaxMs: number
+  /** Delay before the first kill, in ms. Default 200. */
+  readonly firstAfterMs?: number
+}
+
+/**
+ * Starts the kill chaos on `supervisor`'s instances (see the module's comment).
+ * @example
+ * ```ts
+ * const chaos = startKillChaos(supervisor, { random: seededRandom(7), restartAfterMs: 500, gapMs: 1000, latencyMaxMs: 80 })
+ * ```
+ */
+export function startKillChaos(supervisor: Supervisor, options: KillChaosOptions): Chaos {
+  const kills: KillRecord[] = []
+  let stopped = false
+  let wakeStop: () => void = () => {}
+  const stoppedSignal = new Promise<void>((r) => (wakeStop = r))
+  const waitFor = <T>(event: Promise<T>): Promise<T | undefined> =>
+    Promise.race([event, stoppedSignal.then(() => undefined)])
+  const nextCharge = () =>
+    new Promise<ExternalCall>((resolve) => {
+      const off = supervisor.onExternalCall((call) => {
+        if (call.operation !== 'charge' || options.random.next() < 0.3) return
+        off()
+        resolve(call)
+      })
+    })
+  const exitOf = (id: string) =>
+    new Promise<void>((resolve) => {
+      const off = supervisor.onExit((exited) => {
+        if (exited !== id) return
+        off()
+        resolve()
+      })
+    })
+  const restart = async (id: string, diedAt: number, how: KillRecord['how'], env: Record<string, string> = {}) => {
+    await waitFor(sleep(options.restartAfterMs))
+    if (stopped) {
+      kills.push({ instance: id, how, restartMs: null })
+      return false
+    }
+    await supervisor.restart(id, env)
+    kills.push({ instance: id, how, restartMs: Math.round(performance.now() - diedAt) })
+    return true
+  }
+  const loop = (async () => {
+    await waitFor(sleep(options.firstAfterMs ?? 200))
+    while (!stopped) {
+      const call = await waitFor(nextCharge())
+      if (call === undefined) break
+      await waitFor(sleep(options.random.int(0, options.latencyMaxMs)))
+      if (stopped || !(await supervisor.kill(call.pid))) continue
+      const diedAt = performance.now()
+      // Back with the hook: it dies by itself right after its next charge is answered.
+      const exited = exitOf(call.instance)
+      if (
+        !(await restart(call.instance, diedAt, 'sigkill-in-charge', {
+          FENCELOCK_DIE_AFTER_CHARGE: String(options.random.int(1, 3)),
+        }))
+      )
+        break
+      if ((await waitFor(exited)) === undefined && stopped) break
+      if (!(await restart(call.instance, performance.now(), 'died-after-charge'))) break
+      await waitFor(sleep(options.gapMs))
+    }
+  })().catch(() => {
+    // A restart refused because the run is stopping: the kills so far stand.
+  })
+  return {
+    kind: 'kill',
+    get count() {
+      return kills.length
+    },
+    pauses: [],
+    kills,
+    async stop() {
+      stopped = true
+      wakeStop()
       await loop
     },
   }

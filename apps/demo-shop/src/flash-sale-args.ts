@@ -32,6 +32,7 @@ export const FLASH_SALE_CLI: CliSpec = {
     'ttl-ms': { type: 'string', value: '<n>', description: 'lock lease in ms, 100-60000', default: FLASH_SALE_DEFAULTS.ttlMs },
     'gateway-latency-ms': { type: 'string', value: '<min-max>', description: 'payment gateway latency, ms', default: FLASH_SALE_DEFAULTS.gatewayLatencyMs },
     concurrency: { type: 'string', value: '<n>', description: 'buyers in flight at once, 1-1000', default: FLASH_SALE_DEFAULTS.concurrency },
+    redis: { type: 'string', value: '<r>', description: 'single | sentinel (a spawned primary, 2 replicas and 3 Sentinels; the instances connect through the Sentinels, lock replicas: 1)', default: 'single' },
     json: { type: 'boolean', description: 'print the report as JSON on stdout (and nothing else there)' },
     'keep-data': { type: 'boolean', description: "keep the run's database schema" },
     verbose: { type: 'boolean', description: "show the instances' and the gateway's logs" },
@@ -68,6 +69,7 @@ export function parseFlashSaleArgs(argv: readonly string[]): FlashSaleCommand {
     concurrency: integerFlag(values, 'concurrency', FLASH_SALE_DEFAULTS.concurrency, 1, 1_000),
     gatewayLatencyMs,
     keepData: values['keep-data'] === true,
+    redis: choiceFlag(values, 'redis', 'single', ['single', 'sentinel'] as const),
   }
   return { help: values.help === true, json: values.json === true, verbose: values.verbose === true, options }
 }

@@ -4,14 +4,39 @@
  * the report counted from the database.
  */
 import { randomBytes } from 'node:crypto'
-import { noChaos, startPauseChaos, startRedisRestartChaos, type Chaos, type ChaosKind, type PauseRecord } from './chaos.js'
-import { createPrisma, databaseTarget, dropShopSchema, prepareShopSchema, startEmbeddedDatabase, type DatabaseLocation, type EmbeddedDatabase } from './database.js'
-import type { InstanceStats } from './instance.js'
+import { Locker } from '@fencelock/lock'
+import { Redis } from 'ioredis'
+import {
+  noChaos,
+  startKillChaos,
+  startPauseChaos,
+  startRedisRestartChaos,
+  type Chaos,
+  type ChaosKind,
+  type KillRecord,
+  type PauseRecord,
+} from './chaos.js'
+import {
+  createPrisma,
+  databaseTarget,
+  dropShopSchema,
+  prepareShopSchema,
+  startEmbeddedDatabase,
+  type DatabaseLocation,
+  type EmbeddedDatabase,
+} from './database.js'
+import { GATEWAY_TIMEOUT_MS, type InstanceStats } from './instance.js'
+import { INSTANCE_DEFAULTS } from './instance-config.js'
+import { httpGateway, parseLatency } from './payment-gateway.js'
+import { createProtection, fencedShopClient, shopStores } from './protection.js'
+import { Reconciler, type ReconcilePass } from './reconciler.js'
+import { lockPrefixOf } from './shop-keys.js'
 import { runLoad, type LoadTotals } from './load-generator.js'
 import type { ProtectionMode } from './protection.js'
 import { seededRandom } from './random.js'
 import { CannotStartError } from '@fencelock/devkit/cli'
 import { resolveRedis, type RedisEndpoint } from '@fencelock/devkit/redis-endpoint'
+import { startSentinelSet } from '@fencelock/devkit/redis-topology'
 import { countShop } from './shop-counts.js'
 import { startGateway } from './gateway/start-gateway.js'
 import { Supervisor, type InstanceProcess } from './supervisor.js'
@@ -49,6 +74,12 @@ export interface FlashSaleOptions {
   readonly keepData?: boolean
   /** Instances' stderr: shown or not. Default 'ignore'. */
   readonly instanceLogs?: 'inherit' | 'ignore'
+  /**
+   * `sentinel`: a Sentinel set spawned for the run (a primary, 2 replicas, 3 Sentinels, by the
+   * devkit), the instances connecting through the Sentinels with the lock's `replicas: 1`.
+   * Default `single` (REDIS_URL, 127.0.0.1:6379, or a spawned redis-server).
+   */
+  readonly redis?: 'single' | 'sentinel'
 }
 
 /** Progress of a running sale, for the progress line. */
@@ -87,6 +118,21 @@ export interface FlashSaleReport {
   /** Charges beyond the first of each order, at the gateway. */
   readonly extraCharges: number
   readonly lostUpdates: number
+  /** Orders charged at the gateway and not paid in the shop, after reconciliation (money moved, never recorded). */
+  readonly chargedUnpaidOrders: number
+  /** Paid orders with no charge in the ledger. */
+  readonly paidUnchargedOrders: number
+  /** Orders charged another amount than the order's. */
+  readonly amountMismatchOrders: number
+  /** Ledger charges whose key names no order. */
+  readonly unmatchedCharges: number
+  /** Payments recorded by a reconciler (during the sale and at its end), from a charge in the ledger. */
+  readonly reconciledPaid: number
+  /** Orders cancelled by a reconciler (no charge for their intent), their units returned. */
+  readonly cancelledOrders: number
+  /** What the pass at the end of the sale (after the instances drained, before counting) settled. */
+  readonly finalReconcile: ReconcilePass
+  /** Each broken invariant once. */
   readonly violations: number
   // From the instances' own counters:
   readonly staleWritesRejected: number
@@ -98,6 +144,8 @@ export interface FlashSaleReport {
   // The chaos and the crowd:
   readonly chaosEvents: number
   readonly pauses: readonly PauseRecord[]
+  /** The `kill` chaos' kills and restarts. */
+  readonly kills: readonly KillRecord[]
   readonly load: LoadTotals
 }
 
@@ -112,7 +160,9 @@ export function percentile(values: readonly number[], p: number): number | null 
  * The CLI's exit code for a finished run: 1 when a violation happened in `fenced` mode (the one
  * mode that promises none), else 0. Violations in `unsafe` and `lock` are what those modes show.
  */
-export function exitCodeOf(report: Pick<FlashSaleReport, 'violations'> & { options: Pick<FlashSaleOptions, 'mode'> }): 0 | 1 {
+export function exitCodeOf(
+  report: Pick<FlashSaleReport, 'violations'> & { options: Pick<FlashSaleOptions, 'mode'> },
+): 0 | 1 {
   return report.options.mode === 'fenced' && report.violations > 0 ? 1 : 0
 }
 
@@ -134,7 +184,9 @@ async function startStep<T>(what: string, step: () => Promise<T>): Promise<T> {
     return await step()
   } catch (error) {
     if (error instanceof CannotStartError) throw error
-    throw new FlashSaleSetupError(`${what} did not start: ${error instanceof Error ? error.message : String(error)}`, { cause: error })
+    throw new FlashSaleSetupError(`${what} did not start: ${error instanceof Error ? error.message : String(error)}`, {
+      cause: error,
+    })
   }
 }
 
@@ -179,22 +231,38 @@ export async function runFlashSale(
     progress({ phase: 'starting', done: 0, chaosCount: 0, message: 'starting Redis and the database' })
     // Redis: the chaos `redis-restart` needs one the demo owns, so it spawns its own unless told otherwise.
     let redis = services.redis
+    let sentinelEnv: Record<string, string> = {}
+    if (options.redis === 'sentinel') {
+      if (options.chaos === 'redis-restart') throw new FlashSaleSetupError('--chaos redis-restart restarts one redis-server; with --redis sentinel use --chaos none or pause')
+      const set = await startStep('the Sentinel set', () => startSentinelSet())
+      cleanups.push(() => set.dispose())
+      const primary = await set.primary()
+      redis = { url: primary.url, origin: `Sentinel set (spawned: primary :${primary.port}, 2 replicas, 3 Sentinels; lock replicas: 1)`, owned: undefined, stop: async () => {} }
+      sentinelEnv = { REDIS_SENTINELS: set.sentinelAddresses.map((a) => `${a.host}:${a.port}`).join(','), REDIS_SENTINEL_NAME: set.name, SHOP_LOCK_REPLICAS: '1' }
+    }
     if (redis === undefined) {
       if (options.chaos === 'redis-restart' && process.env.REDIS_URL) {
-        throw new FlashSaleSetupError('--chaos redis-restart restarts a redis-server the demo starts itself; unset REDIS_URL so it can spawn one (redis-server on PATH)')
+        throw new FlashSaleSetupError(
+          '--chaos redis-restart restarts a redis-server the demo starts itself; unset REDIS_URL so it can spawn one (redis-server on PATH)',
+        )
       }
       const own = await resolveRedis({ preferOwned: options.chaos === 'redis-restart' })
       cleanups.push(() => own.stop())
       redis = own
     }
     if (options.chaos === 'redis-restart' && redis.owned === undefined) {
-      throw new FlashSaleSetupError(`--chaos redis-restart only restarts a Redis the demo started; this run uses ${redis.origin}`)
+      throw new FlashSaleSetupError(
+        `--chaos redis-restart only restarts a Redis the demo started; this run uses ${redis.origin}`,
+      )
     }
 
     let database = services.database
     if (database === undefined) {
       if (process.env.DATABASE_URL) {
-        database = { connectionString: databaseTarget(process.env.DATABASE_URL).connectionString, origin: 'DATABASE_URL' }
+        database = {
+          connectionString: databaseTarget(process.env.DATABASE_URL).connectionString,
+          origin: 'DATABASE_URL',
+        }
       } else {
         const embedded: EmbeddedDatabase = await startStep('the embedded PostgreSQL', startEmbeddedDatabase)
         cleanups.push(() => embedded.stop())
@@ -203,9 +271,19 @@ export async function runFlashSale(
     }
     checkSignal()
     const embedded = database.origin.startsWith('embedded')
-    const location: DatabaseLocation = { connectionString: database.connectionString, schema: `flash_sale_${runId.replaceAll('-', '_')}` }
+    const location: DatabaseLocation = {
+      connectionString: database.connectionString,
+      schema: `flash_sale_${runId.replaceAll('-', '_')}`,
+    }
     await startStep("the shop's database schema", () =>
-      prepareShopSchema(location, [{ sku: FLASH_SALE_DEFAULTS.sku, name: 'Flash-sale sneakers', priceCents: FLASH_SALE_DEFAULTS.priceCents, stock: options.stock }]),
+      prepareShopSchema(location, [
+        {
+          sku: FLASH_SALE_DEFAULTS.sku,
+          name: 'Flash-sale sneakers',
+          priceCents: FLASH_SALE_DEFAULTS.priceCents,
+          stock: options.stock,
+        },
+      ]),
     )
     if (!options.keepData) cleanups.push(() => dropShopSchema(location))
 
@@ -221,6 +299,7 @@ export async function runFlashSale(
       }),
     )
     cleanups.push(() => gateway.stop())
+    const lockWaitMs = INSTANCE_DEFAULTS.lockWaitMs
     const supervisor = await startStep('the shop instances', () =>
       Supervisor.start({
         instances: options.instances,
@@ -234,6 +313,7 @@ export async function runFlashSale(
           SHOP_GATEWAY_URL: gateway.url,
           // PGlite is one session behind the socket: one connection per instance, and expect serialization.
           SHOP_DB_POOL_SIZE: embedded ? '1' : '4',
+          ...sentinelEnv,
         },
       }),
     )
@@ -242,7 +322,21 @@ export async function runFlashSale(
     checkSignal()
     let chaos: Chaos = noChaos()
     if (options.chaos === 'pause') {
-      chaos = startPauseChaos(supervisor, { random, pauseMs: Math.round(2.5 * options.ttlMs), gapMs: options.ttlMs, firstAfterMs: 100 })
+      chaos = startPauseChaos(supervisor, {
+        random,
+        pauseMs: Math.round(2.5 * options.ttlMs),
+        gapMs: options.ttlMs,
+        firstAfterMs: 100,
+      })
+    } else if (options.chaos === 'kill') {
+      const latencyMaxMs = parseLatency(options.gatewayLatencyMs).maxMs
+      chaos = startKillChaos(supervisor, {
+        random,
+        restartAfterMs: Math.max(300, options.ttlMs),
+        gapMs: options.ttlMs,
+        latencyMaxMs,
+        firstAfterMs: 200,
+      })
     } else if (options.chaos === 'redis-restart' && redis.owned !== undefined) {
       chaos = startRedisRestartChaos(redis.owned, { intervalMs: Math.max(1_000, 3 * options.ttlMs), firstAfterMs: 300 })
     }
@@ -264,13 +358,43 @@ export async function runFlashSale(
     // Interrupted: the finally below stops the chaos and the instances, and drops the schema.
     if (signal?.aborted) throw new FlashSaleAbortedError()
     await chaos.stop()
-    progress({ phase: 'draining', done: options.buyers, totals: load, chaosCount: chaos.count, message: 'waiting for the instances to finish' })
+    progress({
+      phase: 'draining',
+      done: options.buyers,
+      totals: load,
+      chaosCount: chaos.count,
+      message: 'waiting for the instances to finish',
+    })
     const stats: InstanceStats[] = await supervisor.stats()
-    await supervisor.stop()
-    // Charges the instances started are in the ledger once the gateway has drained.
+    // Each instance stops taking work and drains: a purchase waits at most the lock's wait, a
+    // charge the gateway's timeout; only then does it close its lock and pool.
+    await supervisor.stop(lockWaitMs + GATEWAY_TIMEOUT_MS + 15_000)
+    // Intents left unpaid (an instance killed after its charge) are settled before counting, with
+    // the gateway still up to answer; then the gateway drains the charges it is still running.
+    progress({
+      phase: 'draining',
+      done: options.buyers,
+      totals: load,
+      chaosCount: chaos.count,
+      message: 'reconciling unpaid intents',
+    })
+    const finalReconcile = await reconcileAfterSale({
+      location,
+      redisUrl: redis.url,
+      runId,
+      mode: options.mode,
+      ttlMs: options.ttlMs,
+      gatewayUrl: gateway.url,
+    })
     await gateway.stop()
 
-    progress({ phase: 'counting', done: options.buyers, totals: load, chaosCount: chaos.count, message: 'counting from the database' })
+    progress({
+      phase: 'counting',
+      done: options.buyers,
+      totals: load,
+      chaosCount: chaos.count,
+      message: 'counting from the database',
+    })
     const db = createPrisma(location, 1)
     let counts
     try {
@@ -297,6 +421,13 @@ export async function runFlashSale(
       doubleChargedOrders: counts.doubleChargedOrders,
       extraCharges: counts.extraCharges,
       lostUpdates: counts.lostUpdates,
+      chargedUnpaidOrders: counts.chargedUnpaidOrders,
+      paidUnchargedOrders: counts.paidUnchargedOrders,
+      amountMismatchOrders: counts.amountMismatchOrders,
+      unmatchedCharges: counts.unmatchedCharges,
+      reconciledPaid: counts.reconciledPaid,
+      cancelledOrders: counts.cancelledOrders,
+      finalReconcile,
       violations: counts.violations,
       staleWritesRejected: stats.reduce((a, s) => a + s.staleWritesRejected, 0),
       acquireP99Ms: percentile(waits, 99),
@@ -306,9 +437,55 @@ export async function runFlashSale(
       instancesReporting: stats.length,
       chaosEvents: chaos.count,
       pauses: chaos.pauses,
+      kills: chaos.kills ?? [],
       load,
     }
   } finally {
     for (const cleanup of cleanups.reverse()) await cleanup().catch(() => {})
+  }
+}
+
+/**
+ * The reconciler's pass at the end of a sale: every instance has drained, so no payer is left and
+ * every unpaid intent is settled (age limit 0), under the run's own locks and mode.
+ */
+async function reconcileAfterSale(run: {
+  location: DatabaseLocation
+  redisUrl: string
+  runId: string
+  mode: ProtectionMode
+  ttlMs: number
+  gatewayUrl: string
+}): Promise<ReconcilePass> {
+  const redis = new Redis(run.redisUrl, { maxRetriesPerRequest: 2 })
+  redis.on('error', () => {})
+  const locker = new Locker(redis, {
+    ttlMs: run.ttlMs,
+    waitMs: INSTANCE_DEFAULTS.lockWaitMs,
+    prefix: lockPrefixOf(run.runId),
+  })
+  const prisma = createPrisma(run.location, 2)
+  try {
+    const stores = shopStores(prisma, fencedShopClient(prisma), { maxWait: 15_000, timeout: 15_000 })
+    const protection = createProtection(run.mode, {
+      stores,
+      locker,
+      ttlMs: run.ttlMs,
+      waitMs: INSTANCE_DEFAULTS.lockWaitMs,
+    })
+    const gateway = httpGateway({ url: run.gatewayUrl, timeoutMs: GATEWAY_TIMEOUT_MS })
+    const reconciler = new Reconciler({
+      db: prisma,
+      protection,
+      gateway,
+      instanceId: 'flash-sale',
+      minAgeMs: 0,
+      batch: 100_000,
+    })
+    return await reconciler.runOnce()
+  } finally {
+    await locker.close().catch(() => {})
+    await prisma.$disconnect().catch(() => {})
+    redis.disconnect()
   }
 }

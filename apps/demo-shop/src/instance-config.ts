@@ -4,7 +4,10 @@
  *
  * | variable | default | meaning |
  * | --- | --- | --- |
- * | `REDIS_URL` | required | the Redis of the locks |
+ * | `REDIS_URL` | required unless `REDIS_SENTINELS` | the Redis of the locks |
+ * | `REDIS_SENTINELS` | none | `host:port,host:port,...` of Redis Sentinels: the locks' Redis is the primary they name (ioredis follows a failover); takes precedence over `REDIS_URL` |
+ * | `REDIS_SENTINEL_NAME` | `fencelock` | the master name the Sentinels monitor |
+ * | `SHOP_LOCK_REPLICAS` | `0` | the lock's `replicas` option: replicas that must acknowledge a grant (0-16) |
  * | `DATABASE_URL` | required | PostgreSQL; `?schema=<name>` picks the schema (default `public`) |
  * | `SHOP_INSTANCE_ID` | `shop-<pid>` | the instance's name in answers, payments and lock views |
  * | `SHOP_MODE` | `fenced` | `unsafe` (no lock), `lock` (lock only), `fenced` (lock + fencing) |
@@ -14,6 +17,8 @@
  * | `SHOP_LOCK_WAIT_MS` | `30000` | how long a request waits for a held lock |
  * | `SHOP_GATEWAY_URL` | required | the payment gateway (a process of its own, gateway/gateway-main.ts) |
  * | `SHOP_DB_POOL_SIZE` | `5` | PostgreSQL connections of this instance |
+ * | `SHOP_RECONCILE_INTERVAL_MS` | `2000` | the reconciler's period (a pass at start-up, then this often); `0` turns it off |
+ * | `FENCELOCK_DIE_AFTER_CHARGE` | unset | test hook: the process kills itself (SIGKILL) right after the gateway answered its n-th charge, before the payment row |
  */
 import { databaseTarget } from './database.js'
 import { PROTECTION_MODES, type ProtectionMode } from './protection.js'
@@ -28,6 +33,7 @@ export const INSTANCE_DEFAULTS = Object.freeze({
   lockTtlMs: 1_000,
   lockWaitMs: 30_000,
   dbPoolSize: 5,
+  reconcileIntervalMs: 2_000,
 })
 
 /** The validated configuration of one instance. */
@@ -37,29 +43,45 @@ export interface InstanceConfig {
   readonly host: string
   readonly port: number
   readonly redisUrl: string
+  /** Sentinels to ask for the primary (REDIS_SENTINELS), when set: they take precedence over `redisUrl`. */
+  readonly sentinels?: { readonly addresses: readonly { host: string; port: number }[]; readonly name: string }
+  /** The lock's `replicas` option. */
+  readonly lockReplicas: number
   readonly database: { readonly connectionString: string; readonly schema: string }
   readonly runId: string
   readonly lockTtlMs: number
   readonly lockWaitMs: number
   readonly gatewayUrl: string
   readonly dbPoolSize: number
+  readonly reconcileIntervalMs: number
+  /** Test hook: die (SIGKILL) right after the gateway answered the n-th charge; undefined: never. */
+  readonly dieAfterCharge: number | undefined
 }
 
 /** A bad environment variable; `variable` names it. Thrown before any I/O. */
 export class InvalidConfigError extends Error {
   readonly variable: string
   constructor(variable: string, rule: string, value: string | undefined) {
-    super(`${variable} ${rule} (got ${value === undefined ? 'nothing' : JSON.stringify(value.length > 80 ? `${value.slice(0, 80)}…` : value)})`)
+    super(
+      `${variable} ${rule} (got ${value === undefined ? 'nothing' : JSON.stringify(value.length > 80 ? `${value.slice(0, 80)}…` : value)})`,
+    )
     this.name = 'InvalidConfigError'
     this.variable = variable
   }
 }
 
 /** Reads an integer variable: `fallback` when unset or empty, else it must be from `min` to `max` (InvalidConfigError). */
-export function integerVariable(env: NodeJS.ProcessEnv, name: string, fallback: number, min: number, max: number): number {
+export function integerVariable(
+  env: NodeJS.ProcessEnv,
+  name: string,
+  fallback: number,
+  min: number,
+  max: number,
+): number {
   const raw = env[name]
   if (raw === undefined || raw === '') return fallback
-  if (!/^\d+$/.test(raw) || Number(raw) < min || Number(raw) > max) throw new InvalidConfigError(name, `must be an integer from ${min} to ${max}`, raw)
+  if (!/^\d+$/.test(raw) || Number(raw) < min || Number(raw) > max)
+    throw new InvalidConfigError(name, `must be an integer from ${min} to ${max}`, raw)
   return Number(raw)
 }
 
@@ -72,8 +94,9 @@ export function integerVariable(env: NodeJS.ProcessEnv, name: string, fallback: 
  * ```
  */
 export function readInstanceConfig(env: NodeJS.ProcessEnv): InstanceConfig {
-  const redisUrl = env.REDIS_URL
-  if (!redisUrl || !/^rediss?:\/\//.test(redisUrl)) throw new InvalidConfigError('REDIS_URL', 'must be a redis:// or rediss:// URL', redisUrl)
+  const sentinels = env.REDIS_SENTINELS ? sentinelsOf(env.REDIS_SENTINELS, env.REDIS_SENTINEL_NAME || 'fencelock') : undefined
+  const redisUrl = env.REDIS_URL || (sentinels ? '' : undefined)
+  if (redisUrl === undefined || (redisUrl !== '' && !/^rediss?:\/\//.test(redisUrl))) throw new InvalidConfigError('REDIS_URL', 'must be a redis:// or rediss:// URL (or set REDIS_SENTINELS)', redisUrl)
   if (!env.DATABASE_URL) throw new InvalidConfigError('DATABASE_URL', 'must be a postgresql:// URL', env.DATABASE_URL)
   let database: InstanceConfig['database']
   try {
@@ -82,24 +105,52 @@ export function readInstanceConfig(env: NodeJS.ProcessEnv): InstanceConfig {
     throw new InvalidConfigError('DATABASE_URL', 'must be a postgresql:// URL', env.DATABASE_URL)
   }
   const mode = env.SHOP_MODE || INSTANCE_DEFAULTS.mode
-  if (!(PROTECTION_MODES as readonly string[]).includes(mode)) throw new InvalidConfigError('SHOP_MODE', `must be one of ${PROTECTION_MODES.join(', ')}`, mode)
+  if (!(PROTECTION_MODES as readonly string[]).includes(mode))
+    throw new InvalidConfigError('SHOP_MODE', `must be one of ${PROTECTION_MODES.join(', ')}`, mode)
   const instanceId = env.SHOP_INSTANCE_ID || `shop-${process.pid}`
-  if (!/^[A-Za-z0-9_.-]{1,40}$/.test(instanceId)) throw new InvalidConfigError('SHOP_INSTANCE_ID', 'must be 1 to 40 of A-Z a-z 0-9 _ . -', instanceId)
+  if (!/^[A-Za-z0-9_.-]{1,40}$/.test(instanceId))
+    throw new InvalidConfigError('SHOP_INSTANCE_ID', 'must be 1 to 40 of A-Z a-z 0-9 _ . -', instanceId)
   const runId = env.SHOP_RUN_ID || INSTANCE_DEFAULTS.runId
-  if (!RUN_ID_PATTERN.test(runId)) throw new InvalidConfigError('SHOP_RUN_ID', 'must be 1 to 40 of A-Z a-z 0-9 _ -', runId)
+  if (!RUN_ID_PATTERN.test(runId))
+    throw new InvalidConfigError('SHOP_RUN_ID', 'must be 1 to 40 of A-Z a-z 0-9 _ -', runId)
   const gatewayUrl = env.SHOP_GATEWAY_URL
-  if (!gatewayUrl || !/^https?:\/\/[^\s]+$/.test(gatewayUrl)) throw new InvalidConfigError('SHOP_GATEWAY_URL', 'must be an http:// or https:// URL', gatewayUrl)
+  if (!gatewayUrl || !/^https?:\/\/[^\s]+$/.test(gatewayUrl))
+    throw new InvalidConfigError('SHOP_GATEWAY_URL', 'must be an http:// or https:// URL', gatewayUrl)
   return {
     instanceId,
     mode: mode as ProtectionMode,
     host: env.HOST || INSTANCE_DEFAULTS.host,
     port: integerVariable(env, 'PORT', INSTANCE_DEFAULTS.port, 0, 65_535),
     redisUrl,
+    ...(sentinels ? { sentinels } : {}),
+    lockReplicas: integerVariable(env, 'SHOP_LOCK_REPLICAS', 0, 0, 16),
     database,
     runId,
     lockTtlMs: integerVariable(env, 'SHOP_LOCK_TTL_MS', INSTANCE_DEFAULTS.lockTtlMs, 10, 600_000),
     lockWaitMs: integerVariable(env, 'SHOP_LOCK_WAIT_MS', INSTANCE_DEFAULTS.lockWaitMs, 0, 600_000),
     gatewayUrl,
     dbPoolSize: integerVariable(env, 'SHOP_DB_POOL_SIZE', INSTANCE_DEFAULTS.dbPoolSize, 1, 100),
+    reconcileIntervalMs: integerVariable(
+      env,
+      'SHOP_RECONCILE_INTERVAL_MS',
+      INSTANCE_DEFAULTS.reconcileIntervalMs,
+      0,
+      600_000,
+    ),
+    dieAfterCharge: env.FENCELOCK_DIE_AFTER_CHARGE
+      ? integerVariable(env, 'FENCELOCK_DIE_AFTER_CHARGE', 0, 1, 1_000_000)
+      : undefined,
   }
+}
+
+/** `host:port,host:port` (REDIS_SENTINELS) and the master name (REDIS_SENTINEL_NAME), checked. */
+function sentinelsOf(list: string, name: string): NonNullable<InstanceConfig['sentinels']> {
+  const addresses = list.split(',').map((item) => {
+    const match = /^([A-Za-z0-9_.-]+|\[[0-9a-fA-F:]+\]):(\d{1,5})$/.exec(item.trim())
+    const port = Number(match?.[2])
+    if (!match || port < 1 || port > 65_535) throw new InvalidConfigError('REDIS_SENTINELS', 'must be host:port[,host:port...]', list)
+    return { host: (match[1] as string).replace(/^\[|\]$/g, ''), port }
+  })
+  if (!/^[A-Za-z0-9_.-]{1,64}$/.test(name)) throw new InvalidConfigError('REDIS_SENTINEL_NAME', 'must be 1 to 64 of A-Z a-z 0-9 _ . -', name)
+  return { addresses, name }
 }

@@ -13,7 +13,9 @@ import { createApp } from './app.js'
 import { createPrisma } from './database.js'
 import { heldLocksRecorder, readHeldLocks } from './held-locks.js'
 import type { InstanceConfig } from './instance-config.js'
+import { InFlight } from './in-flight.js'
 import { GatewayError, httpGateway } from './payment-gateway.js'
+import { Reconciler } from './reconciler.js'
 import { createProtection, fencedShopClient, shopStores } from './protection.js'
 import { countShop } from './shop-counts.js'
 import { lockPrefixOf, shopKeys } from './shop-keys.js'
@@ -31,7 +33,11 @@ export interface InstanceStats {
   readonly acquireTimeouts: number
   /** Locks that were lost or found expired at release. */
   readonly expiredLocks: number
+  /** Stale writes the database refused, and stale charges the payment gateway refused (409 stale_fencing_token). */
   readonly staleWritesRejected: number
+  /** Orders this instance's reconciler settled: paid from the ledger, cancelled. */
+  readonly reconciledPaid: number
+  readonly reconciledCancelled: number
 }
 
 /** A built instance. */
@@ -41,6 +47,11 @@ export interface Instance {
   stats(): InstanceStats
   /** Shop operations (purchases, payments) still running, including ones whose client gave up. */
   inFlight(): number
+  /**
+   * Stops the reconciler and waits until no purchase or payment runs, at most `timeoutMs`;
+   * resolves false when work was still running then. Call it after the server stopped taking requests.
+   */
+  drain(timeoutMs: number): Promise<boolean>
   /** Closes the locker, Redis and the database pool. The HTTP server is the caller's. */
   close(): Promise<void>
 }
@@ -48,6 +59,9 @@ export interface Instance {
 // Prisma's interactive-transaction defaults (2 s to get a connection, 5 s to run) are too short
 // for a pool of one on PGlite while other instances queue: give them room.
 const TX_LIMITS = { maxWait: 15_000, timeout: 15_000 }
+
+/** How long the shop waits for the gateway's answer to a call, in ms (httpGateway's default). */
+export const GATEWAY_TIMEOUT_MS = 30_000
 
 /**
  * Builds an instance. `observer` is told about each gateway call made under a lock (the
@@ -59,7 +73,10 @@ const TX_LIMITS = { maxWait: 15_000, timeout: 15_000 }
  * ```
  */
 export async function buildInstance(config: InstanceConfig, observer?: ShopObserver): Promise<Instance> {
-  const redis = new Redis(config.redisUrl, { lazyConnect: false, maxRetriesPerRequest: 2 })
+  // Through Sentinel when configured: ioredis asks the Sentinels for the primary and follows a failover.
+  const redis = config.sentinels
+    ? new Redis({ sentinels: [...config.sentinels.addresses], name: config.sentinels.name, maxRetriesPerRequest: 2 })
+    : new Redis(config.redisUrl, { lazyConnect: false, maxRetriesPerRequest: 2 })
   redis.on('error', () => {
     // ioredis reconnects by itself (e.g. across a Redis restart); the lock reports what failed.
   })
@@ -73,7 +90,13 @@ export async function buildInstance(config: InstanceConfig, observer?: ShopObser
     else if (event.type === 'lost') counters.expiredLocks++
     else if (event.type === 'released' && event.outcome === 'expired' && !event.wasLost) counters.expiredLocks++
   }
-  const locker = new Locker(redis, { ttlMs: config.lockTtlMs, waitMs: config.lockWaitMs, prefix: lockPrefix, onEvent: count })
+  const locker = new Locker(redis, {
+    ttlMs: config.lockTtlMs,
+    waitMs: config.lockWaitMs,
+    prefix: lockPrefix,
+    onEvent: count,
+    ...(config.lockReplicas > 0 ? { replicas: config.lockReplicas } : {}),
+  })
   locker.listen(heldLocksRecorder(redis, keys.heldLocks, config.instanceId))
 
   const registry = new Registry()
@@ -85,30 +108,56 @@ export async function buildInstance(config: InstanceConfig, observer?: ShopObser
     metrics.onFencingRejection(rejection)
   })
   const stores = shopStores(prisma, db, TX_LIMITS)
-  const protection = createProtection(config.mode, { stores, locker, ttlMs: config.lockTtlMs, waitMs: config.lockWaitMs })
+  const protection = createProtection(config.mode, {
+    stores,
+    locker,
+    ttlMs: config.lockTtlMs,
+    waitMs: config.lockWaitMs,
+  })
+  const gateway = httpGateway({ url: config.gatewayUrl, timeoutMs: GATEWAY_TIMEOUT_MS })
   const service = new ShopService({
     db: prisma,
     protection,
-    gateway: httpGateway({ url: config.gatewayUrl }),
+    gateway,
     instanceId: config.instanceId,
     ...(observer === undefined ? {} : { observer }),
+  })
+  const reconciler = new Reconciler({
+    db: prisma,
+    protection,
+    gateway,
+    instanceId: config.instanceId,
+    minAgeMs: config.lockTtlMs,
+    logError: () => {},
   })
 
   // Counted here rather than per HTTP request: a handler goes on after its client gave up (a
   // paused instance wakes to requests whose callers timed out), and shutdown must wait for it.
-  let inFlight = 0
-  const track = async <T>(work: () => Promise<T>): Promise<T> => {
-    inFlight++
-    try {
-      return await work()
-    } finally {
-      inFlight--
-    }
+  const inFlight = new InFlight()
+  // The gateway refused a charge with an old token: a stale write rejected, as the database's are.
+  const countGatewayRefusal = (error: unknown, resource: string) => {
+    if (!(error instanceof GatewayError && error.isStaleToken)) return
+    counters.staleWritesRejected++
+    metrics.onFencingRejection({
+      model: 'GatewayCharge',
+      operation: `charge ${resource}`,
+      token: 0n,
+      storedToken: undefined,
+    })
   }
   const shop = {
-    purchase: (sku: string, buyerId: string) => track(() => service.purchase(sku, buyerId)),
-    pay: (orderId: number) => track(() => service.pay(orderId)),
+    purchase: (sku: string, buyerId: string) => inFlight.track(() => service.purchase(sku, buyerId)),
+    pay: (orderId: number) =>
+      inFlight.track(() =>
+        service.pay(orderId).catch((error: unknown) => {
+          countGatewayRefusal(error, `order:${orderId}`)
+          throw error
+        }),
+      ),
   }
+  // At start-up, then every reconcileIntervalMs: intents an instance left unpaid (it died after
+  // the charge) are settled from the gateway's ledger. 0: never (tests drive it themselves).
+  const stopReconciler = config.reconcileIntervalMs > 0 ? reconciler.start(config.reconcileIntervalMs) : async () => {}
 
   const app = createApp({
     instanceId: config.instanceId,
@@ -119,17 +168,30 @@ export async function buildInstance(config: InstanceConfig, observer?: ShopObser
     metrics: metricsHandler(registry),
     // The shop's database refused a stale write, or the gateway refused a stale token: either way
     // this instance's lock is no longer current and nothing of the operation was done.
-    isStaleWrite: (error) => error instanceof StaleFencingTokenError || (error instanceof GatewayError && error.isStaleToken),
+    isStaleWrite: (error) =>
+      error instanceof StaleFencingTokenError || (error instanceof GatewayError && error.isStaleToken),
   })
 
   let closed: Promise<void> | undefined
   return {
     app,
     config,
-    inFlight: () => inFlight,
-    stats: () => ({ instance: config.instanceId, ...counters, acquireWaitsMs: [...counters.acquireWaitsMs] }),
+    inFlight: () => inFlight.count,
+    stats: () => ({
+      instance: config.instanceId,
+      ...counters,
+      acquireWaitsMs: [...counters.acquireWaitsMs],
+      reconciledPaid: reconciler.totals.paid,
+      reconciledCancelled: reconciler.totals.cancelled,
+    }),
+    async drain(timeoutMs) {
+      const deadline = performance.now() + timeoutMs
+      await stopReconciler()
+      return inFlight.idle(Math.max(0, deadline - performance.now()))
+    },
     close: () =>
       (closed ??= (async () => {
+        await stopReconciler()
         await locker.close().catch(() => {})
         metrics.stop()
         await prisma.$disconnect().catch(() => {})

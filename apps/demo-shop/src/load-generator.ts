@@ -143,6 +143,9 @@ export async function runLoad(options: LoadOptions): Promise<LoadTotals> {
       }
       if (answer === 'timeout') totals.paymentTimeouts++
       if (typeof answer !== 'string' && answer.status === 404) return false
+      // Settled by the shop's reconciler (202), or cancelled by it: nothing for a retry to do.
+      if (typeof answer !== 'string' && answer.status === 202) return true
+      if (typeof answer !== 'string' && answer.body.error === 'order_cancelled') return false
       totals.paymentRetries++
       target = otherThan(target)
       await sleep(random.int(5, 50))

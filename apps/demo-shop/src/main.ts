@@ -6,7 +6,7 @@
  * Run alone: `REDIS_URL=... DATABASE_URL=...?schema=... node --import tsx apps/demo-shop/src/main.ts`
  */
 import type { AddressInfo } from 'node:net'
-import { buildInstance } from './instance.js'
+import { buildInstance, GATEWAY_TIMEOUT_MS } from './instance.js'
 import { InvalidConfigError, readInstanceConfig } from './instance-config.js'
 import type { InstanceMessage, SupervisorMessage } from './ipc-messages.js'
 import type { ShopObserver } from './shop-service.js'
@@ -17,19 +17,24 @@ const send = (message: InstanceMessage) => {
 
 async function main(): Promise<void> {
   const config = readInstanceConfig(process.env)
-  const observer: ShopObserver | undefined = process.send
-    ? {
-        externalCall: (call) =>
-          send({
-            type: 'external-call',
-            instance: config.instanceId,
-            pid: process.pid,
-            operation: call.operation,
-            resource: call.resource,
-            token: call.token === undefined ? null : String(call.token),
-          }),
-      }
-    : undefined
+  let charges = 0
+  const observer: ShopObserver = {
+    externalCall: (call) =>
+      send({
+        type: 'external-call',
+        instance: config.instanceId,
+        pid: process.pid,
+        operation: call.operation,
+        resource: call.resource,
+        token: call.token === undefined ? null : String(call.token),
+      }),
+    // FENCELOCK_DIE_AFTER_CHARGE=<n>: the crash the reconciler exists for, at its exact point —
+    // the gateway has charged, the payment row is not written. SIGKILL: nothing runs after it.
+    chargeAnswered: () => {
+      if (config.dieAfterCharge !== undefined && ++charges >= config.dieAfterCharge)
+        process.kill(process.pid, 'SIGKILL')
+    },
+  }
   const instance = await buildInstance(config, observer)
   const server = instance.app.listen(config.port, config.host)
   await new Promise<void>((resolve, reject) => {
@@ -45,11 +50,14 @@ async function main(): Promise<void> {
   const shutdown = async () => {
     if (stopping) return
     stopping = true
+    // Stop taking work, then drain: a request may still run after its client gave up (e.g. a
+    // paused instance woke up); its charge and its writes belong to the run and must land (or be
+    // rejected) before anything closes. Bounded by what one operation can take: the lock wait,
+    // then the gateway's timeout, then the transactions around them.
     server.close()
-    // Drain: a request may still run after its client gave up (e.g. a paused instance woke up);
-    // its writes belong to the run and must land (or be rejected) before the report counts.
-    const deadline = performance.now() + 10_000
-    while (instance.inFlight() > 0 && performance.now() < deadline) await new Promise((r) => setTimeout(r, 20))
+    const drained = await instance.drain(config.lockWaitMs + GATEWAY_TIMEOUT_MS + 10_000)
+    if (!drained)
+      console.error(`[${config.instanceId}] drain: ${instance.inFlight()} operation(s) still running at the deadline`)
     server.closeAllConnections()
     await instance.close()
     process.disconnect?.()
@@ -67,7 +75,12 @@ async function main(): Promise<void> {
 }
 
 main().catch((error: unknown) => {
-  const message = error instanceof InvalidConfigError ? error.message : error instanceof Error ? (error.stack ?? error.message) : String(error)
+  const message =
+    error instanceof InvalidConfigError
+      ? error.message
+      : error instanceof Error
+        ? (error.stack ?? error.message)
+        : String(error)
   console.error(`[shop] cannot start: ${message}`)
   send({ type: 'failed', message })
   process.exitCode = 1

@@ -6,7 +6,7 @@
  *
  * The fence of the shop's database cannot reach the gateway: a charge made by a holder whose
  * lock ran out is money moved. What protects it is passed with the call: an idempotency key
- * derived from the business operation (`order:<id>`), so a second charge of the order collapses
+ * derived from the business operation (the order's random reference), so a second charge of the order collapses
  * into the first, and the holder's fencing token, so the gateway refuses an older holder's call.
  */
 import { fencingHeaders, type TokenHolder } from '@fencelock/fencing'
@@ -24,7 +24,19 @@ export interface PaymentGateway {
   /** Authorizes (holds) an amount on the buyer's card at purchase time. */
   authorize(request: { buyerId: string; amountCents: number }): Promise<{ authorizationId: string }>
   /** Charges an order. */
-  charge(request: { orderId: number; amountCents: number }, protection?: ChargeProtection): Promise<{ chargeId: string; replayed: boolean }>
+  charge(
+    request: { orderId: number; amountCents: number },
+    protection?: ChargeProtection,
+  ): Promise<{ chargeId: string; replayed: boolean }>
+  /**
+   * The charge made under `idempotencyKey`, or null when there is none. With `fencing`, the
+   * gateway raises the resource's fence in the same transaction: an older holder's charge of the
+   * key cannot land after this answer.
+   */
+  findCharge(
+    idempotencyKey: string,
+    fencing?: TokenHolder,
+  ): Promise<{ chargeId: string; orderId: number; amountCents: number } | null>
 }
 
 /** The gateway refused or failed a call; `code` is its machine-readable error (`stale_fencing_token`, ...). */
@@ -42,6 +54,11 @@ export class GatewayError extends Error {
   /** The gateway refused the call's fencing token: a newer holder of the lock has called it since. */
   get isStaleToken(): boolean {
     return this.status === 409 && this.code === 'stale_fencing_token'
+  }
+
+  /** The gateway holds another call under the key: a case for the reconciler, never for a retry. */
+  get isKeyReused(): boolean {
+    return this.status === 422 && this.code === 'idempotency_key_reused'
   }
 }
 
@@ -70,14 +87,14 @@ export interface HttpGatewayOptions {
 export function httpGateway(options: HttpGatewayOptions): PaymentGateway {
   const base = options.url.replace(/\/+$/, '')
   const timeoutMs = options.timeoutMs ?? 30_000
-  const call = async (path: string, body: unknown, headers: Record<string, string>) => {
+  const call = async (path: string, body: unknown, headers: Record<string, string>, notFound?: 'null') => {
     let res: Response
     let text: string
     try {
       res = await fetch(`${base}${path}`, {
-        method: 'POST',
-        headers: { 'content-type': 'application/json', ...headers },
-        body: JSON.stringify(body),
+        method: body === undefined ? 'GET' : 'POST',
+        headers: body === undefined ? headers : { 'content-type': 'application/json', ...headers },
+        ...(body === undefined ? {} : { body: JSON.stringify(body) }),
         signal: AbortSignal.timeout(timeoutMs),
       })
       text = await res.text()
@@ -85,31 +102,50 @@ export function httpGateway(options: HttpGatewayOptions): PaymentGateway {
       // The call's outcome is unknown (it may have charged): only a repeat with the same
       // idempotency key can find out without charging twice.
       const timedOut = (cause as { name?: unknown }).name === 'TimeoutError'
-      throw new GatewayError(timedOut ? 504 : 502, timedOut ? 'gateway_timeout' : 'gateway_unreachable', timedOut ? `no answer within ${timeoutMs} ms` : 'the gateway could not be reached')
+      throw new GatewayError(
+        timedOut ? 504 : 502,
+        timedOut ? 'gateway_timeout' : 'gateway_unreachable',
+        timedOut ? `no answer within ${timeoutMs} ms` : 'the gateway could not be reached',
+      )
     }
-    let json: Record<string, unknown> = {}
+    let json: Record<string, unknown> | null = {}
     try {
       json = JSON.parse(text) as Record<string, unknown>
     } catch {
       // A body that is not JSON: reported below by status.
     }
+    if (res.status === 404 && notFound === 'null') return { json: null, replayed: false }
     if (!res.ok) {
-      const error = (json.error ?? {}) as { code?: unknown; message?: unknown }
-      throw new GatewayError(res.status, typeof error.code === 'string' ? error.code : 'unknown', typeof error.message === 'string' ? error.message : text.slice(0, 200))
+      const error = (json?.error ?? {}) as { code?: unknown; message?: unknown }
+      throw new GatewayError(
+        res.status,
+        typeof error.code === 'string' ? error.code : 'unknown',
+        typeof error.message === 'string' ? error.message : text.slice(0, 200),
+      )
     }
     return { json, replayed: res.headers.get('idempotent-replayed') === 'true' }
   }
   return {
     async authorize(request) {
       const { json } = await call('/v1/authorizations', request, {})
-      return { authorizationId: String(json.id) }
+      return { authorizationId: String(json?.id) }
     },
     async charge(request, protection = {}) {
       const headers: Record<string, string> = {}
       if (protection.idempotencyKey !== undefined) headers['Idempotency-Key'] = protection.idempotencyKey
       if (protection.fencing !== undefined) Object.assign(headers, fencingHeaders(protection.fencing))
       const { json, replayed } = await call('/v1/charges', request, headers)
-      return { chargeId: String(json.id), replayed }
+      return { chargeId: String(json?.id), replayed }
+    },
+    async findCharge(idempotencyKey, fencing) {
+      const { json } = await call(
+        `/v1/charges?key=${encodeURIComponent(idempotencyKey)}`,
+        undefined,
+        fencing === undefined ? {} : fencingHeaders(fencing),
+        'null',
+      )
+      if (json === null) return null
+      return { chargeId: String(json.id), orderId: Number(json.orderId), amountCents: Number(json.amountCents) }
     },
   }
 }
@@ -117,7 +153,8 @@ export function httpGateway(options: HttpGatewayOptions): PaymentGateway {
 /** Parses `"30-80"` or `"50"` into a latency range; throws RangeError with what it must be. */
 export function parseLatency(text: string): GatewayLatency {
   const m = /^(\d{1,5})(?:-(\d{1,5}))?$/.exec(text.trim())
-  if (m === null) throw new RangeError(`gateway latency must be "<ms>" or "<min>-<max>" in ms (got ${JSON.stringify(text)})`)
+  if (m === null)
+    throw new RangeError(`gateway latency must be "<ms>" or "<min>-<max>" in ms (got ${JSON.stringify(text)})`)
   const minMs = Number(m[1])
   const maxMs = m[2] === undefined ? minMs : Number(m[2])
   if (maxMs < minMs) throw new RangeError(`gateway latency: max ${maxMs} is below min ${minMs}`)

@@ -16,31 +16,63 @@ export function formatReport(report: FlashSaleReport): string {
     ['oversold units', flag(report.oversoldUnits), 'database'],
     [
       'orders charged twice',
-      flag(report.doubleChargedOrders) + (report.extraCharges > report.doubleChargedOrders ? ` (${report.extraCharges} extra charges)` : ''),
+      flag(report.doubleChargedOrders) +
+        (report.extraCharges > report.doubleChargedOrders ? ` (${report.extraCharges} extra charges)` : ''),
       'gateway ledger',
     ],
-    ['lost updates', flag(report.lostUpdates) + `  (remaining ${report.remainingStock} + sold ${report.sold} vs initial ${report.initialStock})`, 'database'],
+    [
+      'lost updates',
+      flag(report.lostUpdates) +
+        `  (remaining ${report.remainingStock} + sold ${report.sold} vs initial ${report.initialStock})`,
+      'database',
+    ],
+    ['charged, order not paid', flag(report.chargedUnpaidOrders), 'gateway ledger vs database'],
+    ['paid, no charge', flag(report.paidUnchargedOrders), 'gateway ledger vs database'],
+    ['charged another amount', flag(report.amountMismatchOrders), 'gateway ledger vs database'],
+    ['charges of no order', flag(report.unmatchedCharges), 'gateway ledger vs database'],
     ['charges at the gateway', String(report.gatewayCharges), 'gateway ledger'],
     [
       'orders / paid / payments recorded',
-      `${report.orders} / ${report.paidOrders} / ${report.payments}` + (report.doublePaidOrders > 0 ? ` (${report.doublePaidOrders} ${report.doublePaidOrders === 1 ? 'order' : 'orders'} with two)` : ''),
+      `${report.orders} / ${report.paidOrders} / ${report.payments}` +
+        (report.doublePaidOrders > 0
+          ? ` (${report.doublePaidOrders} ${report.doublePaidOrders === 1 ? 'order' : 'orders'} with two)`
+          : ''),
       'database',
     ],
-    ['stale writes rejected', n(report.staleWritesRejected), 'instances (fencing onRejection)'],
-    ['acquire P99', `${ms(report.acquireP99Ms)}  (${report.acquires} acquires, ${report.acquireTimeouts} timed out)`, 'instances (lock events)'],
+    [
+      'reconciled: paid / cancelled',
+      `${report.reconciledPaid} / ${report.cancelledOrders}  (at the end: ${report.finalReconcile.paid} / ${report.finalReconcile.cancelled})`,
+      'database (reconciler)',
+    ],
+    ['stale writes rejected', n(report.staleWritesRejected), 'instances (database and gateway refusals)'],
+    [
+      'acquire P99',
+      `${ms(report.acquireP99Ms)}  (${report.acquires} acquires, ${report.acquireTimeouts} timed out)`,
+      'instances (lock events)',
+    ],
     ['expired locks', n(report.expiredLocks), 'instances (lock events)'],
-    [o.chaos === 'redis-restart' ? 'Redis restarts' : 'pauses (SIGSTOP > TTL)', n(report.chaosEvents), 'supervisor'],
+    o.chaos === 'kill'
+      ? ['instances killed (SIGKILL)', `${report.chaosEvents}${killDetail(report)}`, 'supervisor']
+      : [
+          o.chaos === 'redis-restart' ? 'Redis restarts' : 'pauses (SIGSTOP > TTL)',
+          n(report.chaosEvents),
+          'supervisor',
+        ],
   ]
   const w0 = Math.max(...rows.map((r) => r[0].length))
   const w1 = Math.max(...rows.map((r) => r[1].length))
   const line = (a: string, b: string, c: string) => `  ${a.padEnd(w0)}  ${b.padEnd(w1)}  ${c}`
   const verdict =
     report.violations === 0
-      ? 'no violation: every unit sold once, every order charged at most once, no update lost'
+      ? 'no violation: every unit sold once, every order charged at most once, every charge one paid order of its amount, no update lost'
       : `${report.violations} violation(s): ${[
           report.oversoldUnits ? `${report.oversoldUnits} oversold` : '',
           report.doubleChargedOrders ? `${report.doubleChargedOrders} charged twice at the gateway` : '',
           report.lostUpdates ? `${report.lostUpdates} lost updates` : '',
+          report.chargedUnpaidOrders ? `${report.chargedUnpaidOrders} charged and not paid` : '',
+          report.paidUnchargedOrders ? `${report.paidUnchargedOrders} paid and not charged` : '',
+          report.amountMismatchOrders ? `${report.amountMismatchOrders} charged another amount` : '',
+          report.unmatchedCharges ? `${report.unmatchedCharges} charges of no order` : '',
         ]
           .filter(Boolean)
           .join(', ')}`
@@ -52,10 +84,19 @@ export function formatReport(report: FlashSaleReport): string {
     ...rows.map((r) => line(...r)),
     '',
     `  ${verdict}`,
-    report.instancesReporting < o.instances ? `  (only ${report.instancesReporting} of ${o.instances} instances reported their counters)` : '',
+    report.instancesReporting < o.instances
+      ? `  (only ${report.instancesReporting} of ${o.instances} instances reported their counters)`
+      : '',
   ]
     .filter((l, i, all) => l !== '' || i < all.length - 1)
     .join('\n')
+}
+
+function killDetail(report: FlashSaleReport): string {
+  const restarts = report.kills.map((k) => k.restartMs).filter((v): v is number => v !== null)
+  const exact = report.kills.filter((k) => k.how === 'died-after-charge').length
+  if (report.kills.length === 0) return ''
+  return `  (${exact} right after a charge; back in ${restarts.length > 0 ? `${Math.min(...restarts)}-${Math.max(...restarts)} ms` : 'n/a'})`
 }
 
 /** The report as JSON (what `--json` prints). */
@@ -67,7 +108,10 @@ export function reportJson(report: FlashSaleReport): string {
  * A progress writer: rewrites one stderr line on a terminal, or prints a line every 10 % when
  * stderr is a file or a pipe (CI logs).
  */
-export function progressWriter(stream: NodeJS.WriteStream = process.stderr): { update(p: FlashSaleProgress): void; end(): void } {
+export function progressWriter(stream: NodeJS.WriteStream = process.stderr): {
+  update(p: FlashSaleProgress): void
+  end(): void
+} {
   const tty = stream.isTTY === true
   let lastDecile = -1
   let lastDraw = 0
@@ -76,7 +120,9 @@ export function progressWriter(stream: NodeJS.WriteStream = process.stderr): { u
     const width = 30
     const filled = Math.round((p.done / Math.max(1, p.buyers)) * width)
     const t = p.totals
-    const extra = t ? ` · ordered ${t.ordered} · sold out ${t.soldOut} · paid ${t.paid} · retries ${t.paymentRetries}` : ''
+    const extra = t
+      ? ` · ordered ${t.ordered} · sold out ${t.soldOut} · paid ${t.paid} · retries ${t.paymentRetries}`
+      : ''
     return `[${'#'.repeat(filled)}${'-'.repeat(width - filled)}] ${p.done}/${p.buyers} buyers${extra} · chaos ${p.chaosCount}${p.message ? ` · ${p.message}` : ''}`
   }
   return {

@@ -8,10 +8,21 @@
  *   (`GatewayCharge`), where the money moves — not the shop's payment rows, which a stale holder
  *   may fail to write after its card charge went through;
  * - lost updates: |remaining stock + units sold − initial stock|, the decrements that a stale
- *   read-modify-write overwrote (0 when every sale's stock write survived).
+ *   read-modify-write overwrote (0 when every sale's stock write survived);
+ * - money, the gateway's ledger against the shop's orders (a charge belongs to an order when its
+ *   orderId is the order's and its key is the order's reference, or it was sent without a key):
+ *   charged-but-unpaid orders (money moved, no paid order), paid-but-uncharged orders (a paid
+ *   order no charge backs), orders charged another amount than theirs, and charges no order
+ *   owns (a key that names no order's reference: e.g. an old run's charge landing after a reset).
+ *
+ * Units sold count the orders that are not cancelled (the reconciler returned their units).
+ * `violations` counts each broken invariant once: per product the larger of oversold units and
+ * lost updates (a sell-out with lost decrements shows the same units in both), plus the money
+ * counts.
  */
 import type { PrismaClient } from '../../../generated/prisma/client.js'
 import { quoteIdent, SEED_TABLE } from './database.js'
+import { RECONCILER_SUFFIX } from './reconciler.js'
 
 /** One product's numbers. `initialStock` (and so `lostUpdates`) is null when the schema was not seeded by the demo. */
 export interface ProductCounts {
@@ -43,24 +54,65 @@ export interface ShopCounts {
   /** Charges beyond the first of each order, at the gateway. */
   readonly extraCharges: number
   readonly lostUpdates: number
-  /** oversold units + double-charged orders + lost updates: 0 when the shop is correct. */
+  /** Orders charged at the gateway that are not paid in the shop (money moved, never recorded). */
+  readonly chargedUnpaidOrders: number
+  /** Paid orders without a charge in the ledger. */
+  readonly paidUnchargedOrders: number
+  /** Orders charged another amount than the order's. */
+  readonly amountMismatchOrders: number
+  /** Ledger charges whose key names no order of the shop. */
+  readonly unmatchedCharges: number
+  /** Payments the reconciler recorded (from a charge found in the ledger). */
+  readonly reconciledPaid: number
+  /** Orders the reconciler cancelled (no charge for their intent), their units returned. */
+  readonly cancelledOrders: number
+  /** Each broken invariant once (see the module's comment): 0 when the shop is correct. */
   readonly violations: number
+}
+
+interface MoneyRow {
+  charged_unpaid: number
+  paid_uncharged: number
+  amount_mismatch: number
+  unmatched: number
+  reconciled_paid: number
+}
+
+/** The money invariants in one statement: the ledger matched to the orders (see the module's comment). */
+function moneySql(schema: string): string {
+  const s = quoteIdent(schema)
+  const matched = `SELECT c."orderId", c."amountCents" FROM ${s}."GatewayCharge" c JOIN ${s}."Order" o ON o.id = c."orderId" AND (c."idempotencyKey" IS NULL OR c."idempotencyKey" = o.reference)`
+  return `WITH m AS (${matched})
+SELECT
+  (SELECT count(*)::int FROM ${s}."Order" o WHERE o.status <> 'paid' AND EXISTS (SELECT 1 FROM m WHERE m."orderId" = o.id)) AS charged_unpaid,
+  (SELECT count(*)::int FROM ${s}."Order" o WHERE o.status = 'paid' AND NOT EXISTS (SELECT 1 FROM m WHERE m."orderId" = o.id)) AS paid_uncharged,
+  (SELECT count(DISTINCT o.id)::int FROM ${s}."Order" o JOIN m ON m."orderId" = o.id WHERE o."amountCents" IS NOT NULL AND m."amountCents" <> o."amountCents") AS amount_mismatch,
+  (SELECT count(*)::int FROM ${s}."GatewayCharge" c WHERE c."idempotencyKey" IS NOT NULL AND NOT EXISTS (SELECT 1 FROM ${s}."Order" o WHERE o.id = c."orderId" AND o.reference = c."idempotencyKey")) AS unmatched,
+  (SELECT count(*)::int FROM ${s}."Payment" p WHERE p.instance LIKE '%${RECONCILER_SUFFIX}') AS reconciled_paid`
 }
 
 type CountsDb = Pick<PrismaClient, 'product' | 'order' | 'payment' | 'gatewayCharge' | '$queryRawUnsafe'>
 
 /** Counts everything from the database in `schema` (the schema the client queries). */
 export async function countShop(db: CountsDb, schema: string): Promise<ShopCounts> {
-  const [products, sold, paidOrders, payments, doublePaid, gatewayCharges, charged, seeds] = await Promise.all([
-    db.product.findMany({ orderBy: { id: 'asc' }, select: { id: true, sku: true, name: true, stock: true } }),
-    db.order.groupBy({ by: ['productId'], _sum: { quantity: true }, _count: { _all: true } }),
-    db.order.count({ where: { status: 'paid' } }),
-    db.payment.count(),
-    db.payment.groupBy({ by: ['orderId'], _count: { _all: true }, having: { orderId: { _count: { gt: 1 } } } }),
-    db.gatewayCharge.count(),
-    db.gatewayCharge.groupBy({ by: ['orderId'], _count: { _all: true }, having: { orderId: { _count: { gt: 1 } } } }),
-    readInitialStock(db, schema),
-  ])
+  const [products, sold, paidOrders, payments, doublePaid, gatewayCharges, charged, seeds, money, cancelledOrders] =
+    await Promise.all([
+      db.product.findMany({ orderBy: { id: 'asc' }, select: { id: true, sku: true, name: true, stock: true } }),
+      db.order.groupBy({
+        by: ['productId'],
+        where: { status: { not: 'cancelled' } },
+        _sum: { quantity: true },
+        _count: { _all: true },
+      }),
+      db.order.count({ where: { status: 'paid' } }),
+      db.payment.count(),
+      db.payment.groupBy({ by: ['orderId'], _count: { _all: true }, having: { orderId: { _count: { gt: 1 } } } }),
+      db.gatewayCharge.count(),
+      db.gatewayCharge.groupBy({ by: ['orderId'], _count: { _all: true }, having: { orderId: { _count: { gt: 1 } } } }),
+      readInitialStock(db, schema),
+      db.$queryRawUnsafe<MoneyRow[]>(moneySql(schema)).then((rows) => rows[0] as MoneyRow),
+      db.order.count({ where: { status: 'cancelled' } }),
+    ])
   const soldBy = new Map(sold.map((s) => [s.productId, { units: s._sum.quantity ?? 0, orders: s._count._all }]))
   const rows: ProductCounts[] = products.map((p) => {
     const s = soldBy.get(p.id) ?? { units: 0, orders: 0 }
@@ -80,6 +132,8 @@ export async function countShop(db: CountsDb, schema: string): Promise<ShopCount
   const oversoldUnits = sum((p) => p.oversoldUnits)
   const lostUpdates = sum((p) => p.lostUpdates ?? 0)
   const doubleChargedOrders = charged.length
+  const stockViolations = sum((p) => Math.max(p.oversoldUnits, p.lostUpdates ?? 0))
+  const moneyViolations = money.charged_unpaid + money.paid_uncharged + money.amount_mismatch + money.unmatched
   return {
     products: rows,
     orders: sum((p) => p.orders),
@@ -92,7 +146,13 @@ export async function countShop(db: CountsDb, schema: string): Promise<ShopCount
     doubleChargedOrders,
     extraCharges: charged.reduce((a, c) => a + c._count._all - 1, 0),
     lostUpdates,
-    violations: oversoldUnits + doubleChargedOrders + lostUpdates,
+    chargedUnpaidOrders: money.charged_unpaid,
+    paidUnchargedOrders: money.paid_uncharged,
+    amountMismatchOrders: money.amount_mismatch,
+    unmatchedCharges: money.unmatched,
+    reconciledPaid: money.reconciled_paid,
+    cancelledOrders,
+    violations: stockViolations + doubleChargedOrders + moneyViolations,
   }
 }
 

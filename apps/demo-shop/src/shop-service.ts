@@ -10,18 +10,29 @@
  * meanwhile charged the order again at the gateway. Under `fenced`, every step carries the
  * holder's token: a newer holder's read has raised the row's fence meanwhile, so the stale
  * write fails at its first statement and writes nothing. The charge itself is outside the shop's database, so the fence
- * cannot reach it: the payment records its intent (the charge's idempotency key, `order:<id>`)
- * in tx1, and the protection sends that key and the lock's token with the charge, so the gateway
- * answers a second holder's charge with the first charge, and refuses an older holder's.
+ * cannot reach it: the payment records its intent (the charge's idempotency key: the order's
+ * random `reference`, minted with the order) in tx1, and the protection sends that key and the
+ * lock's token with the charge, so the gateway answers a second holder's charge with the first
+ * charge, and refuses an older holder's. The amount charged is the order's, fixed when the order
+ * was made, so every repeat of the key is the same call. An intent left unpaid (the instance died
+ * between the charge and the payment row) is settled by the reconciler (reconciler.ts).
  */
+import { randomBytes } from 'node:crypto'
 import type { PrismaClient } from '../../../generated/prisma/client.js'
-import type { PaymentGateway } from './payment-gateway.js'
+import { GatewayError, type PaymentGateway } from './payment-gateway.js'
 import type { Protection } from './protection.js'
 import { lockResource } from './shop-keys.js'
 
 /** Told when the code enters an external call while it may hold a lock: the chaos' target. */
 export interface ShopObserver {
   externalCall(call: { operation: 'authorize' | 'charge'; resource: string; token: bigint | undefined }): void
+  /** Told when the gateway has answered a charge, before the payment is recorded (a test hook dies here). */
+  chargeAnswered?(call: { orderId: number; chargeId: string }): void
+}
+
+/** A new order's reference: `ord_` and 16 random bytes in base64url (node:crypto). Never reused. */
+export function newOrderReference(): string {
+  return `ord_${randomBytes(16).toString('base64url')}`
 }
 
 /** What a purchase did. */
@@ -32,9 +43,23 @@ export type PurchaseResult =
 
 /** What a payment did. `already-paid` is the idempotent answer to a retried or duplicated payment. */
 export type PaymentResult =
-  | { kind: 'paid'; orderId: number; paymentId: number; amountCents: number; chargeId: string; token: bigint | undefined }
+  | {
+      kind: 'paid'
+      orderId: number
+      paymentId: number
+      amountCents: number
+      chargeId: string
+      token: bigint | undefined
+    }
   | { kind: 'already-paid'; orderId: number }
   | { kind: 'unknown-order'; orderId: number }
+  /** Cancelled by the reconciler (no charge was found for its intent): nothing to pay. */
+  | { kind: 'cancelled'; orderId: number }
+  /**
+   * The gateway holds another call under the order's key (422 `idempotency_key_reused`): not a
+   * case for a retry — the reconciler settles the order from what the gateway holds.
+   */
+  | { kind: 'reconciling'; orderId: number }
 
 /** What {@link ShopService} needs. */
 export interface ShopDeps {
@@ -70,7 +95,8 @@ export class ShopService {
     // Checked before the lock, so an unknown sku costs no lock and mints no token. Products are
     // never deleted here, so a sku found once is remembered (one query less per purchase).
     if (!this.#knownSkus.has(sku)) {
-      if ((await db.product.findUnique({ where: { sku }, select: { id: true } })) === null) return { kind: 'unknown-product', sku }
+      if ((await db.product.findUnique({ where: { sku }, select: { id: true } })) === null)
+        return { kind: 'unknown-product', sku }
       if (this.#knownSkus.size < 10_000) this.#knownSkus.add(sku)
     }
 
@@ -88,7 +114,17 @@ export class ShopService {
       const stockLeft = product.stock - 1
       const order = await guard.write(row, async (tx) => {
         await tx.product.update({ where: { sku }, data: { stock: stockLeft } })
-        return tx.order.create({ data: { productId: product.id, buyerId, quantity: 1 } })
+        // The reference (the charge's key) and the amount are fixed here, in the order's first
+        // transaction: a payment can only ever charge this amount under this key.
+        return tx.order.create({
+          data: {
+            productId: product.id,
+            buyerId,
+            quantity: 1,
+            reference: newOrderReference(),
+            amountCents: product.priceCents,
+          },
+        })
       })
       return { kind: 'ordered', sku, orderId: order.id, stockLeft, token: guard.token }
     })
@@ -97,33 +133,56 @@ export class ShopService {
   /** Pays order `orderId` under the lock `order:<id>`; a second payment of a paid order is a no-op. */
   async pay(orderId: number): Promise<PaymentResult> {
     const { db, protection, gateway, observer, instanceId } = this.#deps
-    if ((await db.order.findUnique({ where: { id: orderId }, select: { id: true } })) === null) return { kind: 'unknown-order', orderId }
+    if ((await db.order.findUnique({ where: { id: orderId }, select: { id: true } })) === null)
+      return { kind: 'unknown-order', orderId }
 
     const row = { model: 'Order', where: { id: orderId } } as const
-    // Named after the business operation, never after the lock or the token: every holder that
-    // ever charges this order sends the same key.
-    const chargeKey = `order:${orderId}`
     return protection.run(lockResource.order(orderId), async (guard) => {
       const order = await guard.transaction(row, async (tx) => {
-        const found = await tx.order.findUnique({ where: { id: orderId }, include: { product: { select: { priceCents: true } } } })
-        if (found === null || found.status === 'paid') return found
-        // The intent, recorded before calling out: this order is about to be charged with this key.
-        await tx.order.update({ where: { id: orderId }, data: { paymentKey: chargeKey } })
-        return found
+        const found = await tx.order.findUnique({
+          where: { id: orderId },
+          include: { product: { select: { priceCents: true } } },
+        })
+        if (found === null || found.status !== 'pending') return found
+        // The intent, recorded before calling out: this order is about to be charged this amount
+        // under this key (its reference: named after the order, never after the lock or the
+        // token, so every holder that ever charges it sends the same key).
+        const amountCents = found.amountCents ?? found.product.priceCents * found.quantity
+        return tx.order.update({
+          where: { id: orderId },
+          data: { paymentKey: found.reference, paymentIntentAt: new Date(), amountCents },
+        })
       })
       if (order === null) return { kind: 'unknown-order', orderId }
       if (order.status === 'paid') return { kind: 'already-paid', orderId }
+      if (order.status === 'cancelled') return { kind: 'cancelled', orderId }
 
-      const amountCents = order.product.priceCents * order.quantity
+      const amountCents = order.amountCents as number
       observer?.externalCall({ operation: 'charge', resource: guard.resource, token: guard.token })
-      const charge = await gateway.charge({ orderId, amountCents }, guard.outsideCall(chargeKey))
+      let charge: { chargeId: string }
+      try {
+        charge = await gateway.charge({ orderId, amountCents }, guard.outsideCall(order.reference))
+      } catch (error) {
+        if (error instanceof GatewayError && error.isKeyReused) return { kind: 'reconciling', orderId }
+        throw error
+      }
+      observer?.chargeAnswered?.({ orderId, chargeId: charge.chargeId })
 
       const payment = await guard.write(row, async (tx) => {
         // The order's (fenced) update first: a stale holder's transaction stops there.
         await tx.order.update({ where: { id: orderId }, data: { status: 'paid' } })
-        return tx.payment.create({ data: { orderId, amountCents, instance: instanceId, gatewayChargeId: charge.chargeId } })
+        return tx.payment.create({
+          data: { orderId, amountCents, instance: instanceId, gatewayChargeId: charge.chargeId },
+        })
       })
-      return { kind: 'paid', orderId, paymentId: payment.id, amountCents, chargeId: charge.chargeId, token: guard.token }
+      return {
+        kind: 'paid',
+        orderId,
+        paymentId: payment.id,
+        amountCents,
+        chargeId: charge.chargeId,
+        token: guard.token,
+      }
     })
   }
 }

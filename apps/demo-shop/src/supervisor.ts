@@ -52,7 +52,7 @@ process.once('exit', () => {
 
 interface Child {
   readonly id: string
-  readonly process: ChildProcess
+  process: ChildProcess
   port: number
   stopped: boolean
 }
@@ -69,11 +69,85 @@ interface Child {
 export class Supervisor {
   readonly #children: Child[]
   readonly #listeners = new Set<(call: ExternalCall) => void>()
+  readonly #exitListeners = new Set<(id: string, pid: number | undefined) => void>()
   #statsWaiters = new Map<number, (stats: InstanceStats) => void>()
   #stopping: Promise<void> | undefined
+  #options: SupervisorOptions | undefined
+  /** Instances killed by {@link Supervisor.kill} and restarted by {@link Supervisor.restart}. */
+  #killed = 0
 
   private constructor(children: Child[]) {
     this.#children = children
+  }
+
+  /** Forks the child `id` on `port` with `extraEnv` on top of the options' env; resolves once it listens. */
+  #fork(entry: Child, port: number, extraEnv: Readonly<Record<string, string>>): Promise<void> {
+    const options = this.#options as SupervisorOptions
+    const child = fork(options.entry ?? MAIN, [], {
+      execArgv: ['--import', 'tsx'],
+      env: { ...process.env, ...options.env, ...extraEnv, SHOP_INSTANCE_ID: entry.id, PORT: String(port) },
+      stdio: ['ignore', 'inherit', options.stderr ?? 'inherit', 'ipc'],
+    })
+    entry.process = child
+    entry.stopped = false
+    child.on('error', () => {})
+    child.once('exit', () => {
+      for (const listener of this.#exitListeners) listener(entry.id, child.pid)
+    })
+    return new Promise<void>((resolve, reject) => {
+      child.on('message', (m: unknown) => {
+        if (!isInstanceMessage(m)) return
+        if (m.type === 'ready') {
+          entry.port = m.port
+          resolve()
+        } else if (m.type === 'failed') reject(new Error(`${entry.id} failed to start: ${m.message}`))
+        else this.#onMessage(entry, m)
+      })
+      child.once('exit', (code, signal) =>
+        reject(new Error(`${entry.id} exited before it was ready (${signal ?? `exit ${code}`})`)),
+      )
+    })
+  }
+
+  /** Kills instance `pid` at once (SIGKILL): no drain, no cleanup, as a crash. Resolves true once it has exited. */
+  async kill(pid: number): Promise<boolean> {
+    const child = this.#children.find((c) => c.process.pid === pid)
+    if (child === undefined || !this.owns(pid)) return false
+    const exited = new Promise<void>((r) => child.process.once('exit', () => r()))
+    child.process.kill('SIGCONT')
+    child.process.kill('SIGKILL')
+    await exited
+    this.#killed++
+    return true
+  }
+
+  /** Calls `fn` when an instance exits (killed, crashed, or stopped). Returns an unsubscribe function. */
+  onExit(fn: (id: string, pid: number | undefined) => void): () => void {
+    this.#exitListeners.add(fn)
+    return () => this.#exitListeners.delete(fn)
+  }
+
+  /** Instances killed so far (by {@link Supervisor.kill}). */
+  get killed(): number {
+    return this.#killed
+  }
+
+  /**
+   * Starts instance `id` again on its port (the crowd's URLs stay valid) once it has exited, with
+   * `extraEnv` on top of the run's env; resolves once it listens. Refused while stopping.
+   */
+  async restart(id: string, extraEnv: Readonly<Record<string, string>> = {}): Promise<void> {
+    const child = this.#children.find((c) => c.id === id)
+    if (child === undefined) throw new Error(`no instance ${id}`)
+    if (this.#stopping !== undefined) throw new Error('the supervisor is stopping')
+    if (child.process.exitCode === null && child.process.signalCode === null) throw new Error(`${id} is still running`)
+    await this.#fork(child, child.port, extraEnv)
+  }
+
+  /** Whether instance `id` runs now. */
+  isRunning(id: string): boolean {
+    const child = this.#children.find((c) => c.id === id)
+    return child !== undefined && child.process.pid !== undefined && this.owns(child.process.pid)
   }
 
   /** Forks the instances and waits until every one listens. On failure, stops those started. */
@@ -84,32 +158,15 @@ export class Supervisor {
     const prefix = options.idPrefix ?? 'shop'
     const children: Child[] = []
     const supervisor = new Supervisor(children)
+    supervisor.#options = options
     live.add(supervisor)
     const ready: Promise<void>[] = []
     for (let i = 0; i < options.instances; i++) {
       const id = `${prefix}-${i + 1}`
       const port = options.basePort ? options.basePort + i : 0
-      const child = fork(options.entry ?? MAIN, [], {
-        execArgv: ['--import', 'tsx'],
-        env: { ...process.env, ...options.env, SHOP_INSTANCE_ID: id, PORT: String(port) },
-        stdio: ['ignore', 'inherit', options.stderr ?? 'inherit', 'ipc'],
-      })
-      const entry: Child = { id, process: child, port: 0, stopped: false }
+      const entry = { id, port: 0, stopped: false } as Child
       children.push(entry)
-      child.on('error', () => {})
-      ready.push(
-        new Promise<void>((resolve, reject) => {
-          child.on('message', (m: unknown) => {
-            if (!isInstanceMessage(m)) return
-            if (m.type === 'ready') {
-              entry.port = m.port
-              resolve()
-            } else if (m.type === 'failed') reject(new Error(`${id} failed to start: ${m.message}`))
-            else supervisor.#onMessage(entry, m)
-          })
-          child.once('exit', (code, signal) => reject(new Error(`${id} exited before it was ready (${signal ?? `exit ${code}`})`)))
-        }),
-      )
+      ready.push(supervisor.#fork(entry, port, {}))
     }
     const timeoutMs = options.readyTimeoutMs ?? 60_000
     let timer: NodeJS.Timeout | undefined
@@ -159,7 +216,9 @@ export class Supervisor {
 
   /** True when `pid` is one of our running instances: the only PIDs we ever signal. */
   owns(pid: number): boolean {
-    return this.#children.some((c) => c.process.pid === pid && c.process.exitCode === null && c.process.signalCode === null)
+    return this.#children.some(
+      (c) => c.process.pid === pid && c.process.exitCode === null && c.process.signalCode === null,
+    )
   }
 
   /** Freezes instance `pid` (SIGSTOP): its event loop, watchdog and sockets stop, as in a long GC pause. */

@@ -41,6 +41,27 @@ describe('docker-compose.yml', () => {
     expect(result.status).toBe(0)
   })
 
+  it("profile sentinel: a primary, a replica and 3 Sentinels, only with the profile; the shop takes REDIS_SENTINELS and SHOP_LOCK_REPLICAS from the environment", () => {
+    const withProfile = spawnSync('docker-compose', ['-f', composeFile, '--profile', 'sentinel', 'config'], {
+      cwd: root,
+      encoding: 'utf8',
+      env: { ...process.env, REDIS_SENTINELS: 'sentinel-1:26379,sentinel-2:26379,sentinel-3:26379', SHOP_LOCK_REPLICAS: '1' },
+    })
+    expect(withProfile.status, withProfile.stderr).toBe(0)
+    const services = (out: string) => [...out.matchAll(/^ {2}([a-z0-9-]+):$/gm)].map((m) => m[1])
+    const ha = ['redis-primary', 'redis-replica', 'sentinel-1', 'sentinel-2', 'sentinel-3']
+    expect(services(withProfile.stdout)).toEqual(expect.arrayContaining(ha))
+    expect(withProfile.stdout).toMatch(/REDIS_SENTINELS: sentinel-1:26379,sentinel-2:26379,sentinel-3:26379/)
+    expect(withProfile.stdout).toMatch(/SHOP_LOCK_REPLICAS: '1'/)
+    expect(withProfile.stdout).toContain('sentinel monitor fencelock redis-primary 6379 2')
+    // Each only with the profile (docker-compose 1 lists every service in `config`, with its profiles).
+    const without = spawnSync('docker-compose', ['-f', composeFile, 'config'], { cwd: root, encoding: 'utf8' })
+    expect(without.status, without.stderr).toBe(0)
+    const profiled = (s: string) => new RegExp(`^  ${s}:\n(?: {4}.*\n)*? {4}profiles:\n {4}- sentinel$`, 'm')
+    for (const s of ha) expect(without.stdout).toMatch(profiled(s))
+    for (const s of ['shop', 'redis', 'postgres', 'gateway']) expect(without.stdout).not.toMatch(profiled(s))
+  })
+
   it('has the services of the demo, and every file it mounts or builds from exists', () => {
     const text = readFileSync(composeFile, 'utf8')
     for (const service of ['redis', 'postgres', 'gateway', 'shop', 'prometheus', 'grafana']) expect(text).toMatch(new RegExp(`^  ${service}:$`, 'm'))

@@ -14,6 +14,8 @@ describe('parseFlashSaleArgs', () => {
     expect(command.json).toBe(true)
     expect(command.options).toMatchObject({ instances: 4, buyers: 2000, stock: 100, mode: 'fenced', chaos: 'pause', seed: 7 })
     expect(parseFlashSaleArgs(['--mode=lock', '--ttl-ms=500', '--gateway-latency-ms=10-20']).options).toMatchObject({ mode: 'lock', ttlMs: 500, gatewayLatencyMs: '10-20' })
+    expect(parseFlashSaleArgs([]).options.redis).toBe('single')
+    expect(parseFlashSaleArgs(['--redis', 'sentinel']).options.redis).toBe('sentinel')
   })
 
   it.each([
@@ -30,6 +32,7 @@ describe('parseFlashSaleArgs', () => {
     [['--stock', '1', '--stock', '2'], /given twice/],
     [['--json=yes'], /takes no value/],
     [['--frobnicate'], /unknown option/],
+    [['--redis', 'cluster'], /--redis must be one of single, sentinel/],
   ])('refuses %j', (argv, message) => {
     expect(() => parseFlashSaleArgs(argv)).toThrow(UsageError)
     expect(() => parseFlashSaleArgs(argv)).toThrow(message)

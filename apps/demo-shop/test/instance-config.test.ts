@@ -21,6 +21,27 @@ describe('readInstanceConfig', () => {
     expect(config.database.connectionString).not.toContain('schema=')
   })
 
+  it('REDIS_SENTINELS: the Sentinels to ask for the primary (REDIS_URL then not needed), the master name, the lock replicas', () => {
+    const config = readInstanceConfig({
+      ...base,
+      REDIS_URL: undefined,
+      REDIS_SENTINELS: 'sentinel-1:26379, sentinel-2:26379,[::1]:26380',
+      SHOP_LOCK_REPLICAS: '1',
+    })
+    expect(config.sentinels).toEqual({
+      addresses: [
+        { host: 'sentinel-1', port: 26379 },
+        { host: 'sentinel-2', port: 26379 },
+        { host: '::1', port: 26380 },
+      ],
+      name: 'fencelock',
+    })
+    expect(config.lockReplicas).toBe(1)
+    // Empty (docker-compose's default) means a single Redis.
+    expect(readInstanceConfig({ ...base, REDIS_SENTINELS: '' }).sentinels).toBeUndefined()
+    expect(readInstanceConfig(base).lockReplicas).toBe(0)
+  })
+
   it.each([
     [{ REDIS_URL: undefined }, 'REDIS_URL'],
     [{ REDIS_URL: 'http://x' }, 'REDIS_URL'],
@@ -35,6 +56,10 @@ describe('readInstanceConfig', () => {
     [{ SHOP_INSTANCE_ID: 'a b' }, 'SHOP_INSTANCE_ID'],
     [{ SHOP_RUN_ID: 'x{y}' }, 'SHOP_RUN_ID'],
     [{ SHOP_DB_POOL_SIZE: '0' }, 'SHOP_DB_POOL_SIZE'],
+    [{ REDIS_SENTINELS: 'sentinel-1' }, 'REDIS_SENTINELS'],
+    [{ REDIS_SENTINELS: 'a:1,b:99999' }, 'REDIS_SENTINELS'],
+    [{ REDIS_SENTINELS: 'a:1', REDIS_SENTINEL_NAME: 'x y' }, 'REDIS_SENTINEL_NAME'],
+    [{ SHOP_LOCK_REPLICAS: '17' }, 'SHOP_LOCK_REPLICAS'],
   ])('refuses %j, naming %s', (patch, variable) => {
     let caught: unknown
     try {

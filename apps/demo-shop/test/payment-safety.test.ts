@@ -9,7 +9,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { createPrisma, dropShopSchema, prepareShopSchema } from '../src/database.js'
 import { GatewayError, httpGateway, type ChargeProtection, type PaymentGateway } from '../src/payment-gateway.js'
 import { createProtection, fencedShopClient, shopStores, type Protection } from '../src/protection.js'
-import { ShopService } from '../src/shop-service.js'
+import { newOrderReference, ShopService } from '../src/shop-service.js'
 import { startTestGateway, type TestGateway } from './gateway-server.js'
 import { REDIS_URL, testDatabase, uniqueRun } from './services.js'
 
@@ -47,12 +47,23 @@ async function twoTokens(resource: string): Promise<[bigint, bigint]> {
 }
 
 /** A holder of `token`: the shop's protection of a mode, handed the lock grant the test decided. */
-function protectionWith(mode: 'lock' | 'fenced', token: bigint, outside?: (key: string, resource: string) => ChargeProtection): Protection {
+function protectionWith(
+  mode: 'lock' | 'fenced',
+  token: bigint,
+  outside?: (key: string, resource: string) => ChargeProtection,
+): Protection {
   const stores = shopStores(prisma, fencedShopClient(prisma), { maxWait: 5_000, timeout: 5_000 })
-  const granted = { using: (resource: string, fn: (lock: { token: bigint; resource: string }) => Promise<unknown>) => fn({ token, resource }) }
+  const granted = {
+    using: (resource: string, fn: (lock: { token: bigint; resource: string }) => Promise<unknown>) =>
+      fn({ token, resource }),
+  }
   const inner = createProtection(mode, { stores, locker: granted as never, ttlMs: 1_000, waitMs: 1_000 })
   if (outside === undefined) return inner
-  return { mode, run: (resource, fn) => inner.run(resource, (guard) => fn({ ...guard, outsideCall: (key) => outside(key, resource) })) }
+  return {
+    mode,
+    run: (resource, fn) =>
+      inner.run(resource, (guard) => fn({ ...guard, outsideCall: (key) => outside(key, resource) })),
+  }
 }
 
 /** A gateway client that stops `where` the call (before it is sent, or after its answer) until `resume` is called. */
@@ -67,6 +78,7 @@ function freezing(where: 'before' | 'after'): { gateway: PaymentGateway; charged
     charged: reached,
     gateway: {
       authorize: (request) => real.authorize(request),
+      findCharge: (key, fencing) => real.findCharge(key, fencing),
       async charge(request, protection) {
         if (where === 'before') {
           charged()
@@ -84,17 +96,31 @@ function freezing(where: 'before' | 'after'): { gateway: PaymentGateway; charged
 
 async function newOrder(): Promise<number> {
   const product = await prisma.product.findUniqueOrThrow({ where: { sku: 'p-1' } })
-  return (await prisma.order.create({ data: { productId: product.id, buyerId: 'b', quantity: 1 } })).id
+  const data = {
+    productId: product.id,
+    buyerId: 'b',
+    quantity: 1,
+    reference: newOrderReference(),
+    amountCents: product.priceCents,
+  }
+  return (await prisma.order.create({ data })).id
 }
 
 /** A charges and freezes after the gateway answered; B pays meanwhile; A wakes. What landed where. */
-async function chargeFreezeAndPayAgain(protections: (orderId: number, a: bigint, b: bigint) => [Protection, Protection]) {
+async function chargeFreezeAndPayAgain(
+  protections: (orderId: number, a: bigint, b: bigint) => [Protection, Protection],
+) {
   const orderId = await newOrder()
   const [tokenA, tokenB] = await twoTokens(`order:${orderId}`)
   const [protectA, protectB] = protections(orderId, tokenA, tokenB)
   const frozen = freezing('after')
   const shopA = new ShopService({ db: prisma, protection: protectA, gateway: frozen.gateway, instanceId: 'a' })
-  const shopB = new ShopService({ db: prisma, protection: protectB, gateway: httpGateway({ url: gateway.url }), instanceId: 'b' })
+  const shopB = new ShopService({
+    db: prisma,
+    protection: protectB,
+    gateway: httpGateway({ url: gateway.url }),
+    instanceId: 'b',
+  })
   const payingA = shopA.pay(orderId).then(
     (value) => ({ value, error: undefined }),
     (error: unknown) => ({ value: undefined, error }),
@@ -120,18 +146,26 @@ describe('a holder that charged and froze before recording the payment', () => {
     expect(r.a.error).toMatchObject({ name: 'StaleFencingTokenError' })
     expect(r.payments).toHaveLength(1)
     expect(r.payments[0]?.gatewayChargeId).toBe(r.charges[0]?.chargeId)
-    expect(r.order).toMatchObject({ status: 'paid', paymentKey: `order:${r.order.id}` })
+    // The key is the order's random reference, minted with the order (never its id, never the token).
+    expect(r.order).toMatchObject({ status: 'paid', paymentKey: r.order.reference })
+    expect(r.order.reference).toMatch(/^ord_[A-Za-z0-9_-]{22}$/)
+    expect(r.charges[0]?.idempotencyKey).toBe(r.order.reference)
   })
 
   it('control: the database fence alone (no key, no token at the gateway) — the shop records one payment, the buyer is charged twice', async () => {
-    const r = await chargeFreezeAndPayAgain((_id, a, b) => [protectionWith('fenced', a, () => ({})), protectionWith('fenced', b, () => ({}))])
+    const r = await chargeFreezeAndPayAgain((_id, a, b) => [
+      protectionWith('fenced', a, () => ({})),
+      protectionWith('fenced', b, () => ({})),
+    ])
     expect(r.a.error).toMatchObject({ name: 'StaleFencingTokenError' })
     expect(r.payments).toHaveLength(1)
     expect(r.charges).toHaveLength(2)
   })
 
   it('control: the fencing token alone at the gateway (no idempotency key) — the newer holder is legitimately newer and charges again', async () => {
-    const tokenOnly = (_key: string, resource: string, token: bigint): ChargeProtection => ({ fencing: { token, resource } })
+    const tokenOnly = (_key: string, resource: string, token: bigint): ChargeProtection => ({
+      fencing: { token, resource },
+    })
     const r = await chargeFreezeAndPayAgain((_id, a, b) => [
       protectionWith('fenced', a, (k, res) => tokenOnly(k, res, a)),
       protectionWith('fenced', b, (k, res) => tokenOnly(k, res, b)),
@@ -151,8 +185,18 @@ describe('a holder that froze before its charge reached the gateway', () => {
     const orderId = await newOrder()
     const [tokenA, tokenB] = await twoTokens(`order:${orderId}`)
     const frozen = freezing('before')
-    const shopA = new ShopService({ db: prisma, protection: protectionWith('fenced', tokenA), gateway: frozen.gateway, instanceId: 'a' })
-    const shopB = new ShopService({ db: prisma, protection: protectionWith('fenced', tokenB), gateway: httpGateway({ url: gateway.url }), instanceId: 'b' })
+    const shopA = new ShopService({
+      db: prisma,
+      protection: protectionWith('fenced', tokenA),
+      gateway: frozen.gateway,
+      instanceId: 'a',
+    })
+    const shopB = new ShopService({
+      db: prisma,
+      protection: protectionWith('fenced', tokenB),
+      gateway: httpGateway({ url: gateway.url }),
+      instanceId: 'b',
+    })
     const payingA = shopA.pay(orderId).catch((error: unknown) => error)
     await frozen.charged
     expect(await shopB.pay(orderId)).toMatchObject({ kind: 'paid' })

@@ -87,6 +87,11 @@ export class LockReplicationError extends LockUnavailableError {
   readonly replicas: number
   /** Replicas that did, on the last try. */
   readonly acknowledged: number
+  /**
+   * Replicas the primary had connected on the last try (its `ROLE`), when it answered: below
+   * `replicas` the option cannot be met until replicas come back (0: none is reachable).
+   */
+  readonly connectedReplicas: number | undefined
 
   constructor(
     resource: string,
@@ -95,10 +100,12 @@ export class LockReplicationError extends LockUnavailableError {
     acknowledged: number,
     message: string,
     cause?: unknown,
+    connectedReplicas?: number,
   ) {
     super(resource, operation, message, cause)
     this.replicas = replicas
     this.acknowledged = acknowledged
+    this.connectedReplicas = connectedReplicas
   }
 }
 
@@ -109,6 +116,22 @@ export class LockAbortedError extends LockError {
   constructor(resource: string, waitedMs: number, cause: unknown) {
     super(`acquire of lock "${resource}" was aborted after ${Math.round(waitedMs)} ms`, { resource, cause })
     this.waitedMs = waitedMs
+  }
+}
+
+/**
+ * The reason of a leader's `signal` (`locker.lead()`) when its term ends. `reason` says why; a
+ * lost lease has the `LockLostError` as its `cause`.
+ */
+export class LeadershipEndedError extends LockError {
+  /** The term that ended. */
+  readonly term: bigint
+  readonly reason: 'lost' | 'stopped' | 'closed' | 'failed'
+
+  constructor(resource: string, term: bigint, reason: 'lost' | 'stopped' | 'closed' | 'failed', cause?: unknown) {
+    super(`leadership of "${resource}" (term ${term}) ended: ${reason}`, { resource, cause })
+    this.term = term
+    this.reason = reason
   }
 }
 

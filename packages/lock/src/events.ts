@@ -63,4 +63,20 @@ export type LockEvent =
    */
   | { type: 'reentered'; resource: string; token: bigint; holds: number }
 
+  /** `locker.lead()`: this process became the leader of `resource`; `term` is its lease's token. */
+  | { type: 'elected'; resource: string; term: bigint; waitedMs: number }
+  /** `locker.lead()`: this process's term ended after `ledMs` (`reason`: lost, stopped, closed, failed). */
+  | { type: 'demoted'; resource: string; term: bigint; ledMs: number; reason: 'lost' | 'stopped' | 'closed' | 'failed' }
+  /**
+   * `locker.runOnce()`: what this instance did with one tick (`resource` is the job's key). A tick no
+   * instance reports as `ran` was not run; each instance reports it as skipped, failed, lost or missed.
+   */
+  | {
+      type: 'tick'
+      resource: string
+      tick: number
+      outcome: 'ran' | 'skipped' | 'failed' | 'lost' | 'missed'
+      token?: bigint
+    }
+
 export type LockEventType = LockEvent['type']

@@ -8,6 +8,7 @@ export {
   LockAbortedError,
   LockReplicationError,
   InvalidLockOptionError,
+  LeadershipEndedError,
   type LockLostReason,
 } from './errors.js'
 export type { LockEvent, LockEventType } from './events.js'
@@ -31,5 +32,16 @@ export {
   type LockErrorAnswer,
 } from './lock-error-handler.js'
 export { LOCK_SCRIPTS, type LockScriptName, type LockScriptSource } from './lock-scripts.js'
+export type { Leadership } from './election/leadership.js'
+export type { Schedule } from './election/run-once.js'
+export {
+  ELECTION_DEFAULTS,
+  type LeadOptions,
+  type DemotionReason,
+  type RunOnceOptions,
+  type Tick,
+  type TickReport,
+  type TickOutcome,
+} from './election/election-options.js'
 export type { LockInspection, NodeInspection } from './family/inspect.js'
 export { MAX_RESOURCES, type MultiLock } from './family/multi-lock.js'

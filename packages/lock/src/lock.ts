@@ -210,7 +210,15 @@ export class Lock implements AsyncDisposable {
       })
       const message = `could not extend lock "${this.resource}": ${asError(error).message}`
       if (error instanceof NotReplicatedError) {
-        throw new LockReplicationError(this.resource, 'extend', error.replicas, error.acknowledged, message, error)
+        throw new LockReplicationError(
+          this.resource,
+          'extend',
+          error.replicas,
+          error.acknowledged,
+          message,
+          error,
+          error.connectedReplicas,
+        )
       }
       throw new LockUnavailableError(this.resource, 'extend', message, error)
     }

@@ -32,6 +32,15 @@ import {
 import { QuorumBackend, type QuorumBackendOptions } from './quorum/quorum-backend.js'
 import { RedisBackend, type RedisBackendOptions, type RedisClient } from './backend/redis-backend.js'
 import { WaitQueues, type Attempt, type WaitHost } from './waiting/wait-queues.js'
+import {
+  resolveLeadOptions,
+  resolveRunOnceOptions,
+  type LeadOptions,
+  type RunOnceOptions,
+  type Tick,
+} from './election/election-options.js'
+import { Campaign, type ElectionHost, type Leadership } from './election/leadership.js'
+import { TickRunner, type Schedule } from './election/run-once.js'
 import { HeldInContext } from './family/reentrancy.js'
 import type { LockInspection } from './family/inspect.js'
 import { acquireInOrder, canonicalResources, type MultiLock } from './family/multi-lock.js'
@@ -339,6 +348,64 @@ export class Locker {
   }
 
   /**
+   * Campaigns for the leadership of `name` until `stop()`: one leader at a time among every
+   * process that campaigns for it. The leader's lease is renewed by the watchdog; its term is the
+   * lease's fencing token (strictly increasing across leaders), so a leader that paused past its
+   * lease has its writes refused by the stores that check the token. A lost lease demotes it
+   * (its signal aborts) and another candidate is elected within about one `ttlMs`. Built on
+   * `acquire()` (src/election/, docs/LOCK.md "Leader election and run-once jobs").
+   *
+   * @example
+   * ```ts
+   * const leadership = locker.lead('scheduler', {
+   *   onElected: (term, signal) => runSchedulerUntil(signal, { fenceToken: term }),
+   *   onDemoted: (reason) => console.log(`no longer the leader: ${reason}`),
+   * })
+   * // on shutdown: resigns, and the next candidate takes over at once
+   * await leadership.stop()
+   * ```
+   * @throws InvalidLockOptionError for a bad name or option, before any I/O.
+   */
+  lead(name: string, options: LeadOptions): Leadership {
+    const o = resolveLeadOptions(name, options, this.#options.ttlMs, this.#ttlFloor)
+    this.#assertOpen(o.name)
+    return new Campaign(this.#electionHost(), o)
+  }
+
+  /**
+   * A job that every instance schedules and one runs per tick (the window
+   * `[n × everyMs, (n + 1) × everyMs)` of the wall clock), with the tick's fencing token for its
+   * writes. Every instance reports what it did with each tick (the `tick` event, `onTick`); a
+   * tick that no instance ran shows no `ran` report, never silence.
+   *
+   * @example
+   * ```ts
+   * const schedule = locker.runOnce(({ tick, token }) => closeTheDay(tick, { fenceToken: token }), {
+   *   key: 'close-day',
+   *   everyMs: 60_000,
+   * })
+   * await schedule.stop()
+   * ```
+   * @throws InvalidLockOptionError for a bad job or option, before any I/O.
+   */
+  runOnce(job: (tick: Tick) => unknown, options: RunOnceOptions): Schedule {
+    const o = resolveRunOnceOptions(job, options, this.#options.ttlMs, this.#ttlFloor)
+    this.#assertOpen(o.key)
+    return new TickRunner(this.#electionHost(), o)
+  }
+
+  #electionHost(): ElectionHost {
+    const isClosed = () => this.#closed
+    return {
+      acquire: (resource, options) => this.acquire(resource, options),
+      emit: this.#emit,
+      get closed() {
+        return isClosed()
+      },
+    }
+  }
+
+  /**
    * Rejects blocked acquires, stops every watchdog, releases the locks this locker still holds,
    * waits for the tries still in flight (a grant that lands now is released) and for everything
    * it sent to be answered, leaves the queues in Redis it stood in, and closes the subscriber
@@ -479,7 +546,15 @@ export class Locker {
       return new LockUnavailableError(resource, 'acquire', prefix + cause.message, cause.cause ?? cause)
     if (cause instanceof NotReplicatedError) {
       const message = `${prefix}its grants were not acknowledged by the replicas in time (${cause.message}); they were given back`
-      return new LockReplicationError(resource, 'acquire', cause.replicas, cause.acknowledged, message, cause)
+      return new LockReplicationError(
+        resource,
+        'acquire',
+        cause.replicas,
+        cause.acknowledged,
+        message,
+        cause,
+        cause.connectedReplicas,
+      )
     }
     const why = cause instanceof DeadlineExceededError ? 'Redis did not answer in time' : 'the Redis call failed'
     return new LockUnavailableError(resource, 'acquire', `${prefix}${why} (${cause.message})`, cause)

@@ -189,7 +189,7 @@ export function checkResource(resource: unknown): string {
 }
 
 /** Only `undefined` means "use the default"; `null` is a bad value like any other. */
-function or<T>(value: unknown, fallback: T): unknown {
+export function or<T>(value: unknown, fallback: T): unknown {
   return value === undefined ? fallback : value
 }
 
@@ -197,7 +197,12 @@ function or<T>(value: unknown, fallback: T): unknown {
  * Checks an options object: an object whose every own key is one of `known` (a misspelled option,
  * `waitMS` for `waitMs`, would otherwise be ignored without a word).
  */
-function checkObject(field: string, value: unknown, what: string, known: readonly string[]): Record<string, unknown> {
+export function checkObject(
+  field: string,
+  value: unknown,
+  what: string,
+  known: readonly string[],
+): Record<string, unknown> {
   if (value === undefined) return {}
   if (value === null || typeof value !== 'object') throw new InvalidLockOptionError(field, 'must be an object', value)
   for (const key of Object.keys(value)) {

@@ -133,11 +133,17 @@ describe('the wait queue in Redis (one locker per process)', () => {
     const grants = lockers.map(() => 0)
     const timeouts = lockers.map(() => 0)
     let longestWaitMs = 0
+    // Fairness counted in grants, not milliseconds (a loaded machine stretches every hold): how
+    // many grants went to others while one waiter waited. In a fair queue, about one per other
+    // Locker; a starved waiter sees the others served again and again.
+    let served = 0
+    let mostServedMeanwhile = 0
     const until = performance.now() + 6_000
     await Promise.all(
       lockers.map(async (locker, i) => {
         while (performance.now() < until) {
           const start = performance.now()
+          const servedBefore = served
           let lock
           try {
             lock = await locker.acquire(resource, { ttlMs: 5_000, waitMs: 2 * fairWaitMs + 1_000 })
@@ -147,6 +153,8 @@ describe('the wait queue in Redis (one locker per process)', () => {
             continue
           }
           longestWaitMs = Math.max(longestWaitMs, performance.now() - start)
+          mostServedMeanwhile = Math.max(mostServedMeanwhile, served - servedBefore)
+          served++
           grants[i]!++
           await sleep(holdMs)
           await lock.release()
@@ -157,9 +165,12 @@ describe('the wait queue in Redis (one locker per process)', () => {
       timeouts: timeouts.reduce((a, b) => a + b, 0),
       neverServed: grants.filter((g) => g === 0).length,
     }).toEqual({ timeouts: 0, neverServed: 0 })
-    // The first round starts with all n at once, so the back of the queue waits (n - 1) holds
-    // then too; hand-offs (a round trip or two each) and a loaded machine add the rest.
-    expect(longestWaitMs).toBeLessThanOrEqual(1.5 * fairWaitMs)
+    // The first round starts with all n at once, so the back of the queue waits for the n - 1
+    // others then too. The longest wait in time is printed, not judged: it is the machine's.
+    console.log(
+      `longest wait ${longestWaitMs.toFixed(0)} ms (fair ${fairWaitMs} ms), ${mostServedMeanwhile} grants to others meanwhile`,
+    )
+    expect(mostServedMeanwhile).toBeLessThanOrEqual(Math.floor(1.5 * (n - 1)))
   })
 
   it('a waiter tries (and so renews its queue lease) at least every pollMs, whatever hand-off messages arrive', async () => {

@@ -120,6 +120,8 @@ export function instrument(locker: InstrumentableLocker, options: InstrumentOpti
    * ran past its TTL unnoticed, so the list behind a resource is one entry long nearly always.
    */
   const held = new Map<string, HeldLock>()
+  /** Names this process leads (locker.lead()), each counted once in `fencelock_is_leader` until demoted. */
+  const leading = new Map<string, GroupState>()
 
   /** Ends a held lock once; `heldMs` undefined when the hold time is unknown (failed release). */
   const end = (resource: string, token: bigint, heldMs: number | undefined): GroupState | undefined => {
@@ -190,7 +192,22 @@ export function instrument(locker: InstrumentableLocker, options: InstrumentOpti
         if (s) s.release[event.outcome]++
         return
       }
+      case 'elected': {
+        const s = seriesOf(event.resource)
+        s.elected++
+        if (!leading.has(event.resource)) s.leading++
+        leading.set(event.resource, s)
+        return
+      }
+      case 'demoted': {
+        const s = leading.get(event.resource)
+        if (s) s.leading--
+        leading.delete(event.resource)
+        return
+      }
       case 'contended':
+      case 'tick':
+      case 'token-regressed':
         return
     }
   }
@@ -210,6 +227,8 @@ export function instrument(locker: InstrumentableLocker, options: InstrumentOpti
         for (let e: HeldLock | undefined = entry; e; e = e.next) e.state.held--
       }
       held.clear()
+      for (const s of leading.values()) s.leading--
+      leading.clear()
     },
   }
 }

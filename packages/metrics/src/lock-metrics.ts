@@ -55,6 +55,10 @@ export interface LockMetrics {
   readonly renewTotal: Counter<'group' | 'outcome'>
   /** `fencelock_held{group}` (gauge). */
   readonly held: Gauge<'group'>
+  /** `fencelock_leader_changes_total{group}` (counter): elections this process won (`locker.lead()`). */
+  readonly leaderChangesTotal: Counter<'group'>
+  /** `fencelock_is_leader{group}` (gauge): elections of the group this process leads now (0 or 1 per name). */
+  readonly isLeader: Gauge<'group'>
 }
 
 /** The fencing metric: `fencelock_fencing_rejections_total{model}` (counter). */
@@ -76,6 +80,10 @@ export class GroupState {
   readonly renew: Record<RenewOutcome, number> = { ok: 0, lost: 0, error: 0 }
   lost = 0
   held = 0
+  /** Elections won, not yet handed to the counter. */
+  elected = 0
+  /** Names of the group this process leads now (absolute). */
+  leading = 0
   readonly wait: HistogramSeries
   readonly hold: HistogramSeries
 
@@ -141,7 +149,9 @@ function remember<S>(cache: WeakMap<AnyRegistry, Map<string, S>>, registry: AnyR
 
 /** Full names of the lock metrics, in the order of {@link LockMetrics}' fields. */
 export function lockMetricNames(prefix: string): readonly string[] {
-  return ['acquire_total', 'wait_seconds', 'hold_seconds', 'release_total', 'lost_total', 'renew_total', 'held'].map((n) => prefix + n)
+  return ['acquire_total', 'wait_seconds', 'hold_seconds', 'release_total', 'lost_total', 'renew_total', 'held', 'leader_changes_total', 'is_leader'].map(
+    (n) => prefix + n,
+  )
 }
 
 const fencingMetricNames = (prefix: string): readonly string[] => [`${prefix}fencing_rejections_total`]
@@ -255,6 +265,29 @@ function createLockMetricSet(registry: AnyRegistry, prefix: string): LockMetricS
           for (const state of series.values()) this.set({ group: state.group }, state.held)
         },
       }),
+      leaderChangesTotal: new Counter({
+        name: `${prefix}leader_changes_total`,
+        help: 'Elections this process won (locker.lead()): each is a new leader with a larger term. Summed over processes, the rate of leader changes.',
+        labelNames: ['group'],
+        registers,
+        collect() {
+          for (const state of series.values()) {
+            if (state.elected > 0) {
+              this.inc({ group: state.group }, state.elected)
+              state.elected = 0
+            }
+          }
+        },
+      }),
+      isLeader: new Gauge({
+        name: `${prefix}is_leader`,
+        help: 'Elections (locker.lead()) this process leads now: 1 while it is the leader of one name of the group. Summed over processes, more than 1 per name means a deposed leader has not noticed yet.',
+        labelNames: ['group'],
+        registers,
+        collect() {
+          for (const state of series.values()) this.set({ group: state.group }, state.leading)
+        },
+      }),
     }
     return { metrics, groups: new LabelLimiter(), series }
 }
@@ -287,6 +320,8 @@ export function groupState(set: LockMetricSet, group: string): GroupState {
   for (const outcome of RENEW_OUTCOMES) m.renewTotal.inc({ group, outcome }, 0)
   m.lostTotal.inc({ group }, 0)
   m.held.inc({ group }, 0)
+  m.leaderChangesTotal.inc({ group }, 0)
+  m.isLeader.inc({ group }, 0)
   const state = new GroupState(group, m)
   set.series.set(group, state)
   return state

@@ -129,6 +129,8 @@ describe('registries', () => {
       'fencelock_fencing_rejections_total',
       'fencelock_held',
       'fencelock_hold_seconds',
+      'fencelock_is_leader',
+      'fencelock_leader_changes_total',
       'fencelock_lost_total',
       'fencelock_release_total',
       'fencelock_renew_total',

@@ -9,7 +9,7 @@
 
 /** Modes and chaos a run from the browser may ask for (the same as the CLI's). */
 export type WireMode = 'unsafe' | 'lock' | 'fenced'
-export type WireChaos = 'none' | 'pause' | 'redis-restart'
+export type WireChaos = 'none' | 'pause' | 'redis-restart' | 'kill'
 
 /** One sample of the aggregated lock metrics, taken about once a second. */
 export interface MetricsPoint {

@@ -8,6 +8,7 @@
  * | `POST /v1/charges {orderId, amountCents}` | 201 the charge · a repeat of its `Idempotency-Key`: the first answer again (header `Idempotent-Replayed: true`) · 422 `idempotency_key_reused` (same key, other parameters) · 409 `stale_fencing_token` (an older `Fencing-Token` than the newest seen for its `Fencing-Resource`) |
  * | `POST /v1/authorizations {buyerId, amountCents}` | 201 an authorization id (holds no money in the demo: no ledger row) |
  * | `GET /v1/charges?orderId=N` | the ledger's charges of an order |
+ * | `GET /v1/charges?key=K` | the charge made under the `Idempotency-Key` K (`{object: 'charge', ...}`), or 404 `no_such_charge`; with fencing headers, the resource's fence is raised in the same transaction, so a charge of an older holder can no longer land after the answer (the reconciler's question) |
  * | `GET /healthz` | 200 when it serves |
  *
  * Every answer takes the configured latency. Bad headers and bodies get 400 `invalid_request`
@@ -26,6 +27,7 @@ import { fencing, fencingErrorHandler, fencingMiddleware, type FencedRequest } f
 import express, { type ErrorRequestHandler, type Express, type Request, type Response } from 'express'
 import type { PrismaClient } from '../../../../generated/prisma/client.js'
 import { bodyParserFailure } from '../body-parser-errors.js'
+import { InFlight } from '../in-flight.js'
 import type { GatewayLatency } from '../payment-gateway.js'
 
 /** Largest accepted request body: 16 KiB. */
@@ -57,6 +59,10 @@ export interface GatewayDeps {
   /** Limits of a charge's transaction. Default 30 s each (a pool of one on PGlite queues them all). */
   readonly transaction?: { readonly maxWaitMs: number; readonly timeoutMs: number }
   readonly logError?: (error: unknown) => void
+  /** Replaces the latency's sleep (a test holds a handler inside its call with it). */
+  readonly wait?: () => Promise<void>
+  /** Counts the running charge and lookup handlers (the process's shutdown waits for them). */
+  readonly inFlight?: InFlight
 }
 
 /** A charge as the ledger and the API show it. */
@@ -87,14 +93,17 @@ class BadRequest extends Error {
 
 function intField(body: Record<string, unknown>, name: string, max: number): number {
   const value = body[name]
-  if (typeof value !== 'number' || !Number.isInteger(value) || value < 1 || value > max) throw new BadRequest(name, `${name} must be an integer from 1 to ${max}`)
+  if (typeof value !== 'number' || !Number.isInteger(value) || value < 1 || value > max)
+    throw new BadRequest(name, `${name} must be an integer from 1 to ${max}`)
   return value
 }
 
 function jsonBody(req: Request, fields: readonly string[]): Record<string, unknown> {
   const body: unknown = req.body
-  if (body === null || typeof body !== 'object' || Array.isArray(body)) throw new BadRequest('body', 'the body must be a JSON object')
-  for (const key of Object.keys(body)) if (!fields.includes(key)) throw new BadRequest(key, `unknown parameter ${JSON.stringify(key.slice(0, 40))}`)
+  if (body === null || typeof body !== 'object' || Array.isArray(body))
+    throw new BadRequest('body', 'the body must be a JSON object')
+  for (const key of Object.keys(body))
+    if (!fields.includes(key)) throw new BadRequest(key, `unknown parameter ${JSON.stringify(key.slice(0, 40))}`)
   return body as Record<string, unknown>
 }
 
@@ -111,8 +120,14 @@ export function createGatewayApp(deps: GatewayDeps): Express {
   const random = deps.random ?? Math.random
   const limits = { maxWait: deps.transaction?.maxWaitMs ?? 30_000, timeout: deps.transaction?.timeoutMs ?? 30_000 }
   const logError = deps.logError ?? ((error: unknown) => console.error('[gateway]', error))
-  const latency = () => new Promise<void>((r) => setTimeout(r, deps.latency.minMs + Math.floor(random() * (deps.latency.maxMs - deps.latency.minMs + 1))))
+  const latency =
+    deps.wait ??
+    (() =>
+      new Promise<void>((r) =>
+        setTimeout(r, deps.latency.minMs + Math.floor(random() * (deps.latency.maxMs - deps.latency.minMs + 1))),
+      ))
 
+  const inFlight = deps.inFlight ?? new InFlight()
   const app = express()
   app.disable('x-powered-by')
   app.disable('etag')
@@ -128,28 +143,62 @@ export function createGatewayApp(deps: GatewayDeps): Express {
 
   app.post('/v1/authorizations', async (req, res) => {
     const body = jsonBody(req, ['buyerId', 'amountCents'])
-    if (typeof body.buyerId !== 'string' || !BUYER_ID.test(body.buyerId)) throw new BadRequest('buyerId', 'buyerId must be 1 to 64 of A-Z a-z 0-9 . _ : @ -')
+    if (typeof body.buyerId !== 'string' || !BUYER_ID.test(body.buyerId))
+      throw new BadRequest('buyerId', 'buyerId must be 1 to 64 of A-Z a-z 0-9 . _ : @ -')
     const amountCents = intField(body, 'amountCents', 1_000_000_000)
     await latency()
     res.status(201).json({ id: `auth_${randomUUID()}`, object: 'authorization', amountCents })
   })
 
-  app.get('/v1/charges', async (req, res) => {
+  app.get('/v1/charges', fencingMiddleware({ db, model: 'GatewayFence', recordBeforeHandler: false }), (req, res) =>
+    inFlight.track(() => listCharges(req, res)),
+  )
+  const listCharges = async (req: Request, res: Response) => {
+    for (const name of Object.keys(req.query))
+      if (name !== 'orderId' && name !== 'key')
+        throw new BadRequest(name, `unknown parameter ${JSON.stringify(name.slice(0, 40))}`)
+    if (req.query.key !== undefined) {
+      if (req.query.orderId !== undefined) throw new BadRequest('key', 'give key or orderId, not both')
+      const key = req.query.key
+      if (typeof key !== 'string' || !IDEMPOTENCY_KEY.test(key))
+        throw new BadRequest('key', 'key must be 1 to 255 visible ASCII characters')
+      const fencing = res.locals.fencing as FencedRequest<GatewayDb> | undefined
+      // The charge a key made is the one its first answer names (a replayed request's own row
+      // was deleted); read with the fence raised, when the caller sent one, in one transaction.
+      const find = (tx: TxClient) =>
+        tx.gatewayCharge.findFirst({ where: { idempotencyKey: key }, orderBy: { id: 'asc' } })
+      const row =
+        fencing !== undefined
+          ? await fencing.transaction((tx) => find(tx))
+          : await db.$transaction((tx) => find(tx), limits)
+      if (row === null) return fail(res, 404, 'no_such_charge', 'no charge was made with this key', 'key')
+      return res.json(chargeBody(row))
+    }
     const raw = String(req.query.orderId ?? '')
-    if (!/^[1-9][0-9]{0,9}$/.test(raw) || Number(raw) > MAX_INT) throw new BadRequest('orderId', `orderId must be an integer from 1 to ${MAX_INT}`)
+    if (!/^[1-9][0-9]{0,9}$/.test(raw) || Number(raw) > MAX_INT)
+      throw new BadRequest('orderId', `orderId must be an integer from 1 to ${MAX_INT}`)
     const rows = await db.gatewayCharge.findMany({ where: { orderId: Number(raw) }, orderBy: { id: 'asc' } })
-    res.json({ object: 'list', data: rows.map(chargeBody) })
-  })
+    return res.json({ object: 'list', data: rows.map(chargeBody) })
+  }
 
-  app.post('/v1/charges', fencingMiddleware({ db, model: 'GatewayFence', recordBeforeHandler: false }), async (req, res) => {
+  app.post('/v1/charges', fencingMiddleware({ db, model: 'GatewayFence', recordBeforeHandler: false }), (req, res) =>
+    inFlight.track(() => createCharge(req, res)),
+  )
+  const createCharge = async (req: Request, res: Response) => {
     const rawKey = req.get(IDEMPOTENCY_KEY_HEADER)
-    if (rawKey !== undefined && !IDEMPOTENCY_KEY.test(rawKey)) throw new BadRequest(IDEMPOTENCY_KEY_HEADER, `${IDEMPOTENCY_KEY_HEADER} must be 1 to 255 visible ASCII characters`)
+    if (rawKey !== undefined && !IDEMPOTENCY_KEY.test(rawKey))
+      throw new BadRequest(
+        IDEMPOTENCY_KEY_HEADER,
+        `${IDEMPOTENCY_KEY_HEADER} must be 1 to 255 visible ASCII characters`,
+      )
     const body = jsonBody(req, ['orderId', 'amountCents'])
     const orderId = intField(body, 'orderId', MAX_INT)
     const amountCents = intField(body, 'amountCents', 1_000_000_000)
     const fencing = res.locals.fencing as FencedRequest<GatewayDb> | undefined
     // What the key promises: the same call. Parameters in a fixed order, so JSON key order does not matter.
-    const requestHash = createHash('sha256').update(JSON.stringify(['POST /v1/charges', orderId, amountCents])).digest('hex')
+    const requestHash = createHash('sha256')
+      .update(JSON.stringify(['POST /v1/charges', orderId, amountCents]))
+      .digest('hex')
 
     // The network and the card scheme, before the ledger: no database transaction waits for them.
     await latency()
@@ -173,10 +222,13 @@ export function createGatewayApp(deps: GatewayDeps): Express {
       await tx.gatewayCharge.delete({ where: { id: row.id } })
       return earlier
     }
-    const answer = fencing !== undefined ? await fencing.transaction((tx) => charge(tx)) : await db.$transaction((tx) => charge(tx), limits)
+    const answer =
+      fencing !== undefined
+        ? await fencing.transaction((tx) => charge(tx))
+        : await db.$transaction((tx) => charge(tx), limits)
     if (answer.replayed === true) res.setHeader(REPLAYED_HEADER, 'true')
     res.status(answer.status).json(answer.body)
-  })
+  }
 
   app.use((req, res) => fail(res, 404, 'not_found', `no route ${req.method} ${req.path.slice(0, 100)}`))
   // 409 stale_fencing_token and 400 invalid_fencing_header, then everything else.
@@ -184,9 +236,11 @@ export function createGatewayApp(deps: GatewayDeps): Express {
   const onError: ErrorRequestHandler = (error: unknown, _req, res, next) => {
     if (res.headersSent) return next(error)
     if (error instanceof BadRequest) return fail(res, 400, 'invalid_request', error.message, error.param)
-    if (error instanceof KeyReused) return fail(res, 422, 'idempotency_key_reused', error.message, IDEMPOTENCY_KEY_HEADER)
+    if (error instanceof KeyReused)
+      return fail(res, 422, 'idempotency_key_reused', error.message, IDEMPOTENCY_KEY_HEADER)
     const parser = bodyParserFailure(error)
-    if (parser?.kind === 'too-large') return fail(res, 413, 'body_too_large', `the body must be at most ${MAX_GATEWAY_BODY_BYTES} bytes`)
+    if (parser?.kind === 'too-large')
+      return fail(res, 413, 'body_too_large', `the body must be at most ${MAX_GATEWAY_BODY_BYTES} bytes`)
     if (parser !== undefined) return fail(res, 400, 'invalid_request', parser.message, parser.header ?? 'body')
     logError(error)
     return fail(res, 500, 'internal', 'unexpected error')
@@ -208,14 +262,32 @@ class KeyReused extends Error {}
  * A key sent with other parameters is refused (422): it names another call.
  */
 async function claimKey(tx: TxClient, key: string, requestHash: string, answer: Answer): Promise<Answer | undefined> {
-  const { count } = await tx.gatewayIdempotencyKey.createMany({ data: [{ key, requestHash, status: answer.status, body: answer.body as object }], skipDuplicates: true })
+  const { count } = await tx.gatewayIdempotencyKey.createMany({
+    data: [{ key, requestHash, status: answer.status, body: answer.body as object }],
+    skipDuplicates: true,
+  })
   if (count === 1) return undefined
   const earlier = await tx.gatewayIdempotencyKey.findUniqueOrThrow({ where: { key } })
-  if (earlier.requestHash !== requestHash) throw new KeyReused(`the ${IDEMPOTENCY_KEY_HEADER} ${JSON.stringify(key.slice(0, 60))} was used with other parameters`)
+  if (earlier.requestHash !== requestHash)
+    throw new KeyReused(
+      `the ${IDEMPOTENCY_KEY_HEADER} ${JSON.stringify(key.slice(0, 60))} was used with other parameters`,
+    )
   return { status: earlier.status, body: earlier.body, replayed: true }
 }
 
-function chargeBody(row: { chargeId: string; orderId: number; amountCents: number; idempotencyKey: string | null; createdAt: Date }): ChargeBody {
-  return { id: row.chargeId, object: 'charge', orderId: row.orderId, amountCents: row.amountCents, idempotencyKey: row.idempotencyKey, created: row.createdAt.toISOString() }
+function chargeBody(row: {
+  chargeId: string
+  orderId: number
+  amountCents: number
+  idempotencyKey: string | null
+  createdAt: Date
+}): ChargeBody {
+  return {
+    id: row.chargeId,
+    object: 'charge',
+    orderId: row.orderId,
+    amountCents: row.amountCents,
+    idempotencyKey: row.idempotencyKey,
+    created: row.createdAt.toISOString(),
+  }
 }
-

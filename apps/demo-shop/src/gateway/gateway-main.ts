@@ -9,6 +9,7 @@ import type { AddressInfo } from 'node:net'
 import { createPrisma } from '../database.js'
 import { InvalidConfigError } from '../instance-config.js'
 import type { InstanceMessage, SupervisorMessage } from '../ipc-messages.js'
+import { InFlight } from '../in-flight.js'
 import { createGatewayApp, gatewayDb } from './gateway-app.js'
 import { readGatewayConfig } from './gateway-config.js'
 
@@ -19,7 +20,8 @@ const send = (message: InstanceMessage) => {
 async function main(): Promise<void> {
   const config = readGatewayConfig(process.env)
   const prisma = createPrisma(config.database, config.dbPoolSize)
-  const app = createGatewayApp({ db: gatewayDb(prisma), latency: config.latency })
+  const inFlight = new InFlight()
+  const app = createGatewayApp({ db: gatewayDb(prisma), latency: config.latency, inFlight })
   const server = app.listen(config.port, config.host)
   await new Promise<void>((resolve, reject) => {
     server.once('listening', resolve)
@@ -27,14 +29,20 @@ async function main(): Promise<void> {
   })
   server.keepAliveTimeout = 5_000
   const { port } = server.address() as AddressInfo
-  console.error(`[gateway] on http://${config.host}:${port} (pid ${process.pid}), latency ${config.latency.minMs}-${config.latency.maxMs} ms`)
+  console.error(
+    `[gateway] on http://${config.host}:${port} (pid ${process.pid}), latency ${config.latency.minMs}-${config.latency.maxMs} ms`,
+  )
 
   let stopping = false
   const shutdown = async () => {
     if (stopping) return
     stopping = true
-    // Charges in flight finish (their transactions commit) before the pool closes.
-    await new Promise<void>((resolve) => server.close(() => resolve()))
+    // No new request; then every running handler finishes — its caller may be gone (killed -9
+    // mid-call), its charge still lands in the ledger, as at a real processor — before the pool
+    // closes. Bounded by the longest a handler can take: the latency plus its transaction's limit.
+    server.close()
+    await inFlight.idle(config.latency.maxMs + 35_000)
+    server.closeAllConnections()
     await prisma.$disconnect().catch(() => {})
     process.disconnect?.()
     process.exit(0)
@@ -49,7 +57,12 @@ async function main(): Promise<void> {
 }
 
 main().catch((error: unknown) => {
-  const message = error instanceof InvalidConfigError ? error.message : error instanceof Error ? (error.stack ?? error.message) : String(error)
+  const message =
+    error instanceof InvalidConfigError
+      ? error.message
+      : error instanceof Error
+        ? (error.stack ?? error.message)
+        : String(error)
   console.error(`[gateway] cannot start: ${message}`)
   send({ type: 'failed', message })
   process.exitCode = 1

@@ -4,6 +4,7 @@
  * flash sale, the live shop and the chaos suite.
  */
 import { fileURLToPath } from 'node:url'
+import { parseLatency } from '../payment-gateway.js'
 import { Supervisor } from '../supervisor.js'
 
 /** The gateway's entry script. */
@@ -42,12 +43,20 @@ export async function startGateway(options: StartGatewayOptions): Promise<Runnin
     entry: GATEWAY_MAIN,
     idPrefix: 'gateway',
     stderr: options.stderr ?? 'ignore',
-    env: { DATABASE_URL: options.databaseUrl, GATEWAY_LATENCY_MS: options.latencyMs, GATEWAY_DB_POOL_SIZE: String(options.dbPoolSize), PORT: '0' },
+    env: {
+      DATABASE_URL: options.databaseUrl,
+      GATEWAY_LATENCY_MS: options.latencyMs,
+      GATEWAY_DB_POOL_SIZE: String(options.dbPoolSize),
+      PORT: '0',
+    },
   })
   const [instance] = supervisor.instances
   if (instance === undefined) {
     await supervisor.stop()
     throw new Error('the gateway did not start')
   }
-  return { url: instance.url, pid: instance.pid, stop: () => supervisor.stop() }
+  // Its shutdown waits for the charges it is running (each at most its latency and its
+  // transaction's 30 s limit): give it that before the supervisor's SIGTERM and SIGKILL.
+  const graceMs = parseLatency(options.latencyMs).maxMs + 40_000
+  return { url: instance.url, pid: instance.pid, stop: () => supervisor.stop(graceMs) }
 }

@@ -39,7 +39,17 @@ export class Connection {
       this.#generation++
     },
     error: (error: unknown): void => {
-      if (error instanceof Error) this.#lastError = error
+      if (!(error instanceof Error)) return
+      this.#lastError = error
+      // An error while the client is still connecting, before any `ready`, with no `close` to
+      // follow: ioredis's Sentinel connector retries inside one connect (a master name the
+      // Sentinels do not know, every Sentinel unreachable) and stays 'connecting' meanwhile. The
+      // connection is down as surely as after a close: tries in flight (waiting in the offline
+      // queue) fail now, with this error as their cause, instead of at their deadline.
+      if (!this.#closed && (this.client as { status?: unknown }).status === 'connecting') {
+        this.#closed = true
+        this.#onClose()
+      }
     },
   }
   readonly #onReady = new Set<() => void>()

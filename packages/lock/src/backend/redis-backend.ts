@@ -245,11 +245,11 @@ export class RedisBackend implements LockBackend, AcquireCallHost {
     }
     return waitForReplicas(this.#client, call.resource.keys.lock, wanted, timeoutMs, this.#deadlines)
       .then(
-        (acknowledged): AcquireOutcome => {
+        ({ acknowledged, connected }): AcquireOutcome => {
           if (call.generation !== this.connection.generation)
             return refuse(new NotReplicatedError(wanted, 0, 'on the connection of the grant (it changed)'))
           if (acknowledged < wanted)
-            return refuse(new NotReplicatedError(wanted, acknowledged, `within ${timeoutMs} ms`))
+            return refuse(new NotReplicatedError(wanted, acknowledged, `within ${timeoutMs} ms`, connected))
           if (performance.now() >= validUntil)
             return refuse(
               new Error(
@@ -321,10 +321,11 @@ export class RedisBackend implements LockBackend, AcquireCallHost {
           const wanted = this.#replicas
           const waitMs = this.#options.replicasTimeoutMs ?? 500
           return waitForReplicas(this.#client, resource.keys.lock, wanted, waitMs, this.#deadlines).then(
-            (acknowledged) => {
+            ({ acknowledged, connected }) => {
               if (generation !== this.connection.generation)
                 throw new NotReplicatedError(wanted, 0, 'on the connection of the renewal (it changed)')
-              if (acknowledged < wanted) throw new NotReplicatedError(wanted, acknowledged, `within ${waitMs} ms`)
+              if (acknowledged < wanted)
+                throw new NotReplicatedError(wanted, acknowledged, `within ${waitMs} ms`, connected)
               return sentAt + ttlMs
             },
           )

@@ -10,10 +10,28 @@ export class NotReplicatedError extends Error {
     readonly replicas: number,
     readonly acknowledged: number,
     why: string,
+    /** Replicas connected to the primary then (its `ROLE`), when it said. */
+    readonly connectedReplicas?: number,
   ) {
-    super(`${acknowledged} of ${replicas} replica${replicas === 1 ? '' : 's'} acknowledged ${why}`)
+    super(
+      `${acknowledged} of ${replicas} replica${replicas === 1 ? '' : 's'} acknowledged ${why}` +
+        (connectedReplicas === undefined ? '' : connectedNote(replicas, connectedReplicas)),
+    )
     this.name = 'NotReplicatedError'
   }
+}
+
+function connectedNote(replicas: number, connected: number): string {
+  if (connected === 0) return '; the primary has no replica connected'
+  const some = `; the primary has ${connected} replica${connected === 1 ? '' : 's'} connected`
+  return connected < replicas ? `${some}, fewer than the option replicas (${replicas})` : some
+}
+
+/** What `WAIT` answered, and on a shortfall how many replicas the primary had connected. */
+export interface Acknowledgement {
+  readonly acknowledged: number
+  /** The primary's connected replicas (`ROLE`), asked only when fewer than wanted acknowledged. */
+  readonly connected: number | undefined
 }
 
 /** Redis Cluster's hash slot of a key (CRC16/XMODEM of its hash tag, or of the whole key, mod 16384). */
@@ -58,7 +76,7 @@ export function waitForReplicas(
   replicas: number,
   timeoutMs: number,
   deadlines: Deadlines,
-): Promise<number> {
+): Promise<Acknowledgement> {
   let target: { call(...args: (string | number)[]): Promise<unknown> } = client as unknown as {
     call(...args: (string | number)[]): Promise<unknown>
   }
@@ -74,9 +92,13 @@ export function waitForReplicas(
   }
   // WAIT itself ends at its timeout; the deadline covers a connection that does not answer.
   return deadlines.race(target.call('WAIT', replicas, timeoutMs), timeoutMs + 2_000).then(
-    (reply) => {
+    async (reply): Promise<Acknowledgement> => {
       if (typeof reply !== 'number') throw new TypeError(`unexpected reply to WAIT: ${JSON.stringify(reply)}`)
-      return reply
+      if (reply >= replicas) return { acknowledged: reply, connected: undefined }
+      // A shortfall: say whether the replicas are there at all (fewer connected than asked for,
+      // or none reachable) or only slow. Only on this path: it costs one more round trip.
+      const connected = await deadlines.race(target.call('ROLE'), 2_000).then(connectedOf, () => undefined)
+      return { acknowledged: reply, connected }
     },
     (error: unknown) => {
       if (error instanceof DeadlineExceededError)
@@ -84,4 +106,10 @@ export function waitForReplicas(
       throw error
     },
   )
+}
+
+/** The number of replicas in a primary's `ROLE` reply (`master`, offset, one entry per replica). */
+function connectedOf(reply: unknown): number | undefined {
+  if (!Array.isArray(reply) || reply[0] !== 'master' || !Array.isArray(reply[2])) return undefined
+  return reply[2].length
 }

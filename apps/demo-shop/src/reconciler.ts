@@ -1,0 +1,171 @@
+/**
+ * The reconciler: settles every order whose payment intent is recorded (`paymentKey`, written in
+ * the payment's first transaction) and that is still unpaid after the lock's TTL — the instance
+ * that recorded it died between the charge and the payment row, or gave up on the gateway.
+ *
+ * For each such order, under a fresh lock of the order (a new token, as the payment path takes
+ * one), it asks the gateway for the charge made with the order's key (`GET /v1/charges?key=`,
+ * sending the token so the gateway raises the resource's fence in the same transaction: an older
+ * holder's charge can no longer land after the answer), then:
+ * - a charge → records its payment (the charge's id and amount) and marks the order paid, in one
+ *   fenced transaction;
+ * - no charge → cancels the order (fenced), then returns its units to the product's stock under
+ *   the product's lock. A reconciler killed between the two leaves the units out of stock: the
+ *   report counts that as a lost update.
+ *
+ * Its actions are counted from the database (a reconciled payment's `instance` ends with
+ * {@link RECONCILER_SUFFIX}; cancelled orders have status `cancelled`), so the counts survive the
+ * process that made them.
+ */
+import type { PrismaClient } from '../../../generated/prisma/client.js'
+import type { PaymentGateway } from './payment-gateway.js'
+import type { Protection } from './protection.js'
+import { lockResource } from './shop-keys.js'
+
+/** Appended to the instance id on the payments the reconciler records. */
+export const RECONCILER_SUFFIX = '/reconciler'
+
+/** What one order's settlement did. */
+export type Settlement = 'paid' | 'cancelled' | 'already-settled'
+
+/** What one pass did. */
+export interface ReconcilePass {
+  /** Orders found with an unpaid intent older than the age limit. */
+  readonly checked: number
+  readonly paid: number
+  readonly cancelled: number
+  /** Orders that failed to settle this pass (lock timeout, gateway down): tried again next pass. */
+  readonly failed: number
+}
+
+/** What {@link Reconciler} needs. */
+export interface ReconcilerDeps {
+  /** The plain client: the candidates are listed outside any lock. */
+  readonly db: Pick<PrismaClient, 'order'>
+  readonly protection: Protection
+  readonly gateway: Pick<PaymentGateway, 'findCharge'>
+  /** The process's name; its reconciled payments are recorded as `<instanceId>/reconciler`. */
+  readonly instanceId: string
+  /** An intent younger than this (ms) may still be in the hands of a live payer: left alone. The lock's TTL. */
+  readonly minAgeMs: number
+  /** Orders settled per pass, at most. Default 500. */
+  readonly batch?: number
+  readonly logError?: (error: unknown) => void
+}
+
+/**
+ * Settles unpaid intents; {@link Reconciler.runOnce} is one pass, {@link Reconciler.start} runs a
+ * pass now and then every `intervalMs` (never two at once).
+ * @example
+ * ```ts
+ * const reconciler = new Reconciler({ db: prisma, protection, gateway, instanceId: 'shop-1', minAgeMs: 1000 })
+ * const stop = reconciler.start(2000)
+ * // ...
+ * await stop()
+ * ```
+ */
+export class Reconciler {
+  readonly #deps: ReconcilerDeps
+  #totals = { passes: 0, paid: 0, cancelled: 0, failed: 0 }
+
+  constructor(deps: ReconcilerDeps) {
+    this.#deps = deps
+  }
+
+  /** What this reconciler did since it was made. */
+  get totals(): { passes: number; paid: number; cancelled: number; failed: number } {
+    return { ...this.#totals }
+  }
+
+  /** One pass over the unpaid intents older than `minAgeMs` (override: `0` at the end of a run, when no payer is left). */
+  async runOnce(minAgeMs = this.#deps.minAgeMs): Promise<ReconcilePass> {
+    const { db } = this.#deps
+    const candidates = await db.order.findMany({
+      where: {
+        status: 'pending',
+        paymentKey: { not: null },
+        paymentIntentAt: { lte: new Date(Date.now() - minAgeMs) },
+      },
+      select: { id: true },
+      orderBy: { id: 'asc' },
+      take: this.#deps.batch ?? 500,
+    })
+    const pass = { checked: candidates.length, paid: 0, cancelled: 0, failed: 0 }
+    for (const { id } of candidates) {
+      try {
+        const settled = await this.settle(id)
+        if (settled === 'paid') pass.paid++
+        else if (settled === 'cancelled') pass.cancelled++
+      } catch (error) {
+        pass.failed++
+        this.#deps.logError?.(error)
+      }
+    }
+    this.#totals.passes++
+    this.#totals.paid += pass.paid
+    this.#totals.cancelled += pass.cancelled
+    this.#totals.failed += pass.failed
+    return pass
+  }
+
+  /** Settles order `orderId` (see the module's comment); a settled or intent-less order is left as it is. */
+  async settle(orderId: number): Promise<Settlement> {
+    const { protection, gateway, instanceId } = this.#deps
+    const row = { model: 'Order', where: { id: orderId } } as const
+    const outcome = await protection.run(lockResource.order(orderId), async (guard) => {
+      // Read with the fence raised: from here on, an older holder's write of the order fails.
+      const order = await guard.transaction(row, (tx) =>
+        tx.order.findUnique({ where: { id: orderId }, include: { product: { select: { sku: true } } } }),
+      )
+      if (order === null || order.status !== 'pending' || order.paymentKey === null)
+        return { kind: 'already-settled' as const }
+      const charge = await gateway.findCharge(order.paymentKey, guard.outsideCall(order.paymentKey).fencing)
+      if (charge !== null) {
+        await guard.write(row, async (tx) => {
+          await tx.order.update({ where: { id: orderId }, data: { status: 'paid' } })
+          await tx.payment.create({
+            data: {
+              orderId,
+              amountCents: charge.amountCents,
+              instance: `${instanceId}${RECONCILER_SUFFIX}`,
+              gatewayChargeId: charge.chargeId,
+            },
+          })
+        })
+        return { kind: 'paid' as const }
+      }
+      await guard.write(row, (tx) => tx.order.update({ where: { id: orderId }, data: { status: 'cancelled' } }))
+      return { kind: 'cancelled' as const, sku: order.product.sku, quantity: order.quantity }
+    })
+    if (outcome.kind !== 'cancelled') return outcome.kind
+    // The units go back under the product's own lock (its fence is the product's), as a purchase takes them.
+    const productRow = { model: 'Product', where: { sku: outcome.sku } } as const
+    await protection.run(lockResource.product(outcome.sku), (guard) =>
+      guard.transaction(productRow, (tx) =>
+        tx.product.update({ where: { sku: outcome.sku }, data: { stock: { increment: outcome.quantity } } }),
+      ),
+    )
+    return 'cancelled'
+  }
+
+  /** Runs a pass now, then one every `intervalMs` after the previous ended. Returns a stop that waits for the pass running. */
+  start(intervalMs: number): () => Promise<void> {
+    let stopped = false
+    let timer: NodeJS.Timeout | undefined
+    let running: Promise<unknown> = Promise.resolve()
+    const tick = () => {
+      if (stopped) return
+      running = this.runOnce()
+        .catch((error: unknown) => this.#deps.logError?.(error))
+        .finally(() => {
+          if (!stopped) timer = setTimeout(tick, intervalMs)
+        })
+    }
+    tick()
+    return async () => {
+      stopped = true
+      clearTimeout(timer)
+      await running
+    }
+  }
+}
