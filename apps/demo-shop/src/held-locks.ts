@@ -2,13 +2,12 @@
  * Which locks are held right now, across all instances, for `GET /api/state`.
  *
  * Each instance records the locks it *believes* it holds in one Redis hash (from its Locker's
- * `acquired` / `released` / `lost` events). The reader then checks each entry against the lock's
- * own keys: the lease is live only while the lock key exists and the last token minted for the
- * resource is the entry's. So a holder frozen past its TTL shows as what it is — it still
+ * `acquired` / `released` / `lost` events). The reader then checks each entry with
+ * `locker.inspect()` (read-only, one round trip per resource, no key names of its own): the lease
+ * is live only while the lock is held and the last token minted for the resource is the entry's. So a holder frozen past its TTL shows as what it is — it still
  * believes it holds the lock, but its lease has expired (or been taken by a newer token).
  */
-import type { LockEvent } from '@fencelock/lock'
-import { resourceKeys } from '@fencelock/lock'
+import type { LockEvent, LockInspection, Locker } from '@fencelock/lock'
 import type { Redis } from 'ioredis'
 
 /** A lock an instance holds or believes it holds. */
@@ -51,8 +50,8 @@ export function heldLocksRecorder(redis: Pick<Redis, 'hset' | 'hdel'>, key: stri
   }
 }
 
-/** Reads the hash `key` and checks each entry's lease under the lock key prefix `lockPrefix`. */
-export async function readHeldLocks(redis: Redis, key: string, lockPrefix: string): Promise<HeldLock[]> {
+/** Reads the hash `key` and checks each entry's lease with `locker.inspect()` (the Locker knows the key prefix). */
+export async function readHeldLocks(redis: Redis, key: string, locker: Pick<Locker, 'inspect'>): Promise<HeldLock[]> {
   const raw = await redis.hgetall(key)
   const entries: Entry[] = []
   for (const value of Object.values(raw)) {
@@ -63,18 +62,14 @@ export async function readHeldLocks(redis: Redis, key: string, lockPrefix: strin
     }
   }
   if (entries.length === 0) return []
-  const pipeline = redis.pipeline()
-  for (const e of entries) {
-    const keys = resourceKeys(lockPrefix, e.resource)
-    pipeline.pttl(keys.lock)
-    pipeline.get(keys.fence)
-  }
-  const replies = (await pipeline.exec()) ?? []
-  const locks = entries.map((e, i): HeldLock => {
-    const pttl = Number(replies[2 * i]?.[1] ?? -2)
-    const lastToken = replies[2 * i + 1]?.[1]
-    const leaseLive = pttl > 0 && typeof lastToken === 'string' && lastToken === e.token
-    return { resource: e.resource, instance: e.instance, pid: e.pid, token: e.token, ttlLeftMs: leaseLive ? pttl : 0, leaseLive, acquiredAt: e.acquiredAt }
+  const resources = [...new Set(entries.map((e) => e.resource))]
+  // Best-effort like the rest of the view: a resource Redis did not answer for shows as not live.
+  const seen = await Promise.all(resources.map((r) => locker.inspect(r).catch((): LockInspection | undefined => undefined)))
+  const byResource = new Map(resources.map((r, i) => [r, seen[i]]))
+  const locks = entries.map((e): HeldLock => {
+    const view = byResource.get(e.resource)
+    const leaseLive = view !== undefined && view.state === 'held' && view.lastToken !== undefined && String(view.lastToken) === e.token
+    return { resource: e.resource, instance: e.instance, pid: e.pid, token: e.token, ttlLeftMs: leaseLive ? view.holderTtlMs : 0, leaseLive, acquiredAt: e.acquiredAt }
   })
   return locks.sort((a, b) => a.resource.localeCompare(b.resource) || (BigInt(a.token) < BigInt(b.token) ? -1 : 1))
 }

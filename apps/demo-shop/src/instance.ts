@@ -164,7 +164,7 @@ export async function buildInstance(config: InstanceConfig, observer?: ShopObser
     mode: config.mode,
     shop,
     counts: () => countShop(prisma, config.database.schema),
-    heldLocks: () => readHeldLocks(redis, keys.heldLocks, lockPrefix),
+    heldLocks: () => readHeldLocks(redis, keys.heldLocks, locker),
     metrics: metricsHandler(registry),
     // The shop's database refused a stale write, or the gateway refused a stale token: either way
     // this instance's lock is no longer current and nothing of the operation was done.

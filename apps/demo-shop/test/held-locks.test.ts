@@ -28,20 +28,20 @@ const until = async (check: () => Promise<boolean>) => {
 describe('readHeldLocks', () => {
   it('shows a live lease with its holder, token and TTL left; a lost lease as not live; nothing after release', async () => {
     const lock = await locker.acquire('product:held-1')
-    await until(async () => (await readHeldLocks(redis, key, prefix)).length === 1)
-    const [held] = await readHeldLocks(redis, key, prefix)
+    await until(async () => (await readHeldLocks(redis, key, locker)).length === 1)
+    const [held] = await readHeldLocks(redis, key, locker)
     expect(held).toMatchObject({ resource: 'product:held-1', instance: 'shop-x', pid: process.pid, token: String(lock.token), leaseLive: true })
     expect(held?.ttlLeftMs).toBeGreaterThan(4_000)
     expect(held?.ttlLeftMs).toBeLessThanOrEqual(5_000)
 
     // The lease disappears under the holder, as when it was frozen past its TTL.
     await redis.del(`${prefix}{product:held-1}:lock`)
-    const [zombie] = await readHeldLocks(redis, key, prefix)
+    const [zombie] = await readHeldLocks(redis, key, locker)
     expect(zombie).toMatchObject({ resource: 'product:held-1', leaseLive: false, ttlLeftMs: 0 })
 
     await lock.release()
-    await until(async () => (await readHeldLocks(redis, key, prefix)).length === 0)
-    expect(await readHeldLocks(redis, key, prefix)).toEqual([])
+    await until(async () => (await readHeldLocks(redis, key, locker)).length === 0)
+    expect(await readHeldLocks(redis, key, locker)).toEqual([])
   })
 
   it('marks the older of two holders of one resource as not live once a newer token holds it', async () => {
@@ -55,8 +55,8 @@ describe('readHeldLocks', () => {
     const old = await frozen.acquire('order:held-2', { ttlMs: 200 })
     await new Promise((r) => setTimeout(r, 300))
     const fresh = await locker.acquire('order:held-2', { ttlMs: 5_000 })
-    await until(async () => (await readHeldLocks(redis, key, prefix)).filter((l) => l.resource === 'order:held-2').length === 2)
-    const views = (await readHeldLocks(redis, key, prefix)).filter((l) => l.resource === 'order:held-2')
+    await until(async () => (await readHeldLocks(redis, key, locker)).filter((l) => l.resource === 'order:held-2').length === 2)
+    const views = (await readHeldLocks(redis, key, locker)).filter((l) => l.resource === 'order:held-2')
     expect(views.map((v) => [v.token, v.leaseLive])).toEqual([
       [String(old.token), false],
       [String(fresh.token), true],

@@ -44,3 +44,4 @@ export {
   type TickOutcome,
 } from './election/election-options.js'
 export type { LockInspection, NodeInspection } from './family/inspect.js'
+export { MAX_RESOURCES, type MultiLock } from './family/multi-lock.js'

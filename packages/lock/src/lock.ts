@@ -11,6 +11,7 @@ import {
 } from './errors.js'
 import type { LockEvent } from './events.js'
 import { checkTtl, type TtlFloor } from './options.js'
+import { asyncDispose } from './family/async-dispose.js'
 
 /** What a {@link Lock} needs from the {@link Locker} that granted it. */
 export interface LockHost {
@@ -50,13 +51,6 @@ export interface LockGrant {
 }
 
 type State = 'held' | 'lost' | 'released'
-
-/**
- * `Symbol.asyncDispose`; on a runtime without it, the symbol Node 20 and the usual polyfills put
- * there (`Symbol.for('nodejs.asyncDispose')`), so `await using` compiled by TypeScript finds it.
- */
-const asyncDispose: typeof Symbol.asyncDispose =
-  Symbol.asyncDispose ?? (Symbol.for('nodejs.asyncDispose') as typeof Symbol.asyncDispose)
 
 /**
  * A granted lock. Obtained from `Locker.acquire()`, `tryAcquire()` or `using()`; never built by

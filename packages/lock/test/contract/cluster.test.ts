@@ -8,7 +8,9 @@ import { Cluster } from 'ioredis'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { resourceKeys } from '../../src/index.js'
 import { makeLocker, unique } from '../support/connections.js'
-import { lockerContract } from './locker-contract.js'
+import { fencedStore } from '../support/fenced-store.js'
+import { familyContract } from './family-contract.js'
+import { lockerContract, type ContractDeployment } from './locker-contract.js'
 
 let set: ClusterSet
 let admin: Cluster
@@ -31,7 +33,7 @@ function cluster(): Cluster {
 
 const keysOf = (resource: string) => resourceKeys('fencelock:', resource)
 
-lockerContract('a Redis Cluster (3 shards, a replica each)', {
+const deployment: ContractDeployment = {
   locker: (options) => makeLocker(cluster(), options),
   steal: async (resource) => {
     await admin.del(keysOf(resource).lock)
@@ -40,7 +42,10 @@ lockerContract('a Redis Cluster (3 shards, a replica each)', {
     held: await admin.exists(keysOf(resource).lock),
     queued: await admin.zcard(keysOf(resource).queue),
   }),
-})
+}
+
+lockerContract('a Redis Cluster (3 shards, a replica each)', deployment)
+familyContract('a Redis Cluster (3 shards, a replica each)', deployment, () => fencedStore(admin))
 
 describe('resources on every shard', () => {
   it('30 resources are locked on all three shards, each script on the shard of its hash tag', async () => {
@@ -56,5 +61,22 @@ describe('resources on every shard', () => {
       await lock.release()
     }
     expect(shards.size).toBe(3)
+  })
+})
+
+describe('acquireAll across shards', () => {
+  it('takes resources whose keys live on three different shards, each held on its own shard, and frees them all', async () => {
+    const byShard = new Map<number, string>()
+    while (byShard.size < 3) {
+      const r = unique('c-all')
+      byShard.set((await set.primaryOf(await set.keySlot(keysOf(r).lock))).port, r)
+    }
+    const resources = [...byShard.values()]
+    const locker = makeLocker(cluster())
+    const all = await locker.acquireAll(resources)
+    for (const r of resources) expect(await admin.get(keysOf(r).fence)).toBe(String(all.tokens.get(r)))
+    expect(await Promise.all(resources.map((r) => admin.exists(keysOf(r).lock)))).toEqual([1, 1, 1])
+    expect(await all.release()).toBe(true)
+    expect(await Promise.all(resources.map((r) => admin.exists(keysOf(r).lock)))).toEqual([0, 0, 0])
   })
 })

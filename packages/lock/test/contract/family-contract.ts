@@ -115,7 +115,94 @@ export function familyContract(name: string, deployment: ContractDeployment, sto
       expect((await locker.inspect(r)).lastToken).toBe(next.token)
       await expect(locker.inspect('')).rejects.toBeInstanceOf(InvalidLockOptionError)
     })
+
+    it('acquireAll: one token per resource, one signal aborted when any is lost; on a timeout nothing is left held', async () => {
+      const [a, b, c] = [unique('f-all-a'), unique('f-all-b'), unique('f-all-c')]
+      const locker = deployment.locker({ ttlMs: 300 })
+      const lost = await locker.usingAll([c, a, b], async (set) => {
+        expect(set.resources).toEqual([a, b, c].sort())
+        expect([...set.tokens.keys()].sort()).toEqual([a, b, c].sort())
+        for (const lock of set.locks) expect(set.tokens.get(lock.resource)).toBe(lock.token)
+        await deployment.steal(b)
+        await waitUntil(() => set.signal.aborted, { what: 'the set to be lost' })
+        return set.signal.reason as unknown
+      })
+      expect(lost).toMatchObject({ name: 'LockLostError', resource: b })
+      for (const r of [a, c])
+        await waitUntil(async () => (await deployment.traces(r)).held === 0, { what: `${r} freed` })
+
+      const other = await deployment.locker().acquire(b, { ttlMs: 10_000 })
+      const { error } = await settle(locker.acquireAll([a, b, c], { waitMs: 300 }))
+      expect(error).toBeInstanceOf(LockTimeoutError)
+      for (const r of [a, c])
+        await waitUntil(async () => (await deployment.traces(r)).held === 0, { what: `${r} freed` })
+      await other.release()
+      await expect(locker.acquireAll([])).rejects.toMatchObject({ name: 'InvalidLockOptionError', field: 'resources' })
+      await expect(locker.acquireAll([a, b, a])).rejects.toMatchObject({ field: 'resources[2]' })
+    })
+
+    it('acquireAll never deadlocks: 10 workers × 6 shuffled lists of 3 of 5 resources all get through; taken by hand in list order they deadlock', async () => {
+      const pool = Array.from({ length: 5 }, (_, i) => unique(`f-dl${i}`))
+      const lockers = Array.from({ length: 5 }, () => deployment.locker({ ttlMs: 5_000 }))
+      const inside = new Map(pool.map((r) => [r, 0]))
+      let overlaps = 0
+      let sets = 0
+      await Promise.all(
+        Array.from({ length: 10 }, async (_, w) => {
+          const locker = lockers[w % lockers.length]!
+          for (let i = 0; i < 6; i++) {
+            const list = shuffle(pool).slice(0, 3)
+            await locker.usingAll(
+              list,
+              async () => {
+                for (const r of list) if (inside.set(r, inside.get(r)! + 1).get(r)! > 1) overlaps++
+                await new Promise((resolve) => setImmediate(resolve))
+                for (const r of list) inside.set(r, inside.get(r)! - 1)
+                sets++
+              },
+              { waitMs: 20_000 },
+            )
+          }
+        }),
+      )
+      expect(overlaps).toBe(0)
+      expect(sets).toBe(60)
+
+      // The control: two callers take [x, y] and [y, x] one by one; each holds its first when it asks for its second.
+      const [x, y] = pool
+      const bothHoldOne = barrier(2)
+      const byHand = async (locker: (typeof lockers)[number], order: string[]) => {
+        const first = await locker.acquire(order[0]!, { ttlMs: 5_000 })
+        await bothHoldOne()
+        const second = await settle(locker.acquire(order[1]!, { waitMs: 400 }))
+        await first.release()
+        if (second.value) await second.value.release()
+        return second.error
+      }
+      const errors = await Promise.all([byHand(lockers[0]!, [x!, y!]), byHand(lockers[1]!, [y!, x!])])
+      expect(errors[0]).toBeInstanceOf(LockTimeoutError)
+      expect(errors[1]).toBeInstanceOf(LockTimeoutError)
+    })
   })
+}
+
+function shuffle<T>(items: readonly T[]): T[] {
+  const out = [...items]
+  for (let i = out.length - 1; i > 0; i--) {
+    const j = Math.floor(Math.random() * (i + 1))
+    ;[out[i], out[j]] = [out[j]!, out[i]!]
+  }
+  return out
+}
+
+/** Resolves every caller's promise once `n` callers have called it. */
+function barrier(n: number): () => Promise<void> {
+  let waiting = 0
+  const all = deferred<void>()
+  return () => {
+    if (++waiting === n) all.resolve()
+    return all.promise
+  }
 }
 
 function deferred<T>(): { promise: Promise<T>; resolve: (value: T) => void } {

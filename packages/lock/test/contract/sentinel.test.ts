@@ -7,7 +7,9 @@ import { Redis } from 'ioredis'
 import { afterAll, beforeAll } from 'vitest'
 import { resourceKeys } from '../../src/index.js'
 import { connect, makeLocker } from '../support/connections.js'
-import { lockerContract } from './locker-contract.js'
+import { fencedStore } from '../support/fenced-store.js'
+import { familyContract } from './family-contract.js'
+import { lockerContract, type ContractDeployment } from './locker-contract.js'
 
 let set: SentinelSet
 let admin: Redis
@@ -21,7 +23,7 @@ afterAll(async () => {
 
 const keysOf = (resource: string) => resourceKeys('fencelock:', resource)
 
-lockerContract('Redis Sentinel (a primary, 2 replicas, 3 Sentinels)', {
+const deployment: ContractDeployment = {
   locker: (options) => {
     const client = new Redis({ sentinels: [...set.sentinelAddresses], name: set.name })
     client.on('error', () => {})
@@ -34,4 +36,7 @@ lockerContract('Redis Sentinel (a primary, 2 replicas, 3 Sentinels)', {
     held: await admin.exists(keysOf(resource).lock),
     queued: await admin.zcard(keysOf(resource).queue),
   }),
-})
+}
+
+lockerContract('Redis Sentinel (a primary, 2 replicas, 3 Sentinels)', deployment)
+familyContract('Redis Sentinel (a primary, 2 replicas, 3 Sentinels)', deployment, () => fencedStore(admin))

@@ -4,7 +4,6 @@
  * name (equal tokens are the same holder), and refused otherwise. Tokens compared as decimal
  * strings, exact at any size.
  */
-import type { Redis } from 'ioredis'
 import type { FencedStore } from '../contract/family-contract.js'
 
 const FENCED_WRITE = `
@@ -15,8 +14,13 @@ redis.call('SET', KEYS[1], token, 'PX', 600000)
 return 1
 `
 
-export function fencedStore(redis: Redis): FencedStore {
+/** A client that runs a script: an ioredis `Redis` or `Cluster`. */
+export interface EvalClient {
+  eval(script: string, numKeys: number, ...args: (string | number)[]): Promise<unknown>
+}
+
+export function fencedStore(redis: EvalClient): FencedStore {
   return {
-    write: async (name, token) => (await redis.eval(FENCED_WRITE, 1, `fenced-store:${name}`, String(token))) === 1,
+    write: async (name, token) => (await redis.eval(FENCED_WRITE, 1, `fenced-store:{${name}}`, String(token))) === 1,
   }
 }

@@ -1,0 +1,120 @@
+// `npm run bench:lock-family`: the lock family's rows (issue 22), on a redis-server of its own:
+// - a reentrant re-acquire inside using(): ops/s, and the Redis commands it makes (INFO
+//   commandstats delta: it must be 0);
+// - acquireAll of 3 resources against 3 sequential acquires of the same 3 (and their releases),
+//   uncontended, one worker, in interleaved rounds so drift hits both alike.
+// Writes its section of docs/BENCHMARKS.md (between the bench:lock-family markers).
+//
+//   npm run bench:lock-family                      full run (5 rounds × 3 s per row)
+//   npm run bench:lock-family -- --quick --no-write  (1 round × 1 s), file untouched
+import { Locker } from '@fencelock/lock'
+import { Redis } from 'ioredis'
+import { dirname, join } from 'node:path'
+import { fileURLToPath } from 'node:url'
+import { writeMarkedSection } from './support/docs-section.js'
+import { loadAverage, machineInfo } from './support/machine.js'
+import { startRedisServer } from './support/redis-server.js'
+import { median } from './support/stats.js'
+
+const root = join(dirname(fileURLToPath(import.meta.url)), '..')
+const quick = process.argv.includes('--quick')
+const write = !process.argv.includes('--no-write')
+const rounds = quick ? 1 : 5
+const roundMs = quick ? 1_000 : 3_000
+
+/** Commands the server ran (INFO commandstats, less INFO itself); `scripts`: only EVALSHA/EVAL, one per round trip of ours. */
+async function commands(redis: Redis, scripts = false): Promise<number> {
+  const info = await redis.info('commandstats')
+  let n = 0
+  for (const m of info.matchAll(/^cmdstat_([^:]+):calls=(\d+)/gm)) {
+    if (scripts ? m[1] === 'evalsha' || m[1] === 'eval' : m[1] !== 'info') n += Number(m[2])
+  }
+  return n
+}
+
+/** Runs `op` back to back for `ms`; returns ops/s. */
+async function rate(ms: number, op: () => Promise<void>): Promise<number> {
+  const start = performance.now()
+  let n = 0
+  while (performance.now() - start < ms) {
+    await op()
+    n++
+  }
+  return n / ((performance.now() - start) / 1000)
+}
+
+const server = await startRedisServer()
+const redis = new Redis({ host: server.host, port: server.port })
+const locker = new Locker(redis)
+try {
+  // Reentrant re-acquire.
+  const reentrant: number[] = []
+  let reentrantCommands = 0
+  let reentrantOps = 0
+  for (let round = 0; round < rounds; round++) {
+    await locker.using(`family:reenter:${round}`, async () => {
+      const before = await commands(redis)
+      reentrant.push(
+        await rate(roundMs, async () => {
+          const inner = await locker.acquire(`family:reenter:${round}`)
+          await inner.release()
+          reentrantOps++
+        }),
+      )
+      reentrantCommands += (await commands(redis)) - before
+    })
+  }
+
+  // acquireAll of 3 against 3 sequential acquires.
+  const names = ['family:a', 'family:b', 'family:c']
+  const all: number[] = []
+  const sequential: number[] = []
+  let allCommands = 0
+  let allOps = 0
+  for (let round = 0; round < rounds; round++) {
+    const order = round % 2 === 0 ? ['all', 'seq'] : ['seq', 'all']
+    for (const which of order) {
+      if (which === 'all') {
+        const before = await commands(redis, true)
+        let n = 0
+        all.push(
+          await rate(roundMs, async () => {
+            await (await locker.acquireAll(names)).release()
+            n++
+          }),
+        )
+        allCommands += (await commands(redis, true)) - before
+        allOps += n
+      } else {
+        sequential.push(
+          await rate(roundMs, async () => {
+            const locks = [await locker.acquire(names[0]!), await locker.acquire(names[1]!), await locker.acquire(names[2]!)]
+            await Promise.all(locks.map((lock) => lock.release()))
+          }),
+        )
+      }
+    }
+  }
+
+  const m = machineInfo()
+  const f = (x: number) => Math.round(x).toLocaleString('en-US')
+  const body = `## The lock family (issue 22)
+
+- Command: \`npm run bench:lock-family${quick ? ' -- --quick' : ''}\` (\`node --import tsx bench/lock-family.bench.ts\`): ${rounds} round(s) × ${roundMs / 1000} s per row, one worker, one Locker, a redis-server of its own; medians of the rounds.
+- Machine: ${m.nproc} CPUs (${m.cpuModel}), ${m.totalMemGiB} GiB, Node ${m.node}, ${m.redisServer}, ${m.os}; load average at the end ${loadAverage()} (shared with other work: compare rows of this run only).
+
+| row | ops/s (median) | Redis round trips per op |
+| --- | ---: | ---: |
+| reentrant re-acquire + release inside \`using()\` | ${f(median(reentrant))} | ${reentrantCommands / reentrantOps} (${reentrantCommands} commands of any kind over ${f(reentrantOps)} re-acquires) |
+| \`acquireAll\` of 3 + \`release()\` | ${f(median(all))} | ${(allCommands / Math.max(1, allOps)).toFixed(2)} |
+| 3 sequential \`acquire\` + 3 releases | ${f(median(sequential))} | 6 |
+
+\`acquireAll\` of 3 runs at ${(median(all) / median(sequential)).toFixed(2)}× the rate of 3 sequential acquires: it is those 3 acquires in canonical order (one round trip each, in sequence) plus the set's bookkeeping, and both rows release their 3 locks in parallel, so the two should be about equal: a gap between them measures the machine's drift more than the code. Round trips counted as EVALSHA/EVAL calls in INFO commandstats. A semaphore row is missing: the semaphore is not built yet.
+`
+  console.log(body)
+  if (write) writeMarkedSection(join(root, 'docs', 'BENCHMARKS.md'), 'bench:lock-family', body)
+} finally {
+  await locker.close()
+  redis.disconnect()
+  await server.stop()
+}
