@@ -109,7 +109,8 @@ describe('hash tags (CLUSTER KEYSLOT on a cluster-mode redis-server)', () => {
         const releasedAt = performance.now()
         expect(await first.release()).toBe(true)
         const second = await waiting
-        expect(performance.now() - releasedAt).toBeLessThan(1_500) // pub/sub, not the 5 s poll (a loaded machine: hundreds of ms)
+        // Pub/sub, not the 5 s poll (on a loaded machine, hundreds of ms).
+        expect(performance.now() - releasedAt).toBeLessThan(1_500)
         expect(second.token).toBeGreaterThan(first.token)
         await second.extend()
         expect(await second.release()).toBe(true)
