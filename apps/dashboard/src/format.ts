@@ -13,6 +13,7 @@ export const CHAOS_LABELS: Readonly<Record<WireChaos, string>> = Object.freeze({
   none: 'None',
   pause: 'Pause a lock holder',
   'redis-restart': 'Restart Redis',
+  kill: 'Kill an instance',
 })
 
 /** Short chaos names, for tables. */
@@ -20,6 +21,7 @@ export const CHAOS_SHORT: Readonly<Record<WireChaos, string>> = Object.freeze({
   none: 'none',
   pause: 'pause',
   'redis-restart': 'Redis restart',
+  kill: 'kill',
 })
 
 /**
@@ -35,6 +37,12 @@ export const FIGURE_LABELS = Object.freeze({
 })
 
 const dash = '–'
+
+/** Cents as dollars: `$1,249.75`. */
+export function formatMoney(cents: number | null): string {
+  if (cents === null || !Number.isFinite(cents)) return dash
+  return (cents / 100).toLocaleString('en-US', { style: 'currency', currency: 'USD' })
+}
 
 /** `12.3 /s`. */
 export function formatRate(perSecond: number | null): string {

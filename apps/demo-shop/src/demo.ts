@@ -197,6 +197,7 @@ async function main(args: DemoArgs): Promise<typeof KEEP_RUNNING> {
       limits: {
         buyers: { min: 10, max: 2_000, default: args.buyers ?? (embedded ? 200 : 300) },
         stock: { min: 1, max: 500, default: args.stock ?? (embedded ? 20 : 30) },
+        compare: { buyers: args.buyers ?? 1_000, stock: args.stock ?? 100 },
       },
     })
     // Stopped before the shop (cleanups run in reverse): a run going on cleans up first.

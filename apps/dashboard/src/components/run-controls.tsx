@@ -41,7 +41,7 @@ function RunProgress({ run }: { run: RunView }) {
       </p>
       <progress max={run.buyers} value={run.buyersDone} aria-label={`Flash sale #${run.id} progress`} />
       <p className="hint">
-        ordered {formatCount(run.ordered)} · sold out {formatCount(run.soldOut)} · paid {formatCount(run.paid)} · {run.chaos === 'redis-restart' ? 'Redis restarts' : 'pauses'}{' '}
+        ordered {formatCount(run.ordered)} · sold out {formatCount(run.soldOut)} · paid {formatCount(run.paid)} · {run.chaos === 'redis-restart' ? 'Redis restarts' : run.chaos === 'kill' ? 'kills' : 'pauses'}{' '}
         {formatCount(run.chaosEvents)}
       </p>
     </div>
@@ -152,6 +152,7 @@ export function RunControls({
       ) : (
         <p className="hint">
           {limits ? `${limits.instances} shop instances, each buyer buys one unit once; ` : ''}the live shop’s crowd waits while a sale runs. One sale at a time.
+          {chaos === 'redis-restart' ? ' A Redis restart lets a second holder in only while the first is inside a slow charge: these sales use a 300-600 ms gateway.' : ''}
         </p>
       )}
     </section>

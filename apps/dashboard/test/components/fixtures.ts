@@ -36,6 +36,7 @@ export function result(overrides: Partial<NonNullable<RunView['result']>> = {}):
     paidOrders: 20,
     staleWritesRejected: 2,
     expiredLocks: 3,
+    overchargedCents: 0,
     acquireP99Ms: 900,
     ...overrides,
   }
@@ -50,6 +51,8 @@ export function run(overrides: Partial<RunView> = {}): RunView {
     stock: 20,
     instances: 3,
     seed: 1,
+    comparison: null,
+    gatewayLatencyMs: '30-80',
     status: 'done',
     startedAtMs: 1_700_000_000_000,
     phase: 'finished',
