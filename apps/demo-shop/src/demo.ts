@@ -86,6 +86,17 @@ async function main(args: DemoArgs): Promise<typeof KEEP_RUNNING> {
     if (!selling) void stopAll(EXIT_CODES.interrupted)
   })
   process.on('SIGTERM', () => void stopAll(EXIT_CODES.terminated))
+  // `npm run demo` killed (SIGKILL, or a terminal closed under it) sends us nothing: the demo is
+  // re-parented. Seen as a new parent pid, it stops everything it started, as on SIGTERM.
+  const parent = process.ppid
+  const orphaned = setInterval(() => {
+    if (process.ppid !== parent) {
+      clearInterval(orphaned)
+      console.error('demo: its parent process went away; stopping what the demo started')
+      void stopAll(EXIT_CODES.terminated)
+    }
+  }, 500)
+  orphaned.unref()
 
   let redis: RedisEndpoint
   try {
