@@ -74,7 +74,7 @@ export function RunsComparison({ runs }: { runs: readonly RunView[] }) {
                   <tr key={run.id} data-run-id={run.id} data-status={run.status}>
                     <th scope="row" data-label="Run">
                       {run.id}
-                      {run.comparison !== null ? <span className="hint"> (comparison {run.comparison}, seed {run.seed})</span> : null}
+                      {run.comparison !== null ? <span className="run-of"> (comparison {run.comparison}, seed {run.seed})</span> : null}
                     </th>
                     <td data-col="mode" data-label="Mode">
                       {MODE_LABELS[run.mode]}
