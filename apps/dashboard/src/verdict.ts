@@ -32,26 +32,71 @@ interface SaleFacts {
 /** The verdict of a sale (or of the live shop, which has no chaos of its own here). */
 export function verdictOf(f: SaleFacts): Verdict {
   if (f.violations > 0) {
-    return { tone: 'bad', text: `✗ Violated (${formatCount(f.violations)})`, label: `violated (${f.violations})`,  detail: `${formatCount(f.violations)} broken invariants: oversold units, orders charged twice at the gateway, lost updates` }
+    return {
+      tone: 'bad',
+      text: `✗ Violated (${formatCount(f.violations)})`,
+      label: `violated (${f.violations})`,
+      detail: `${formatCount(f.violations)} broken invariants: oversold units, orders charged twice at the gateway, lost updates`,
+    }
   }
-  if (f.sold === 0) return { tone: 'neutral', text: '… Nothing sold yet', label: 'nothing sold yet',  detail: 'no unit sold yet: nothing to judge' }
-  if (!f.final) return { tone: 'neutral', text: 'No violation so far', label: 'no violation so far',  detail: 'the sale is still running; the verdict comes once it is counted' }
-  if (f.chaos === undefined || f.chaos === 'none') return { tone: 'ok', text: '✓ Healthy', label: 'healthy',  detail: 'every unit sold once, every order charged at most once, no update lost' }
-  if ((f.chaosEvents ?? 0) === 0) return { tone: 'warn', text: 'The chaos missed — nothing was tested', label: 'chaos missed',  detail: 'no pause, restart or kill happened during the sale' }
+  if (f.sold === 0)
+    return {
+      tone: 'neutral',
+      text: '… Nothing sold yet',
+      label: 'nothing sold yet',
+      detail: 'no unit sold yet: nothing to judge',
+    }
+  if (!f.final)
+    return {
+      tone: 'neutral',
+      text: 'No violation so far',
+      label: 'no violation so far',
+      detail: 'the sale is still running; the verdict comes once it is counted',
+    }
+  if (f.chaos === undefined || f.chaos === 'none')
+    return {
+      tone: 'ok',
+      text: '✓ Healthy',
+      label: 'healthy',
+      detail: 'every unit sold once, every order charged at most once, no update lost',
+    }
+  if ((f.chaosEvents ?? 0) === 0)
+    return {
+      tone: 'warn',
+      text: 'The chaos missed — nothing was tested',
+      label: 'chaos missed',
+      detail: 'no pause, restart or kill happened during the sale',
+    }
   if (f.mode === 'fenced') {
     const rejected = f.staleWritesRejected ?? 0
     return rejected > 0
-      ? { tone: 'ok', text: `✓ Fencing held (${formatCount(rejected)} stale refused)`, label: 'fencing held',  detail: `${formatCount(rejected)} writes from a holder whose lease had gone were refused; nothing broke` }
-      : { tone: 'warn', text: 'The chaos missed — nothing was tested', label: 'chaos missed',  detail: 'no holder wrote after its lease had gone, so fencing had nothing to refuse' }
+      ? {
+          tone: 'ok',
+          text: `✓ Fencing held (${formatCount(rejected)} stale refused)`,
+          label: 'fencing held',
+          detail: `${formatCount(rejected)} writes from a holder whose lease had gone were refused; nothing broke`,
+        }
+      : {
+          tone: 'warn',
+          text: 'The chaos missed — nothing was tested',
+          label: 'chaos missed',
+          detail: 'no holder wrote after its lease had gone, so fencing had nothing to refuse',
+        }
   }
-  return { tone: 'warn', text: 'No violation this time', label: 'no violation this time',  detail: 'the chaos did not hit a holder in the middle of a write; without fencing nothing stops it when it does' }
+  return {
+    tone: 'warn',
+    text: 'No violation this time',
+    label: 'no violation this time',
+    detail: 'the chaos did not hit a holder in the middle of a write; without fencing nothing stops it when it does',
+  }
 }
 
 /** The verdict of a run of the runs table. */
 export function runVerdict(run: RunView): Verdict {
   const r = run.result
-  if (run.status === 'failed' || run.status === 'aborted') return { tone: 'neutral', text: run.status, label: run.status,  detail: run.error ?? run.status }
-  if (r === null) return { tone: 'neutral', text: 'running', label: 'running',  detail: 'the sale is still running' }
+  if (run.status === 'failed' || run.status === 'aborted')
+    return { tone: 'neutral', text: run.status, label: run.status, detail: run.error ?? run.status }
+  if (r === null) return { tone: 'neutral', text: 'running', label: 'running', detail: 'the sale is still running' }
   return verdictOf({
     mode: run.mode,
     chaos: run.chaos,
@@ -80,7 +125,18 @@ export function cardVerdict(view: InvariantsView): Verdict {
 export function chaosLanded(run: RunView): string {
   if (run.chaos === 'none') return 'no chaos'
   const n = run.chaosEvents
-  const what = run.chaos === 'pause' ? (n === 1 ? 'pause' : 'pauses') : run.chaos === 'kill' ? (n === 1 ? 'kill' : 'kills') : n === 1 ? 'Redis restart' : 'Redis restarts'
+  const what =
+    run.chaos === 'pause'
+      ? n === 1
+        ? 'pause'
+        : 'pauses'
+      : run.chaos === 'kill'
+        ? n === 1
+          ? 'kill'
+          : 'kills'
+        : n === 1
+          ? 'Redis restart'
+          : 'Redis restarts'
   const parts = [`${formatCount(n)} ${what}`]
   const r = run.result
   if (r !== null) {

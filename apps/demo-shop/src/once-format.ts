@@ -26,8 +26,12 @@ const mark = (n: number) => (n > 0 ? `${n} ✗` : '0 ✓')
 /** One sale, in lines of at most {@link ONCE_COLUMNS}. */
 export function formatOnceReport(report: FlashSaleReport): string {
   const o = report.options
-  const chaos = o.chaos === 'none' ? 'no chaos' : `${report.chaosEvents} ${o.chaos === 'pause' ? 'pauses' : o.chaos === 'kill' ? 'kills' : 'Redis restarts'}`
-  const moneyBroken = report.chargedUnpaidOrders + report.paidUnchargedOrders + report.amountMismatchOrders + report.unmatchedCharges
+  const chaos =
+    o.chaos === 'none'
+      ? 'no chaos'
+      : `${report.chaosEvents} ${o.chaos === 'pause' ? 'pauses' : o.chaos === 'kill' ? 'kills' : 'Redis restarts'}`
+  const moneyBroken =
+    report.chargedUnpaidOrders + report.paidUnchargedOrders + report.amountMismatchOrders + report.unmatchedCharges
   const lines = [
     `${ONCE_MODE_NAMES[o.mode]} · chaos ${o.chaos} · ${o.buyers} buyers, ${o.stock} units · seed ${o.seed} · ${(report.durationMs / 1000).toFixed(1)} s`,
     `  database: sold ${report.sold} of ${report.initialStock} · oversold ${mark(report.oversoldUnits)} · lost updates ${mark(report.lostUpdates)}`,

@@ -6,7 +6,17 @@ import { formatOnceReport, formatOnceSummary, ONCE_COLUMNS } from '../src/once-f
 
 function report(mode: 'unsafe' | 'lock' | 'fenced', over: Partial<FlashSaleReport> = {}): FlashSaleReport {
   return {
-    options: { instances: 4, buyers: 100_000, stock: 100_000, mode, chaos: mode === 'unsafe' ? 'none' : 'pause', seed: 7, ttlMs: 1_000, gatewayLatencyMs: '30-80', concurrency: 16 },
+    options: {
+      instances: 4,
+      buyers: 100_000,
+      stock: 100_000,
+      mode,
+      chaos: mode === 'unsafe' ? 'none' : 'pause',
+      seed: 7,
+      ttlMs: 1_000,
+      gatewayLatencyMs: '30-80',
+      concurrency: 16,
+    },
     durationMs: 123_456,
     initialStock: 100_000,
     remainingStock: 0,
@@ -31,12 +41,25 @@ function report(mode: 'unsafe' | 'lock' | 'fenced', over: Partial<FlashSaleRepor
 
 describe('--once output', () => {
   it('fits 80 columns with six-digit figures, and shows charges vs payments and the money overcharged', () => {
-    const reports = [report('unsafe'), report('lock'), report('fenced', { oversoldUnits: 0, doubleChargedOrders: 0, extraCharges: 0, lostUpdates: 0, gatewayCharges: 100_000, payments: 100_000 })]
+    const reports = [
+      report('unsafe'),
+      report('lock'),
+      report('fenced', {
+        oversoldUnits: 0,
+        doubleChargedOrders: 0,
+        extraCharges: 0,
+        lostUpdates: 0,
+        gatewayCharges: 100_000,
+        payments: 100_000,
+      }),
+    ]
     const text = [...reports.map(formatOnceReport), formatOnceSummary(reports)].join('\n')
     const widest = Math.max(...text.split('\n').map((l) => [...l].length))
     expect(widest).toBeLessThanOrEqual(ONCE_COLUMNS)
     expect(text).not.toContain('…')
-    expect(formatOnceReport(reports[0] as FlashSaleReport)).toContain('charges 299999 (gateway) · payments 199999 (shop) · paid 199999')
+    expect(formatOnceReport(reports[0] as FlashSaleReport)).toContain(
+      'charges 299999 (gateway) · payments 199999 (shop) · paid 199999',
+    )
     expect(formatOnceReport(reports[1] as FlashSaleReport)).toMatch(/^Lock only · chaos pause/)
     // 99 999 extra charges of $49.99.
     expect(formatOnceReport(reports[0] as FlashSaleReport)).toContain('overcharged $4,998,950.01')

@@ -8,7 +8,11 @@ export type StartComparison = (request: ComparisonRequest) => Promise<string | n
 
 export const postComparison: StartComparison = async (request) => {
   try {
-    const res = await fetch('/api/comparisons', { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify(request) })
+    const res = await fetch('/api/comparisons', {
+      method: 'POST',
+      headers: { 'content-type': 'application/json' },
+      body: JSON.stringify(request),
+    })
     if (res.ok) return null
     const body = (await res.json().catch(() => null)) as ApiError | null
     return body?.message ?? `the shop answered ${res.status}`
@@ -22,20 +26,43 @@ export const MODE_COLORS: Readonly<Record<WireMode, string>> = { unsafe: '#dc262
 
 /** The four figures of the chart: what each counts, and where. */
 export const FIGURES = [
-  { key: 'oversold', label: 'Oversold units', def: 'Units sold beyond the stock: orders in the database for units that did not exist.' },
-  { key: 'chargedTwice', label: 'Orders charged twice', def: "Orders the payment gateway charged more than once, counted in the gateway's own ledger, where the money moves." },
-  { key: 'lostUpdates', label: 'Lost updates', def: 'Stock decrements overwritten by a write computed from an older read: remaining + sold ≠ initial stock.' },
-  { key: 'overcharged', label: 'Money overcharged', def: "Every charge beyond an order's first, in dollars (extra charges × the price), from the gateway's ledger." },
+  {
+    key: 'oversold',
+    label: 'Oversold units',
+    def: 'Units sold beyond the stock: orders in the database for units that did not exist.',
+  },
+  {
+    key: 'chargedTwice',
+    label: 'Orders charged twice',
+    def: "Orders the payment gateway charged more than once, counted in the gateway's own ledger, where the money moves.",
+  },
+  {
+    key: 'lostUpdates',
+    label: 'Lost updates',
+    def: 'Stock decrements overwritten by a write computed from an older read: remaining + sold ≠ initial stock.',
+  },
+  {
+    key: 'overcharged',
+    label: 'Money overcharged',
+    def: "Every charge beyond an order's first, in dollars (extra charges × the price), from the gateway's ledger.",
+  },
 ] as const
 type FigureKey = (typeof FIGURES)[number]['key']
 
 function valueOf(run: RunView, key: FigureKey): number | null {
   const r = run.result
   if (r === null) return null
-  return key === 'oversold' ? r.oversold : key === 'chargedTwice' ? r.doubleChargedOrders : key === 'lostUpdates' ? r.lostUpdates : r.overchargedCents
+  return key === 'oversold'
+    ? r.oversold
+    : key === 'chargedTwice'
+      ? r.doubleChargedOrders
+      : key === 'lostUpdates'
+        ? r.lostUpdates
+        : r.overchargedCents
 }
 
-const show = (key: FigureKey, v: number | null) => (v === null ? '…' : key === 'overcharged' ? formatMoney(v) : formatCount(v))
+const show = (key: FigureKey, v: number | null) =>
+  v === null ? '…' : key === 'overcharged' ? formatMoney(v) : formatCount(v)
 
 /** Grouped bars: one group per figure, one bar per mode; each group on its own scale (units differ). */
 function Bars({ runs }: { runs: readonly RunView[] }) {
@@ -47,7 +74,12 @@ function Bars({ runs }: { runs: readonly RunView[] }) {
   const groupW = W / FIGURES.length
   const barW = 34
   return (
-    <svg className="bars" viewBox={`0 0 ${W} ${H}`} role="img" aria-label="Violations per mode: oversold units, orders charged twice, lost updates, money overcharged">
+    <svg
+      className="bars"
+      viewBox={`0 0 ${W} ${H}`}
+      role="img"
+      aria-label="Violations per mode: oversold units, orders charged twice, lost updates, money overcharged"
+    >
       <line className="axis" x1={0} x2={W} y1={base} y2={base} />
       {FIGURES.map((f, g) => {
         const values = MODE_ORDER.map((m) => {
@@ -87,14 +119,17 @@ function Bars({ runs }: { runs: readonly RunView[] }) {
 /** The sentence of what the last comparison proved, from its own figures. */
 function proves(runs: readonly RunView[]): string {
   const done = runs.filter((r) => r.result !== null)
-  if (runs.length === 0) return 'One click runs the same sale — one seed, one chaos, one size — with no lock, the lock alone, and lock + fencing, and counts what broke.'
-  if (done.length < 3) return `Running the same sale in the three modes (seed ${runs[0]?.seed ?? ''}): ${done.length} of 3 counted…`
+  if (runs.length === 0)
+    return 'One click runs the same sale — one seed, one chaos, one size — with no lock, the lock alone, and lock + fencing, and counts what broke.'
+  if (done.length < 3)
+    return `Running the same sale in the three modes (seed ${runs[0]?.seed ?? ''}): ${done.length} of 3 counted…`
   const bad = (r: RunView) => (r.result ? r.result.oversold + r.result.doubleChargedOrders + r.result.lostUpdates : 0)
   const [unsafe, lock, fenced] = MODE_ORDER.map((m) => done.find((r) => r.mode === m))
   if (unsafe === undefined || lock === undefined || fenced === undefined) return ''
   const fencedVerdict = runVerdict(fenced)
   if (bad(fenced) > 0) return `Lock + fencing broke ${bad(fenced)} invariants in this sale: a bug — please report it.`
-  if (fencedVerdict.tone === 'warn') return `No lock broke ${bad(unsafe)}, the lock alone ${bad(lock)}; the chaos missed the fenced sale, so this comparison tests nothing about fencing — run it again.`
+  if (fencedVerdict.tone === 'warn')
+    return `No lock broke ${bad(unsafe)}, the lock alone ${bad(lock)}; the chaos missed the fenced sale, so this comparison tests nothing about fencing — run it again.`
   return `Same sale, same chaos: no lock broke ${bad(unsafe)} invariants, the lock alone ${bad(lock)} — a paused holder wakes up and writes after its lease is gone — and lock + fencing 0: its stale writes were refused (${fenced.result?.staleWritesRejected ?? 0}).`
 }
 
@@ -138,7 +173,12 @@ export function ComparisonPanel({
       <div className="compare-head">
         <h2 id="verdict-title">The verdict: the same sale in three modes</h2>
         <form className="compare-form" onSubmit={(e) => void submit(e)}>
-          <select aria-label="Comparison chaos" value={chaos} onChange={(e) => setChaos(e.target.value as WireChaos)} disabled={busy}>
+          <select
+            aria-label="Comparison chaos"
+            value={chaos}
+            onChange={(e) => setChaos(e.target.value as WireChaos)}
+            disabled={busy}
+          >
             {(['pause', 'redis-restart', 'none'] as const).map((c) => (
               <option key={c} value={c} disabled={c === 'redis-restart' && limits?.redisRestart === false}>
                 {CHAOS_LABELS[c]}
@@ -197,8 +237,11 @@ export function ComparisonPanel({
               )
             })}
             <li className="hint">
-              seed {first.seed} · chaos {CHAOS_SHORT[first.chaos]} · {formatCount(first.buyers)} buyers / {formatCount(first.stock)} units
-              {first.chaos === 'redis-restart' ? ` · gateway ${first.gatewayLatencyMs} ms (a restart bites only during a slow charge)` : ''}
+              seed {first.seed} · chaos {CHAOS_SHORT[first.chaos]} · {formatCount(first.buyers)} buyers /{' '}
+              {formatCount(first.stock)} units
+              {first.chaos === 'redis-restart'
+                ? ` · gateway ${first.gatewayLatencyMs} ms (a restart bites only during a slow charge)`
+                : ''}
             </li>
           </ul>
         </>
@@ -215,8 +258,8 @@ export function ComparisonPanel({
           <div>
             <dt>Lease, stale write</dt>
             <dd>
-              The lock is a lease: it expires after its TTL even if its holder is frozen. A stale write is one from a holder whose lease has gone; fencing refuses it
-              because a newer holder's token has already written.
+              The lock is a lease: it expires after its TTL even if its holder is frozen. A stale write is one from a
+              holder whose lease has gone; fencing refuses it because a newer holder's token has already written.
             </dd>
           </div>
         </dl>
