@@ -162,8 +162,8 @@ async function main(args: DemoArgs): Promise<typeof KEEP_RUNNING> {
 
   console.log(formatOnceSummary(reports.map((r) => r.report)))
   console.log('\nThe lock keeps contenders out most of the time; the fencing token makes every')
-  console.log('store that checks it safe, and the idempotency key the one that cannot (the charge')
-  console.log('at the gateway).\n')
+  console.log('store that checks it safe, and the idempotency key the one that cannot (the')
+  console.log('charge at the gateway).\n')
 
   return stopAll(EXIT_CODES.ok)
 
