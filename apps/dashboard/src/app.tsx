@@ -1,4 +1,5 @@
 import { ChartsPanel } from './components/charts-panel'
+import { ComparisonPanel } from './components/comparison-panel'
 import { ConnectionBanner } from './components/connection-banner'
 import { InvariantsPanel } from './components/invariants-panel'
 import { LocksTable } from './components/locks-table'
@@ -22,6 +23,9 @@ export function App({ stream }: { stream?: StreamOptions }) {
       </header>
       <ConnectionBanner connection={connection} />
       <main className="grid">
+        <div className="area-verdict">
+          <ComparisonPanel limits={snapshot?.limits ?? null} comparison={snapshot?.comparison ?? []} busy={(snapshot?.activeRun ?? null) !== null} offline={connection.state !== 'open'} />
+        </div>
         <div className="area-run">
           <RunControls limits={snapshot?.limits ?? null} activeRun={snapshot?.activeRun ?? null} offline={connection.state !== 'open'} />
         </div>

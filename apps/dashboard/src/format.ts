@@ -38,6 +38,12 @@ export const FIGURE_LABELS = Object.freeze({
 
 const dash = '–'
 
+/** Cents as dollars: `$1,249.75`. */
+export function formatMoney(cents: number | null): string {
+  if (cents === null || !Number.isFinite(cents)) return dash
+  return (cents / 100).toLocaleString('en-US', { style: 'currency', currency: 'USD' })
+}
+
 /** `12.3 /s`. */
 export function formatRate(perSecond: number | null): string {
   if (perSecond === null || !Number.isFinite(perSecond)) return dash

@@ -14,4 +14,5 @@ export type {
   WireChaos,
   WireMode,
   ApiError,
+  ComparisonRequest,
 } from '@fencelock/demo-shop/dashboard-wire'

@@ -20,7 +20,8 @@ import { FLASH_SALE_DEFAULTS, FlashSaleAbortedError, runFlashSale, type FlashSal
 import { startLiveShop, type LiveShop } from './live-shop.js'
 import { startDashboard } from './dashboard/start-dashboard.js'
 import { resolveRedis, type RedisEndpoint } from '@fencelock/devkit/redis-endpoint'
-import { formatReport, progressWriter } from './report-format.js'
+import { progressWriter } from './report-format.js'
+import { formatOnceReport, formatOnceSummary } from './once-format.js'
 
 const LIVE_BASE_PORT = 3001
 const LIVE_SCHEMA = 'demo_shop'
@@ -86,6 +87,17 @@ async function main(args: DemoArgs): Promise<typeof KEEP_RUNNING> {
     if (!selling) void stopAll(EXIT_CODES.interrupted)
   })
   process.on('SIGTERM', () => void stopAll(EXIT_CODES.terminated))
+  // `npm run demo` killed (SIGKILL, or a terminal closed under it) sends us nothing: the demo is
+  // re-parented. Seen as a new parent pid, it stops everything it started, as on SIGTERM.
+  const parent = process.ppid
+  const orphaned = setInterval(() => {
+    if (process.ppid !== parent) {
+      clearInterval(orphaned)
+      console.error('demo: its parent process went away; stopping what the demo started')
+      void stopAll(EXIT_CODES.terminated)
+    }
+  }, 500)
+  orphaned.unref()
 
   let redis: RedisEndpoint
   try {
@@ -128,7 +140,7 @@ async function main(args: DemoArgs): Promise<typeof KEEP_RUNNING> {
   if (!args.once) return serveLive()
   const scenarios: Array<{ title: string; options: FlashSaleOptions }> = [
     { title: 'No lock', options: { ...base, mode: 'unsafe', chaos: 'none' } },
-    { title: 'Lock alone, a holder frozen (SIGSTOP) past its TTL', options: { ...base, mode: 'lock', chaos: 'pause' } },
+    { title: 'Lock only, a holder frozen (SIGSTOP) past its TTL', options: { ...base, mode: 'lock', chaos: 'pause' } },
     { title: 'Lock + fencing, same chaos', options: { ...base, mode: 'fenced', chaos: 'pause' } },
   ]
   const reports: Array<{ title: string; report: FlashSaleReport }> = []
@@ -144,20 +156,14 @@ async function main(args: DemoArgs): Promise<typeof KEEP_RUNNING> {
     selling = false
     if (report === undefined) return stopAll(EXIT_CODES.interrupted)
     progress.end()
-    console.log(`${formatReport(report)}\n`)
+    console.log(`${formatOnceReport(report)}\n`)
     reports.push({ title, report })
   }
 
-  const w = Math.max(...reports.map((r) => r.title.length))
-  console.log('━━ Summary (counted from the database, and charges from the gateway’s ledger) ━━')
-  console.log(`  ${''.padEnd(w)}  oversold  charged twice  lost updates  stale writes rejected`)
-  for (const { title, report } of reports) {
-    console.log(
-      `  ${title.padEnd(w)}  ${String(report.oversoldUnits).padStart(8)}  ${String(report.doubleChargedOrders).padStart(13)}  ${String(report.lostUpdates).padStart(12)}  ${String(report.staleWritesRejected).padStart(21)}`,
-    )
-  }
-  console.log('\nThe lock keeps contenders out most of the time; the fencing token makes every store that checks it safe,')
-  console.log('and the idempotency key the one that cannot (the charge at the gateway).\n')
+  console.log(formatOnceSummary(reports.map((r) => r.report)))
+  console.log('\nThe lock keeps contenders out most of the time; the fencing token makes every')
+  console.log('store that checks it safe, and the idempotency key the one that cannot (the')
+  console.log('charge at the gateway).\n')
 
   return stopAll(EXIT_CODES.ok)
 
@@ -197,6 +203,7 @@ async function main(args: DemoArgs): Promise<typeof KEEP_RUNNING> {
       limits: {
         buyers: { min: 10, max: 2_000, default: args.buyers ?? (embedded ? 200 : 300) },
         stock: { min: 1, max: 500, default: args.stock ?? (embedded ? 20 : 30) },
+        compare: { buyers: args.buyers ?? 1_000, stock: args.stock ?? 100 },
       },
     })
     // Stopped before the shop (cleanups run in reverse): a run going on cleans up first.

@@ -228,7 +228,9 @@ export async function runFlashSale(
   }
 
   try {
-    progress({ phase: 'starting', done: 0, chaosCount: 0, message: 'starting Redis and the database' })
+    // Say only what is started: the demo hands the same Redis and database to each of its sales.
+    const starting = [services.redis ? '' : 'Redis', services.database ? '' : 'the database'].filter(Boolean).join(' and ')
+    progress({ phase: 'starting', done: 0, chaosCount: 0, message: starting ? `starting ${starting}` : "preparing the sale's schema" })
     // Redis: the chaos `redis-restart` needs one the demo owns, so it spawns its own unless told otherwise.
     let redis = services.redis
     let sentinelEnv: Record<string, string> = {}

@@ -1,4 +1,5 @@
-import { FIGURE_LABELS, formatCount, MODE_LABELS } from '../format'
+import { CHAOS_SHORT, FIGURE_LABELS, formatCount, MODE_LABELS } from '../format'
+import { cardVerdict } from '../verdict'
 import type { InvariantsView } from '../wire'
 
 /** Violations of one shop, as the shop counts them: each broken invariant once (stock, charges twice, and money the ledger and the orders disagree on). */
@@ -19,23 +20,16 @@ function Row({ label, value, bad, hint }: { label: string; value: string; bad?: 
 }
 
 function InvariantsCard({ view }: { view: InvariantsView }) {
-  const violations = violationsOf(view)
-  const healthy = violations === 0
+  const healthy = violationsOf(view) === 0
+  const verdict = cardVerdict(view)
   const id = `inv-${view.source}`
+  const title = `${view.title} · ${MODE_LABELS[view.mode]}${view.chaos === undefined ? '' : `, chaos ${CHAOS_SHORT[view.chaos]}`}`
   return (
-    <section
-      className={`inv-card ${healthy ? 'inv-healthy' : 'inv-violated'}`}
-      aria-labelledby={id}
-      data-source={view.source}
-    >
+    <section className={`inv-card inv-${verdict.tone}`} aria-labelledby={id} data-source={view.source}>
       <header className="inv-head">
-        <h3 id={id}>{view.title}</h3>
-        <span
-          className={`status ${healthy ? 'status-ok' : 'status-bad'}`}
-          role="status"
-          aria-label={healthy ? 'Status: healthy' : `Status: violated (${violations})`}
-        >
-          {healthy ? '✓ Healthy' : '✗ Violated'}
+        <h3 id={id}>{title}</h3>
+        <span className={`status status-${verdict.tone}`} role="status" aria-label={`Status: ${verdict.label}`} title={verdict.detail}>
+          {verdict.text}
         </span>
       </header>
       <dl className="kvs">

@@ -152,6 +152,7 @@ export function RunControls({
       ) : (
         <p className="hint">
           {limits ? `${limits.instances} shop instances, each buyer buys one unit once; ` : ''}the live shop’s crowd waits while a sale runs. One sale at a time.
+          {chaos === 'redis-restart' ? ' A Redis restart lets a second holder in only while the first is inside a slow charge: these sales use a 300-600 ms gateway.' : ''}
         </p>
       )}
     </section>

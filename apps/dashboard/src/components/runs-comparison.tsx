@@ -1,4 +1,5 @@
-import { CHAOS_SHORT, FIGURE_LABELS, formatCount, formatMs, MODE_LABELS } from '../format'
+import { CHAOS_SHORT, FIGURE_LABELS, formatCount, formatMoney, formatMs, MODE_LABELS } from '../format'
+import { chaosLanded, runVerdict } from '../verdict'
 import type { RunView } from '../wire'
 
 function Count({ value, bad, col, label }: { value: number | undefined; bad?: boolean; col: string; label: string }) {
@@ -25,7 +26,7 @@ function statusText(run: RunView): string {
 export function RunsComparison({ runs }: { runs: readonly RunView[] }) {
   return (
     <section className="panel" aria-labelledby="runs-title">
-      <h2 id="runs-title">Runs compared</h2>
+      <h2 id="runs-title">Runs</h2>
       {runs.length === 0 ? (
         <p className="empty">No run yet. Start one above: the same sale with no lock, the lock alone and lock + fencing shows what each protects.</p>
       ) : (
@@ -49,6 +50,9 @@ export function RunsComparison({ runs }: { runs: readonly RunView[] }) {
                   Lost updates
                 </th>
                 <th scope="col" className="num">
+                  Overcharged
+                </th>
+                <th scope="col" className="num">
                   {FIGURE_LABELS.gatewayCharges}
                 </th>
                 <th scope="col" className="num">
@@ -57,16 +61,20 @@ export function RunsComparison({ runs }: { runs: readonly RunView[] }) {
                 <th scope="col" className="num">
                   Stale writes rejected
                 </th>
+                <th scope="col">Chaos that landed</th>
+                <th scope="col">Verdict</th>
                 <th scope="col">Time</th>
               </tr>
             </thead>
             <tbody>
               {runs.map((run) => {
                 const r = run.result
+                const verdict = runVerdict(run)
                 return (
                   <tr key={run.id} data-run-id={run.id} data-status={run.status}>
                     <th scope="row" data-label="Run">
                       {run.id}
+                      {run.comparison !== null ? <span className="run-of"> (comparison {run.comparison}, seed {run.seed})</span> : null}
                     </th>
                     <td data-col="mode" data-label="Mode">
                       {MODE_LABELS[run.mode]}
@@ -80,9 +88,18 @@ export function RunsComparison({ runs }: { runs: readonly RunView[] }) {
                     <Count col="oversold" label="Oversold" value={r?.oversold} bad />
                     <Count col="charged-twice" label={FIGURE_LABELS.chargedTwice} value={r?.doubleChargedOrders} bad />
                     <Count col="lost-updates" label="Lost updates" value={r?.lostUpdates} bad />
+                    <td className={`num${r && r.overchargedCents > 0 ? ' cell-bad' : ''}`} data-col="overcharged" data-label="Overcharged">
+                      {r ? formatMoney(r.overchargedCents) : '–'}
+                    </td>
                     <Count col="gateway-charges" label={FIGURE_LABELS.gatewayCharges} value={r?.gatewayCharges} />
                     <Count col="payments" label={FIGURE_LABELS.payments} value={r?.payments} />
                     <Count col="stale-rejected" label="Stale writes rejected" value={r?.staleWritesRejected} />
+                    <td data-col="chaos-landed" data-label="Chaos that landed">
+                      {chaosLanded(run)}
+                    </td>
+                    <td className={`verdict-cell tone-${verdict.tone}`} data-col="verdict" data-label="Verdict" title={verdict.detail}>
+                      {verdict.text}
+                    </td>
                     <td data-col="status" data-label="Time" title={run.error ?? undefined}>
                       {statusText(run)}
                       {run.error ? <span className="hint"> {run.error}</span> : null}

@@ -40,7 +40,8 @@ const snapshot = (atMs: number) =>
     locks: [],
     activeRun: null,
     runs: [],
-    limits: { buyers: { min: 10, max: 2000, default: 300 }, stock: { min: 1, max: 500, default: 30 }, instances: 3, redisRestart: true },
+    comparison: [],
+    limits: { buyers: { min: 10, max: 2000, default: 300 }, stock: { min: 1, max: 500, default: 30 }, instances: 3, compare: { buyers: 1000, stock: 100 }, redisRestart: true },
   }) satisfies DashboardSnapshot
 
 function Harness() {

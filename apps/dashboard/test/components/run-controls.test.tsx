@@ -6,7 +6,7 @@ import { run } from './fixtures'
 
 afterEach(cleanup)
 
-const limits: RunLimits = { buyers: { min: 10, max: 2000, default: 300 }, stock: { min: 1, max: 500, default: 30 }, instances: 3, redisRestart: false }
+const limits: RunLimits = { buyers: { min: 10, max: 2000, default: 300 }, stock: { min: 1, max: 500, default: 30 }, instances: 3, compare: { buyers: 1000, stock: 100 }, redisRestart: false }
 
 describe('RunControls', () => {
   it('labels every control and sends the chosen mode, chaos and sizes', async () => {

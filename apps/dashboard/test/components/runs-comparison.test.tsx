@@ -12,7 +12,7 @@ describe('RunsComparison', () => {
     render(
       <RunsComparison
         runs={[
-          run({ id: 3, mode: 'unsafe', chaos: 'none', stock: 10, result: result({ remainingStock: 4, sold: 57, oversold: 47, doubleChargedOrders: 31, extraCharges: 33, lostUpdates: 51, gatewayCharges: 90, payments: 90, paidOrders: 57, staleWritesRejected: 0, expiredLocks: 0, acquireP99Ms: null }) }),
+          run({ id: 3, mode: 'unsafe', chaos: 'none', stock: 10, result: result({ remainingStock: 4, sold: 57, oversold: 47, doubleChargedOrders: 31, extraCharges: 33, overchargedCents: 33 * 4_999, lostUpdates: 51, gatewayCharges: 90, payments: 90, paidOrders: 57, staleWritesRejected: 0, expiredLocks: 0, acquireP99Ms: null }) }),
           run({ id: 2, mode: 'lock', chaos: 'pause', result: result({ sold: 21, oversold: 1, doubleChargedOrders: 1, extraCharges: 1, lostUpdates: 1, gatewayCharges: 22, payments: 22, paidOrders: 21, staleWritesRejected: 0, expiredLocks: 2, acquireP99Ms: 2500 }) }),
           run({ id: 1 }),
         ]}
@@ -20,7 +20,7 @@ describe('RunsComparison', () => {
     )
     const table = screen.getByRole('table')
     const headers = within(table).getAllByRole('columnheader').map((h) => h.textContent)
-    expect(headers).toEqual(['#', 'Mode', 'Chaos', 'Sold / stock', 'Oversold', 'Charged twice (gateway)', 'Lost updates', 'Charges (gateway ledger)', 'Payments (shop)', 'Stale writes rejected', 'Time'])
+    expect(headers).toEqual(['#', 'Mode', 'Chaos', 'Sold / stock', 'Oversold', 'Charged twice (gateway)', 'Lost updates', 'Overcharged', 'Charges (gateway ledger)', 'Payments (shop)', 'Stale writes rejected', 'Chaos that landed', 'Verdict', 'Time'])
     const rows = within(table).getAllByRole('row').slice(1)
     expect(rows.map((r) => r.getAttribute('data-run-id'))).toEqual(['3', '2', '1'])
     const [unsafe, lock, fenced] = rows as [HTMLElement, HTMLElement, HTMLElement]
@@ -39,6 +39,29 @@ describe('RunsComparison', () => {
     expect(cell(fenced, 'oversold').className).toContain('cell-ok')
     expect(cell(fenced, 'charged-twice').className).toContain('cell-ok')
     expect(cell(fenced, 'status').textContent).toBe('21.4 s')
+    // The chaos that landed, and what it proved, per run.
+    expect(cell(unsafe, 'chaos-landed').textContent).toBe('no chaos')
+    expect(cell(lock, 'chaos-landed').textContent).toBe('3 pauses · 2 leases expired')
+    expect(cell(fenced, 'chaos-landed').textContent).toBe('3 pauses · 3 leases expired · 2 stale refused')
+    expect([cell(unsafe, 'verdict').textContent, cell(lock, 'verdict').textContent, cell(fenced, 'verdict').textContent]).toEqual(['✗ Violated (129)', '✗ Violated (3)', '✓ Fencing held (2 stale refused)'])
+    // Money overcharged at the gateway, in dollars.
+    expect(cell(unsafe, 'overcharged').textContent).toBe('$1,649.67')
+  })
+
+  it('marks a fenced sale whose chaos refused nothing as untested, never healthy', () => {
+    render(<RunsComparison runs={[run({ id: 7, result: result({ staleWritesRejected: 0 }) }), run({ id: 6, chaosEvents: 0, result: result({ staleWritesRejected: 0 }) })]} />)
+    const [missed, noChaos] = within(screen.getByRole('table')).getAllByRole('row').slice(1) as [HTMLElement, HTMLElement]
+    expect(cell(missed, 'verdict').textContent).toBe('The chaos missed — nothing was tested')
+    expect(cell(noChaos, 'verdict').textContent).toBe('The chaos missed — nothing was tested')
+    expect(screen.queryByText(/Healthy/)).toBeNull()
+  })
+
+  it('shows the money overcharged and the comparison a run belongs to', () => {
+    render(<RunsComparison runs={[run({ id: 9, mode: 'lock', comparison: 2, seed: 1002, result: result({ doubleChargedOrders: 3, extraCharges: 4, overchargedCents: 4 * 4_999 }) })]} />)
+    const [row] = within(screen.getByRole('table')).getAllByRole('row').slice(1) as [HTMLElement]
+    expect(cell(row, 'overcharged').textContent).toBe('$199.96')
+    expect(cell(row, 'overcharged').className).toContain('cell-bad')
+    expect(row.querySelector('th')?.textContent).toBe('9 (comparison 2, seed 1002)')
   })
 
   it('shows a run going on without numbers yet, and a failed run with its reason', () => {

@@ -13,7 +13,7 @@ import { tmpdir } from 'node:os'
 import { dirname, join } from 'node:path'
 import { fileURLToPath } from 'node:url'
 import pg from 'pg'
-import { chromium, type BrowserContext, type Page } from 'playwright-core'
+import { chromium, type BrowserContext } from 'playwright-core'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 
 const here = dirname(fileURLToPath(import.meta.url))
@@ -89,25 +89,8 @@ afterAll(async () => {
   console.log(`${timings.join('\n')}\nscreenshots: ${shots}`)
 })
 
-/** Starts a sale from the form and waits for its row in the comparison to be done. */
-async function runSale(page: Page, id: number, sale: { mode: string; chaos: string; buyers: number; stock: number }): Promise<Record<string, string>> {
-  await page.getByLabel('Mode', { exact: true }).selectOption(sale.mode)
-  await page.getByLabel('Chaos', { exact: true }).selectOption(sale.chaos)
-  await page.getByLabel('Buyers', { exact: true }).fill(String(sale.buyers))
-  await page.getByLabel('Stock', { exact: true }).fill(String(sale.stock))
-  await page.getByRole('button', { name: 'Start the sale' }).click()
-  await expect.poll(() => page.getByRole('progressbar', { name: `Flash sale #${id} progress` }).count(), { timeout: 15_000 }).toBe(1)
-  const row = page.locator(`tr[data-run-id="${id}"]`)
-  await row.and(page.locator('[data-status="done"]')).waitFor({ timeout: 120_000 })
-  const cells: Record<string, string> = {}
-  for (const col of ['mode', 'chaos', 'sold', 'oversold', 'charged-twice', 'lost-updates', 'gateway-charges', 'payments', 'stale-rejected']) {
-    cells[col] = (await row.locator(`[data-col="${col}"]`).textContent()) ?? ''
-  }
-  return cells
-}
-
 describe('the dashboard in Chromium', () => {
-  it('shows the live shop, runs a fenced sale under pause chaos with 0 oversold and 0 charged twice at the gateway, then an unsafe one that oversells and charges twice', async () => {
+  it('shows the live shop, compares the three modes on one sale (one seed, pause chaos): no lock oversells, lock + fencing 0 oversold and 0 charged twice; no horizontal overflow at 1280, 1024, 800, 390 px', async () => {
     const page = await (context as BrowserContext).newPage()
     const errors: string[] = []
     page.on('pageerror', (e) => errors.push(e.message))
@@ -122,42 +105,76 @@ describe('the dashboard in Chromium', () => {
     await token.waitFor({ timeout: 30_000 })
     expect(await token.textContent()).toMatch(/^\d+$/)
 
-    const fenced = await runSale(page, 1, { mode: 'fenced', chaos: 'pause', buyers: 120, stock: 20 })
-    mark('fenced + pause done')
-    timings.push(`  ${JSON.stringify(fenced)}`)
-    expect(fenced).toMatchObject({ mode: 'Lock + fencing', chaos: 'pause', sold: '20 / 20', oversold: '0', 'charged-twice': '0', 'lost-updates': '0' })
+    // The verdict: one click runs the same sale (one seed, one chaos, one size) in the three modes.
+    await page.getByLabel('Comparison buyers').fill('60')
+    await page.getByLabel('Comparison stock').fill('10')
+    await page.getByRole('button', { name: 'Compare the three modes' }).click()
+    const rowOf = (id: number) => page.locator(`tr[data-run-id="${id}"]`)
+    for (const id of [1, 2, 3]) {
+      await rowOf(id).and(page.locator('[data-status="done"]')).waitFor({ timeout: 120_000 })
+      mark(`comparison: run ${id} done`)
+    }
+    await page.screenshot({ path: join(shots, 'desktop-1280x800.png') })
+    const cellsOf = async (id: number) => {
+      const cells: Record<string, string> = {}
+      for (const col of ['mode', 'chaos', 'sold', 'oversold', 'charged-twice', 'lost-updates', 'overcharged', 'gateway-charges', 'payments', 'stale-rejected', 'chaos-landed', 'verdict']) {
+        cells[col] = (await rowOf(id).locator(`[data-col="${col}"]`).textContent()) ?? ''
+      }
+      cells.run = (await rowOf(id).locator('th').textContent()) ?? ''
+      return cells
+    }
+    const [unsafe, lock, fenced] = [await cellsOf(1), await cellsOf(2), await cellsOf(3)]
+    timings.push(`  ${JSON.stringify(unsafe)}\n  ${JSON.stringify(lock)}\n  ${JSON.stringify(fenced)}`)
+    // Three runs, one seed.
+    expect([unsafe.run, lock.run, fenced.run]).toEqual(['1 (comparison 1, seed 1001)', '2 (comparison 1, seed 1001)', '3 (comparison 1, seed 1001)'])
+    expect([unsafe.mode, lock.mode, fenced.mode]).toEqual(['No lock', 'Lock only', 'Lock + fencing'])
+    expect(fenced).toMatchObject({ chaos: 'pause', sold: '10 / 10', oversold: '0', 'charged-twice': '0', 'lost-updates': '0', overcharged: '$0.00' })
+    // A fenced sale is never 'Healthy' under chaos: either its stale writes were refused, or it tested nothing.
+    expect(fenced.verdict).toMatch(/^(✓ Fencing held \(\d+ stale refused\)|The chaos missed — nothing was tested)$/)
+    expect(fenced['chaos-landed']).toMatch(/^\d+ pauses? · \d+ leases? expired · \d+ stale refused$/)
     // Each order paid was charged once at the gateway and recorded once in the shop.
     expect(Number(fenced['gateway-charges'])).toBeGreaterThan(0)
     expect(fenced.payments).toBe(fenced['gateway-charges'])
+    // No lock oversells and charges orders twice, counted in the gateway's ledger.
+    expect(Number(unsafe.oversold)).toBeGreaterThan(0)
+    expect(unsafe.verdict).toMatch(/^✗ Violated/)
+    // The chart: three bars per figure, their values those of the table.
+    const bar = (figure: string, mode: string) => page.locator(`[data-figure="${figure}"] [data-mode="${mode}"]`).getAttribute('data-value')
+    expect([await bar('oversold', 'unsafe'), await bar('oversold', 'lock'), await bar('oversold', 'fenced')]).toEqual([unsafe.oversold, lock.oversold, '0'])
+    expect(await page.locator('svg.bars rect').count()).toBe(12)
+    expect(await page.getByTestId('proves').textContent()).toMatch(/no lock broke \d+ invariants|the chaos missed the fenced sale/)
     // The double-charge figure says where it is counted, in the table and on the card.
     const headers = await page.locator('table.runs thead th').allTextContents()
-    expect(headers).toEqual(expect.arrayContaining(['Charged twice (gateway)', 'Charges (gateway ledger)', 'Payments (shop)']))
-    expect(headers).not.toContain('Double charges')
-    const card = page.locator('section[data-source="run-1"]')
-    await card.getByText('Healthy').waitFor({ timeout: 5_000 })
+    expect(headers).toEqual(expect.arrayContaining(['Charged twice (gateway)', 'Charges (gateway ledger)', 'Payments (shop)', 'Overcharged', 'Chaos that landed', 'Verdict']))
+    const card = page.locator('section[data-source="run-3"]')
+    expect(await card.locator('h3').textContent()).toBe('Flash sale #3 · Lock + fencing, chaos pause')
     const figure = async (label: string) => (await card.locator('.kv', { has: page.getByText(label, { exact: true }) }).locator('dd').textContent())?.trim()
     const charges = fenced['gateway-charges']
     expect([await figure('Charged twice (gateway)'), await figure('Charges (gateway ledger)'), await figure('Payments (shop)'), await figure('Paid orders (shop)')]).toEqual(['0', charges, charges, charges])
     expect(await card.textContent()).toContain("charges from the gateway's ledger")
-    await page.screenshot({ path: join(shots, 'desktop-1280x800-after-fenced.png') })
+    // Above the fold at 1280×800: the verdict chart and the runs table's rows.
+    const fold = async (selector: string) => (await page.locator(selector).first().boundingBox())?.y ?? Infinity
+    expect(await fold('svg.bars')).toBeLessThan(800)
+    expect(await fold('tr[data-run-id="3"]')).toBeLessThan(800 - 20)
 
-    const unsafe = await runSale(page, 2, { mode: 'unsafe', chaos: 'none', buyers: 60, stock: 10 })
-    mark('unsafe done')
-    timings.push(`  ${JSON.stringify(unsafe)}`)
-    expect(unsafe).toMatchObject({ mode: 'No lock', chaos: 'none' })
-    expect(Number(unsafe.oversold)).toBeGreaterThan(0)
-    // Duplicate payment requests with no lock: orders charged twice, counted in the gateway's ledger.
-    expect(Number(unsafe['charged-twice'])).toBeGreaterThan(0)
-    await page.locator('section[data-source="run-2"]').getByText('Violated').waitFor({ timeout: 5_000 })
-    // Both runs side by side.
-    expect(await page.locator('tr[data-run-id]').count()).toBe(2)
-
-    await page.screenshot({ path: join(shots, 'desktop-1280x800.png') })
     await page.screenshot({ path: join(shots, 'desktop-1280x800-full.png'), fullPage: true })
-    await page.setViewportSize({ width: 390, height: 844 })
-    await page.waitForTimeout(1_500)
-    // Nothing wider than the phone's screen but the tables' own scrolling regions.
-    expect(await page.evaluate(() => document.documentElement.scrollWidth)).toBeLessThanOrEqual(390)
+    // No horizontal overflow at any of these widths: the page, and no table hiding columns in a scroll.
+    const overflow: Record<number, [number, number]> = {}
+    for (const width of [1280, 1024, 800, 390]) {
+      await page.setViewportSize({ width, height: width === 390 ? 844 : 800 })
+      await expect.poll(() => page.evaluate(() => window.innerWidth)).toBe(width)
+      const [pageWidth, widestTable] = await page.evaluate(() => [
+        document.documentElement.scrollWidth,
+        Math.max(0, ...[...document.querySelectorAll('.table-wrap')].map((t) => t.scrollWidth - t.clientWidth)),
+      ])
+      overflow[width] = [pageWidth as number, widestTable as number]
+      if (width !== 390) await page.screenshot({ path: join(shots, `desktop-${width}x800.png`) })
+    }
+    timings.push(`  scrollWidth / table overflow by width: ${JSON.stringify(overflow)}`)
+    for (const [width, [pageWidth, widestTable]] of Object.entries(overflow)) {
+      expect(pageWidth, `page at ${width} px`).toBeLessThanOrEqual(Number(width))
+      expect(widestTable, `a table's hidden columns at ${width} px`).toBe(0)
+    }
     await page.screenshot({ path: join(shots, 'phone-390x844.png') })
     await page.screenshot({ path: join(shots, 'phone-390x844-full.png'), fullPage: true })
 
@@ -169,5 +186,5 @@ describe('the dashboard in Chromium', () => {
     expect(await lost.textContent()).toMatch(/Reconnecting/)
     await page.screenshot({ path: join(shots, 'phone-390x844-connection-lost.png') })
     expect(errors).toEqual([])
-  })
+  }, 300_000)
 })

@@ -8,6 +8,7 @@
  * | `GET /api/dashboard` | the latest snapshot, JSON |
  * | `GET /api/runs` | `{active, runs, limits}`: the run going on and the last runs |
  * | `POST /api/runs` `{mode, chaos, buyers?, stock?}` | 202 the run started · 400 invalid · 409 a run is going on · 415 not JSON · 403 from another site · 422 chaos unavailable |
+ * | `POST /api/comparisons` `{chaos, buyers?, stock?}` | 202 the first of three runs (no lock, lock only, lock + fencing; one seed) started · the same errors |
  * | `GET /` and the assets | the dashboard |
  *
  * Starting a run is the only thing the browser can do, and it is fenced in: modes and chaos from
@@ -22,7 +23,7 @@ import { join } from 'node:path'
 import { fileURLToPath } from 'node:url'
 import express, { type ErrorRequestHandler, type Express, type Request, type Response } from 'express'
 import type { DashboardSampler } from './dashboard-sampler.js'
-import { FlashSaleRunError, InvalidRunRequestError, parseRunRequest, RunInProgressError, type FlashSaleRuns } from './flash-sale-runs.js'
+import { FlashSaleRunError, InvalidRunRequestError, parseComparisonRequest, parseRunRequest, RunInProgressError, type FlashSaleRuns } from './flash-sale-runs.js'
 import type { ApiError } from './wire.js'
 
 /** Largest body of `POST /api/runs`. */
@@ -115,14 +116,14 @@ export function createDashboardApp(deps: DashboardAppDeps): Express {
     res.json({ active: runs.active ?? null, runs: runs.runs, limits: runs.limits })
   })
 
-  app.post('/api/runs', (req, res, next) => {
+  app.post(['/api/runs', '/api/comparisons'], (req, res, next) => {
     if (crossSite(req)) return fail(res, 403, 'cross_origin', 'runs are started from the dashboard itself')
     if (!req.is('application/json')) return fail(res, 415, 'unsupported_media_type', 'the body must be JSON (Content-Type: application/json)')
     next()
   })
-  app.post('/api/runs', express.json({ limit: MAX_RUN_BODY_BYTES, strict: true }), (req, res) => {
+  app.post(['/api/runs', '/api/comparisons'], express.json({ limit: MAX_RUN_BODY_BYTES, strict: true }), (req, res) => {
     try {
-      const run = runs.start(parseRunRequest(req.body, runs.limits))
+      const run = req.path === '/api/comparisons' ? runs.compare(parseComparisonRequest(req.body, runs.limits)) : runs.start(parseRunRequest(req.body, runs.limits))
       res.status(202).json(run)
     } catch (error) {
       if (error instanceof InvalidRunRequestError) return fail(res, 400, error.code, error.message)

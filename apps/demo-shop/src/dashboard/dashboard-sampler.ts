@@ -121,10 +121,22 @@ export function finalInvariantsOf(run: RunView): InvariantsView | undefined {
     cancelledOrders: run.result.cancelledOrders,
     violations: run.result.violations,
     atMs: run.startedAtMs + (run.durationMs ?? 0),
+    ...chaosOf(run),
   }
 }
 
-const runTitle = (run: RunView) => `Flash sale #${run.id} · ${run.mode}, chaos ${run.chaos}`
+/** The chaos of a run and what of it landed, for its invariants card. */
+export function chaosOf(run: RunView): Pick<InvariantsView, 'chaos' | 'chaosEvents' | 'staleWritesRejected' | 'expiredLocks'> {
+  return {
+    chaos: run.chaos,
+    chaosEvents: run.chaosEvents,
+    staleWritesRejected: run.result?.staleWritesRejected ?? null,
+    expiredLocks: run.result?.expiredLocks ?? null,
+  }
+}
+
+/** The card's title; the dashboard adds the mode and chaos in the words it uses everywhere. */
+const runTitle = (run: RunView) => `Flash sale #${run.id}`
 
 /**
  * The sampling loop and the latest snapshot.
@@ -226,12 +238,12 @@ export class DashboardSampler {
       const locks: HeldLockView[] = []
       const live = liveState ?? this.#lastState.get('live')
       if (live !== undefined && this.#deps.live !== undefined) {
-        invariants.push(invariantsOf(live.state, 'live', `Live shop · ${live.state.mode}, drop after drop`, live.atMs))
+        invariants.push(invariantsOf(live.state, 'live', 'Live shop · drop after drop', live.atMs))
         if (atMs - live.atMs <= STALE_LOCKS_MS) locks.push(...locksOf(live.state, 'live'))
       }
       if (run !== undefined && runSource !== undefined) {
         const current = runState ?? this.#lastState.get(runSource)
-        if (current !== undefined) invariants.push(invariantsOf(current.state, runSource, `${runTitle(run)} (running)`, current.atMs))
+        if (current !== undefined) invariants.push({ ...invariantsOf(current.state, runSource, `${runTitle(run)} (running)`, current.atMs), ...chaosOf(run) })
         if (current !== undefined && atMs - current.atMs <= STALE_LOCKS_MS) locks.push(...locksOf(current.state, runSource))
       } else {
         const last = this.#deps.runs.runs.find((r) => r.result !== null)
@@ -263,6 +275,7 @@ export class DashboardSampler {
       locks,
       activeRun: this.#deps.runs.active ?? null,
       runs: this.#deps.runs.runs,
+      comparison: this.#deps.runs.comparison,
       limits: this.#deps.runs.limits,
     }
   }

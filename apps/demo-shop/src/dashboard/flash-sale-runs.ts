@@ -9,7 +9,7 @@ import { FLASH_SALE_DEFAULTS, type FlashSaleOptions, type FlashSaleProgress, typ
 import { PROTECTION_MODES, type ProtectionMode } from '../protection.js'
 import type { RedisEndpoint } from '@fencelock/devkit/redis-endpoint'
 import type { InstanceProcess } from '../supervisor.js'
-import type { RunLimits, RunRequest, RunView } from './wire.js'
+import type { ComparisonRequest, RunLimits, RunRequest, RunView } from './wire.js'
 
 /** How many finished runs are kept. */
 export const RUN_HISTORY = 10
@@ -19,7 +19,19 @@ export const RUN_LIMITS_DEFAULTS = Object.freeze({
   buyers: Object.freeze({ min: 10, max: 2_000, default: 300 }),
   stock: Object.freeze({ min: 1, max: 500, default: 30 }),
   instances: 3,
+  // 1000 buyers / 100 units on the embedded database: the lock alone oversells and charges twice
+  // under a paused holder (issue 27: 37 oversold vs 0 with 6 stale writes rejected); 200 / 20 was noise.
+  compare: Object.freeze({ buyers: 1_000, stock: 100 }),
 })
+
+/** The modes of a comparison, in the order they run and are shown. */
+export const COMPARISON_MODES: readonly ProtectionMode[] = Object.freeze(['unsafe', 'lock', 'fenced'])
+
+/**
+ * The gateway latency of a `redis-restart` run: a restart lets a second holder in only while the
+ * first one is inside a slow charge (docs/DEMO.md: 300-600 ms); at 30-80 ms the lock alone shows nothing.
+ */
+export const REDIS_RESTART_GATEWAY_LATENCY_MS = '300-600'
 
 /** Base class of the errors of this module. */
 export class FlashSaleRunError extends Error {
@@ -62,6 +74,7 @@ export class ChaosUnavailableError extends FlashSaleRunError {
 }
 
 const RUN_REQUEST_FIELDS = new Set(['mode', 'chaos', 'buyers', 'stock'])
+const COMPARISON_REQUEST_FIELDS = new Set(['chaos', 'buyers', 'stock'])
 
 function boundedInteger(body: Record<string, unknown>, field: 'buyers' | 'stock', bounds: { min: number; max: number; default: number }): number {
   const value = body[field]
@@ -98,6 +111,24 @@ export function parseRunRequest(body: unknown, limits: Pick<RunLimits, 'buyers' 
   }
 }
 
+/**
+ * Validates a comparison's body: `chaos` from its enumeration, `buyers` and `stock` integers within
+ * `limits` (default: `limits.compare`), no other field.
+ * @throws InvalidRunRequestError naming the field at fault.
+ */
+export function parseComparisonRequest(body: unknown, limits: Pick<RunLimits, 'buyers' | 'stock' | 'compare'>): Required<ComparisonRequest> {
+  if (body === null || typeof body !== 'object' || Array.isArray(body)) throw new InvalidRunRequestError('body', 'the body must be a JSON object {chaos, buyers?, stock?}')
+  const record = body as Record<string, unknown>
+  for (const key of Object.keys(record)) {
+    if (!COMPARISON_REQUEST_FIELDS.has(key)) throw new InvalidRunRequestError(key.slice(0, 40), `unknown field ${JSON.stringify(key.slice(0, 40))} (fields: chaos, buyers, stock)`)
+  }
+  const { mode: _mode, ...run } = parseRunRequest({ ...record, mode: 'fenced' }, {
+    buyers: { ...limits.buyers, default: limits.compare.buyers },
+    stock: { ...limits.stock, default: limits.compare.stock },
+  })
+  return run
+}
+
 /** Runs one flash sale (`runFlashSale`, or a stand-in in tests of the HTTP layer). */
 export type FlashSaleRunner = (
   options: FlashSaleOptions,
@@ -123,6 +154,9 @@ export interface FlashSaleRunsDeps {
   readonly now?: () => number
 }
 
+/** The seed of a comparison: one per comparison, apart from the single runs' seeds (their ids). */
+const comparisonSeed = (comparison: number) => 1_000 + comparison
+
 interface RunRecord {
   view: RunView
   instances: readonly InstanceProcess[]
@@ -145,6 +179,9 @@ export class FlashSaleRuns {
   readonly #abort = new AbortController()
   #active: RunRecord | undefined
   #nextId = 1
+  #nextComparison = 1
+  /** The runs of the last comparison, kept whatever the history drops; and the ones still to run. */
+  #comparison: { id: number; runs: RunView[]; queued: Array<Required<RunRequest>>; seed: number; open: boolean } | undefined
 
   constructor(deps: FlashSaleRunsDeps) {
     this.#deps = deps
@@ -153,6 +190,7 @@ export class FlashSaleRuns {
       buyers: deps.limits?.buyers ?? RUN_LIMITS_DEFAULTS.buyers,
       stock: deps.limits?.stock ?? RUN_LIMITS_DEFAULTS.stock,
       instances: deps.limits?.instances ?? RUN_LIMITS_DEFAULTS.instances,
+      compare: deps.limits?.compare ?? RUN_LIMITS_DEFAULTS.compare,
       redisRestart: deps.limits?.redisRestart ?? !process.env.REDIS_URL,
     }
   }
@@ -167,9 +205,43 @@ export class FlashSaleRuns {
     return this.#active?.instances ?? []
   }
 
-  /** Finished runs, newest first, and the one going on first of all. */
+  /**
+   * Finished runs, newest first, and the one going on first of all; the last comparison's runs are
+   * kept (after the others) when the history has dropped them, so its baseline never goes away.
+   */
   get runs(): RunView[] {
-    return this.#active ? [this.#active.view, ...this.#history] : [...this.#history]
+    const runs = this.#active ? [this.#active.view, ...this.#history] : [...this.#history]
+    const kept = new Set(runs.map((r) => r.id))
+    for (const r of this.comparison) if (!kept.has(r.id)) runs.push(r)
+    return runs
+  }
+
+  /** The runs of the last (or current) comparison, in mode order (no lock, lock only, lock + fencing). */
+  get comparison(): RunView[] {
+    const c = this.#comparison
+    if (c === undefined) return []
+    const current = (r: RunView) => (this.#active?.view.id === r.id ? this.#active.view : (this.#history.find((h) => h.id === r.id) ?? r))
+    return c.runs.map(current)
+  }
+
+  /**
+   * Starts a comparison: the same sale (one seed, one chaos, one size) with no lock, the lock
+   * alone, and lock + fencing, one after the other. Returns the first run's view.
+   * @throws RunInProgressError while a run goes on; ChaosUnavailableError as {@link start}.
+   */
+  compare(request: Required<ComparisonRequest>): RunView {
+    if (this.#active) throw new RunInProgressError(this.#active.view.id)
+    const id = this.#nextComparison++
+    const [first, ...rest] = COMPARISON_MODES.map((mode) => ({ ...request, mode }))
+    const previous = this.#comparison
+    this.#comparison = { id, runs: [], queued: rest, seed: comparisonSeed(id), open: true }
+    try {
+      return this.#startRun(first as Required<RunRequest>)
+    } catch (error) {
+      this.#comparison = previous
+      this.#nextComparison--
+      throw error
+    }
   }
 
   /**
@@ -178,20 +250,26 @@ export class FlashSaleRuns {
    */
   start(request: Required<RunRequest>): RunView {
     if (this.#active) throw new RunInProgressError(this.#active.view.id)
+    return this.#startRun(request)
+  }
+
+  #startRun(request: Required<RunRequest>): RunView {
     if (this.#abort.signal.aborted) throw new FlashSaleRunError('shutting_down', 'the demo is stopping')
     if (request.chaos === 'redis-restart' && !this.limits.redisRestart) {
       throw new ChaosUnavailableError('redis-restart restarts a redis-server the demo starts itself; REDIS_URL is set, so there is none to restart')
     }
     const id = this.#nextId++
+    const comparison = this.#comparison?.open ? this.#comparison : undefined
+    const base = { ...FLASH_SALE_DEFAULTS, ...this.#deps.baseOptions }
     const options: FlashSaleOptions = {
-      ...FLASH_SALE_DEFAULTS,
-      ...this.#deps.baseOptions,
+      ...base,
       instances: this.limits.instances,
       mode: request.mode,
       chaos: request.chaos,
       buyers: request.buyers,
       stock: request.stock,
-      seed: id,
+      seed: comparison?.seed ?? id,
+      gatewayLatencyMs: request.chaos === 'redis-restart' ? REDIS_RESTART_GATEWAY_LATENCY_MS : base.gatewayLatencyMs,
     }
     const startedAtMs = this.#now()
     const record: RunRecord = {
@@ -203,6 +281,8 @@ export class FlashSaleRuns {
         stock: options.stock,
         instances: options.instances,
         seed: options.seed,
+        comparison: comparison?.id ?? null,
+        gatewayLatencyMs: options.gatewayLatencyMs,
         status: 'running',
         startedAtMs,
         phase: 'starting',
@@ -219,6 +299,7 @@ export class FlashSaleRuns {
       done: Promise.resolve(),
     }
     this.#active = record
+    comparison?.runs.push(record.view)
     this.#deps.onActiveChange?.(true)
     // redis-restart restarts a Redis of the run's own (runFlashSale spawns it); the others share the demo's.
     const services: FlashSaleServices =
@@ -265,6 +346,7 @@ export class FlashSaleRuns {
               violations: report.violations,
               staleWritesRejected: report.staleWritesRejected,
               expiredLocks: report.expiredLocks,
+              overchargedCents: report.extraCharges * FLASH_SALE_DEFAULTS.priceCents,
               acquireP99Ms: report.acquireP99Ms,
             },
           }
@@ -286,6 +368,20 @@ export class FlashSaleRuns {
         this.#history.unshift(record.view)
         this.#history.length = Math.min(this.#history.length, RUN_HISTORY)
         this.#active = undefined
+        if (comparison !== undefined) comparison.runs = comparison.runs.map((r) => (r.id === record.view.id ? record.view : r))
+        const next = comparison?.queued.shift()
+        if (next !== undefined && record.view.status === 'done' && !this.#abort.signal.aborted) {
+          try {
+            this.#startRun(next)
+            return
+          } catch (error) {
+            this.#deps.onRunError?.(record.view, error)
+          }
+        }
+        if (comparison !== undefined) {
+          comparison.queued.length = 0
+          comparison.open = false
+        }
         this.#deps.onActiveChange?.(false)
       })
     return record.view

@@ -73,6 +73,13 @@ export interface InvariantsView {
   readonly violations: number
   /** When the counts were taken, epoch ms. */
   readonly atMs: number
+  /** A run's chaos and what of it landed (absent for the live shop). */
+  readonly chaos?: WireChaos
+  /** Pauses, Redis restarts or kills so far. */
+  readonly chaosEvents?: number
+  /** Writes refused for an old fencing token and leases that expired under a holder; null until the run's report. */
+  readonly staleWritesRejected?: number | null
+  readonly expiredLocks?: number | null
 }
 
 /** One lock held now (or believed held by a frozen holder). */
@@ -100,11 +107,20 @@ export interface RunRequest {
   readonly stock?: number
 }
 
+/** The same sale in the three modes, one after the other (`POST /api/comparisons`): one seed, one chaos, one size. */
+export interface ComparisonRequest {
+  readonly chaos: WireChaos
+  readonly buyers?: number
+  readonly stock?: number
+}
+
 /** Bounds of a run from the browser, as the server enforces them. */
 export interface RunLimits {
   readonly buyers: { readonly min: number; readonly max: number; readonly default: number }
   readonly stock: { readonly min: number; readonly max: number; readonly default: number }
   readonly instances: number
+  /** The size of a comparison by default: one that bites (the lock alone fails visibly). */
+  readonly compare: { readonly buyers: number; readonly stock: number }
   /** False when the chaos `redis-restart` cannot run here (REDIS_URL is set: no Redis of our own to restart). */
   readonly redisRestart: boolean
 }
@@ -119,6 +135,10 @@ export interface RunView {
   readonly stock: number
   readonly instances: number
   readonly seed: number
+  /** The comparison this run belongs to (the same sale in the three modes), or null for a single sale. */
+  readonly comparison: number | null
+  /** The simulated gateway's latency, `"<min>-<max>"` ms (a Redis restart bites only while a charge is slow). */
+  readonly gatewayLatencyMs: string
   readonly status: 'running' | 'done' | 'failed' | 'aborted'
   readonly startedAtMs: number
   /** While running: phase and buyers done. */
@@ -156,6 +176,8 @@ export interface RunView {
     readonly violations: number
     readonly staleWritesRejected: number
     readonly expiredLocks: number
+    /** Money charged beyond the first charge of each order, at the gateway, in cents (extra charges × the price). */
+    readonly overchargedCents: number
     readonly acquireP99Ms: number | null
   } | null
   /** Why a run failed. */
@@ -171,8 +193,10 @@ export interface DashboardSnapshot {
   readonly locks: HeldLockView[]
   /** The run going on, if any. */
   readonly activeRun: RunView | null
-  /** Runs, newest first (at most `RUN_HISTORY`). */
+  /** Runs, newest first (at most `RUN_HISTORY`, plus the runs of the last comparison). */
   readonly runs: RunView[]
+  /** The runs of the last (or current) comparison, in mode order unsafe, lock, fenced; empty before any. */
+  readonly comparison: RunView[]
   readonly limits: RunLimits
 }
 

@@ -240,3 +240,83 @@ describe('sampler on a real shop instance', () => {
     expect(sampler.history().points).toHaveLength(2)
   })
 })
+
+describe('dashboard API: compare the three modes', () => {
+  const { runner, pending, report } = controllableRunner()
+  const runs = new FlashSaleRuns({ runner, redis, database, limits: { redisRestart: true } })
+  const sampler = new DashboardSampler({ runs })
+  let server: DashboardServer
+  let base: string
+  beforeAll(async () => {
+    server = await listenDashboard(createDashboardApp({ sampler, runs, staticDir: undefined }), { host: '127.0.0.1', port: 0 })
+    base = server.url
+  })
+  afterAll(async () => {
+    for (const p of pending) p.reject(new Error('test over'))
+    await runs.close()
+    await server.close()
+  })
+  const post = (path: string, body: unknown) => fetch(`${base}api/${path}`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify(body) })
+  /** Settles the run going on and waits for the next one of the comparison (or none) to be under way. */
+  const finish = async (over: Partial<FlashSaleReport> = {}) => {
+    const p = pending.at(-1)
+    if (p === undefined) throw new Error('no run pending')
+    const count = pending.length
+    p.resolve(report(p.options, over))
+    await expect.poll(() => pending.length > count || runs.active === undefined).toBe(true)
+  }
+
+  it('refuses a comparison that names a mode or an unknown chaos, before anything starts', async () => {
+    for (const body of [{ chaos: 'pause', mode: 'fenced' }, {}, { chaos: 'explode' }, { chaos: 'pause', buyers: 5 }]) {
+      const res = await post('comparisons', body)
+      expect(res.status, JSON.stringify(body)).toBe(400)
+      expect(((await res.json()) as { error: string }).error).toBe('invalid_run_request')
+    }
+    expect(pending).toHaveLength(0)
+  })
+
+  it('runs the same sale (one seed, one chaos, one size) with no lock, the lock alone and lock + fencing, one after the other', async () => {
+    const res = await post('comparisons', { chaos: 'pause', buyers: 60, stock: 10 })
+    expect(res.status).toBe(202)
+    expect(((await res.json()) as RunView).mode).toBe('unsafe')
+    // One sale at a time, the comparison included.
+    expect((await post('runs', { mode: 'fenced', chaos: 'none' })).status).toBe(409)
+    await finish({ oversoldUnits: 5, doubleChargedOrders: 2, extraCharges: 3 })
+    await finish({ oversoldUnits: 1 })
+    await finish({ staleWritesRejected: 4 })
+    expect(runs.active).toBeUndefined()
+    expect(pending.map((p) => [p.options.mode, p.options.chaos, p.options.seed, p.options.buyers, p.options.stock])).toEqual([
+      ['unsafe', 'pause', 1001, 60, 10],
+      ['lock', 'pause', 1001, 60, 10],
+      ['fenced', 'pause', 1001, 60, 10],
+    ])
+    expect(runs.comparison.map((r) => [r.id, r.mode, r.comparison, r.seed, r.status, r.result?.oversold, r.result?.overchargedCents])).toEqual([
+      [1, 'unsafe', 1, 1001, 'done', 5, 3 * 4_999],
+      [2, 'lock', 1, 1001, 'done', 1, 0],
+      [3, 'fenced', 1, 1001, 'done', 0, 0],
+    ])
+    await sampler.sample()
+    const snapshot = JSON.parse(sampler.snapshotJson) as DashboardSnapshot
+    expect(snapshot.comparison.map((r) => r.id)).toEqual([1, 2, 3])
+    // The last run's card carries the chaos that landed.
+    expect(snapshot.invariants.map((i) => [i.source, i.title, i.chaos, i.chaosEvents, i.staleWritesRejected])).toEqual([['run-3', 'Flash sale #3', 'pause', 2, 4]])
+  })
+
+  it('keeps the last comparison as the baseline when later runs push it out of the history; a Redis restart gets the slow gateway', async () => {
+    for (let i = 0; i < 10; i++) {
+      expect((await post('runs', { mode: 'fenced', chaos: i === 0 ? 'redis-restart' : 'none', buyers: 10, stock: 1 })).status).toBe(202)
+      await finish()
+    }
+    expect(pending[3]?.options.gatewayLatencyMs).toBe('300-600')
+    expect(pending[4]?.options.gatewayLatencyMs).toBe('30-80')
+    expect(runs.runs.map((r) => r.id)).toEqual([13, 12, 11, 10, 9, 8, 7, 6, 5, 4, 1, 2, 3])
+    expect(runs.comparison.map((r) => [r.id, r.status])).toEqual([
+      [1, 'done'],
+      [2, 'done'],
+      [3, 'done'],
+    ])
+    // A comparison with no size given is one that bites.
+    expect((await post('comparisons', { chaos: 'none' })).status).toBe(202)
+    expect(pending.at(-1)?.options).toMatchObject({ mode: 'unsafe', buyers: 1_000, stock: 100, seed: 1002 })
+  })
+})
