@@ -7,18 +7,36 @@
 //
 //   npm run bench:lock-family                      full run (5 rounds × 3 s per row)
 //   npm run bench:lock-family -- --quick --no-write  (1 round × 1 s), file untouched
+import { commandLineOrExit, type CliSpec } from '@fencelock/devkit/cli'
 import { Locker } from '@fencelock/lock'
 import { Redis } from 'ioredis'
 import { dirname, join } from 'node:path'
 import { fileURLToPath } from 'node:url'
+import { exitUnlessRedisServerRuns } from './support/can-start.js'
 import { writeMarkedSection } from './support/docs-section.js'
 import { loadAverage, machineInfo } from './support/machine.js'
 import { startRedisServer } from './support/redis-server.js'
 import { median } from './support/stats.js'
 
+const CLI: CliSpec = {
+  command: 'npm run bench:lock-family --',
+  summary:
+    "The lock family's rows on a redis-server of its own: a reentrant re-acquire (ops/s, Redis commands: 0), acquireAll of 3 resources against 3 sequential acquires. Writes its section of docs/BENCHMARKS.md.",
+  flags: {
+    quick: { type: 'boolean', description: '1 round of 1 s per row instead of 5 of 3 s' },
+    'no-write': { type: 'boolean', description: 'leave docs/BENCHMARKS.md untouched' },
+  },
+  notes: 'REDIS_SERVER_BIN (default redis-server).',
+  failure: 'it broke off with an error',
+}
+
+const { quick, write } = commandLineOrExit(CLI, process.argv.slice(2), (values) => ({
+  quick: values.quick === true,
+  write: values['no-write'] !== true,
+}))
+exitUnlessRedisServerRuns('bench:lock-family')
+
 const root = join(dirname(fileURLToPath(import.meta.url)), '..')
-const quick = process.argv.includes('--quick')
-const write = !process.argv.includes('--no-write')
 const rounds = quick ? 1 : 5
 const roundMs = quick ? 1_000 : 3_000
 

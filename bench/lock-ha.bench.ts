@@ -23,6 +23,7 @@ import { startRedisServer, type RedisServer } from '@fencelock/devkit/redis-serv
 import { startCluster, startSentinelSet } from '@fencelock/devkit/redis-topology'
 import { Locker } from '@fencelock/lock'
 import { Cluster, Redis } from 'ioredis'
+import { exitUnlessRedisServerRuns } from './support/can-start.js'
 import { writeMarkedSection } from './support/docs-section.js'
 import { loadAverage, machineInfo } from './support/machine.js'
 
@@ -46,6 +47,8 @@ const args = commandLineOrExit(CLI, process.argv.slice(2), (values) => ({
   seconds: integerFlag(values, 'seconds', 4, 1, 60),
   write: values['no-write'] !== true,
 }))
+
+exitUnlessRedisServerRuns('bench:lock:ha')
 
 const TTL_MS = 10_000
 const UNCONTENDED_WORKERS = 50

@@ -27,6 +27,8 @@ const HARMLESS_ARGS: Readonly<Record<string, string[]>> = {
   'bench:fencing': ['--no-docs'],
   'bench:shop': ['--no-docs', '--rounds', '1'],
   'bench:metrics': ['--quick', '--no-write'],
+  'bench:lock:ha': ['--no-write', '--rounds', '1', '--seconds', '1'],
+  'bench:lock-family': ['--quick', '--no-write'],
 }
 
 function run(entry: string, args: string[]) {
