@@ -52,6 +52,7 @@ export const FLASH_SALE_DEFAULTS = Object.freeze({
   ttlMs: 1_000,
   gatewayLatencyMs: '30-80',
   concurrency: 32,
+  segments: 1,
   sku: 'flash-1',
   priceCents: 4_999,
 })
@@ -70,6 +71,11 @@ export interface FlashSaleOptions {
   readonly gatewayLatencyMs: string
   /** Buyers in flight at once. */
   readonly concurrency: number
+  /**
+   * Stock segments (segments.ts): the stock split over this many rows, each its own lock and
+   * fence. 1 (default): the stock on the product, under one lock.
+   */
+  readonly segments?: number
   /** Keep the run's schema instead of dropping it. */
   readonly keepData?: boolean
   /** Instances' stderr: shown or not. Default 'ignore'. */
@@ -282,6 +288,7 @@ export async function runFlashSale(
           name: 'Flash-sale sneakers',
           priceCents: FLASH_SALE_DEFAULTS.priceCents,
           stock: options.stock,
+          segments: options.segments ?? 1,
         },
       ]),
     )
