@@ -21,6 +21,7 @@ import { randomBytes } from 'node:crypto'
 import type { PrismaClient } from '../../../generated/prisma/client.js'
 import { GatewayError, type PaymentGateway } from './payment-gateway.js'
 import type { Protection } from './protection.js'
+import type { SaleTimings } from './sale-timings.js'
 import { loadSegments, sellFromSegments, type SegmentRef } from './segments.js'
 import { lockResource } from './shop-keys.js'
 
@@ -72,6 +73,8 @@ export interface ShopDeps {
   /** This process's name, recorded on each payment to attribute double charges. */
   readonly instanceId: string
   readonly observer?: ShopObserver
+  /** Times each purchase that orders a unit, by phase (sale-timings.ts; SHOP_SALE_TIMERS=1). */
+  readonly timings?: SaleTimings
   /** Picks a segmented product's first segment (default Math.random). */
   readonly random?: () => number
 }
@@ -121,13 +124,17 @@ export class ShopService {
     if (segmented) return this.#purchaseSegment(sku, buyerId, segmented)
 
     const row = { model: 'Product', where: { sku } } as const
-    return protection.run(lockResource.product(sku), async (guard) => {
+    const timer = this.#deps.timings?.start()
+    const result = await protection.run(lockResource.product(sku), async (guard): Promise<PurchaseResult> => {
+      timer?.mark('lock')
       const product = await guard.read(row)
+      timer?.mark('read')
       if (product === null) return { kind: 'unknown-product', sku }
       if (product.stock <= 0) return { kind: 'sold-out', sku }
 
       observer?.externalCall({ operation: 'authorize', resource: guard.resource, token: guard.token })
       await gateway.authorize({ buyerId, amountCents: product.priceCents })
+      timer?.mark('gateway')
 
       // The write-back computed from the read in tx1, as real code does: the lock is what is
       // supposed to make that read still current.
@@ -146,8 +153,14 @@ export class ShopService {
           },
         })
       })
+      timer?.mark('write')
       return { kind: 'ordered', sku, orderId: order.id, stockLeft, token: guard.token }
     })
+    if (timer !== undefined && result.kind === 'ordered') {
+      timer.mark('release')
+      timer.done()
+    }
+    return result
   }
 
   /**
