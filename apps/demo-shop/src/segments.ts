@@ -28,7 +28,11 @@ export interface SegmentRef {
 
 /** The product's segments, by number (empty: the product is not segmented). */
 export async function loadSegments(db: Pick<PrismaClient, 'stockSegment'>, productId: number): Promise<SegmentRef[]> {
-  return db.stockSegment.findMany({ where: { productId }, orderBy: { segment: 'asc' }, select: { id: true, segment: true } })
+  return db.stockSegment.findMany({
+    where: { productId },
+    orderBy: { segment: 'asc' },
+    select: { id: true, segment: true },
+  })
 }
 
 /** What one try of one segment did. */
@@ -79,10 +83,15 @@ export async function giveBackToSegment(
   segment: number,
   quantity: number,
 ): Promise<void> {
-  const found = await db.stockSegment.findUnique({ where: { productId_segment: { productId, segment } }, select: { id: true } })
+  const found = await db.stockSegment.findUnique({
+    where: { productId_segment: { productId, segment } },
+    select: { id: true },
+  })
   if (found === null) return
   const row = { model: 'StockSegment', where: { id: found.id } } as const
   await protection.run(lockResource.stockSegment(sku, segment), (guard) =>
-    guard.transaction(row, (tx) => tx.stockSegment.update({ where: { id: found.id }, data: { stock: { increment: quantity } } })),
+    guard.transaction(row, (tx) =>
+      tx.stockSegment.update({ where: { id: found.id }, data: { stock: { increment: quantity } } }),
+    ),
   )
 }

@@ -4,7 +4,13 @@
 // small (CI budget): each sale is a few seconds on a quiet machine.
 import { LockTimeoutError } from '@fencelock/lock'
 import { afterAll, describe, expect, it } from 'vitest'
-import { FLASH_SALE_DEFAULTS, runFlashSale, type FlashSaleOptions, type FlashSaleReport, type FlashSaleServices } from '../src/flash-sale.js'
+import {
+  FLASH_SALE_DEFAULTS,
+  runFlashSale,
+  type FlashSaleOptions,
+  type FlashSaleReport,
+  type FlashSaleServices,
+} from '../src/flash-sale.js'
 import { parseFlashSaleArgs, UsageError } from '../src/flash-sale-args.js'
 import { databaseTarget, splitStock } from '../src/database.js'
 import { sellFromSegments, type SegmentAttempt, type SegmentRef } from '../src/segments.js'
@@ -12,7 +18,10 @@ import { REDIS_URL } from './services.js'
 
 const services: FlashSaleServices = {
   redis: { url: REDIS_URL, origin: 'test Redis', owned: undefined, stop: async () => {} },
-  database: { connectionString: databaseTarget(process.env.DATABASE_URL || undefined).connectionString, origin: 'test PostgreSQL' },
+  database: {
+    connectionString: databaseTarget(process.env.DATABASE_URL || undefined).connectionString,
+    origin: 'test PostgreSQL',
+  },
 }
 const small: FlashSaleOptions = {
   ...FLASH_SALE_DEFAULTS,
@@ -54,7 +63,14 @@ describe('segmented stock on real processes (4 segments)', () => {
   }, 240_000)
 
   it('fenced + pause: holders frozen past their TTL, 0 violations', async () => {
-    const report = await run({ ...small, buyers: 80, mode: 'fenced', chaos: 'pause', seed: 2, gatewayLatencyMs: '60-120' })
+    const report = await run({
+      ...small,
+      buyers: 80,
+      mode: 'fenced',
+      chaos: 'pause',
+      seed: 2,
+      gatewayLatencyMs: '60-120',
+    })
     expect(report.chaosEvents).toBeGreaterThan(0)
     expectExact(report, small.stock)
   }, 240_000)
@@ -72,7 +88,12 @@ describe('picking a segment', () => {
   it('passes over busy and empty segments with one try each, then waits on the ones left; sold out when every one is empty', async () => {
     const tries: string[] = []
     const busy = new Set([1])
-    const stock = new Map([[0, 0], [1, 1], [2, 0], [3, 0]])
+    const stock = new Map([
+      [0, 0],
+      [1, 1],
+      [2, 0],
+      [3, 0],
+    ])
     const attempt = async (ref: SegmentRef, waitMs: number | undefined): Promise<SegmentAttempt<number>> => {
       tries.push(`${ref.segment}:${waitMs ?? 'wait'}`)
       if (busy.has(ref.segment) && waitMs === 0) throw new LockTimeoutError(`stock:x:${ref.segment}`, 0)
