@@ -59,7 +59,10 @@ describe('segmented stock on real processes (4 segments)', () => {
   // fenced without chaos is not run on its own (CI budget): the pause run below is a fenced sale
   // with holders frozen besides.
   it('lock, no chaos: exactly the stock sold, 0 oversold, 0 lost updates, 0 charged twice', async () => {
-    expectExact(await run({ ...small, mode: 'lock', chaos: 'none' }), small.stock)
+    // A 10 s lease: without chaos the lock alone is safe only while every hold is shorter than its
+    // TTL, and a loaded CI machine stretches a hold past 1 s (bench:shop saw lock-mode violations
+    // without chaos at load 20-40). What this checks is the segments' bookkeeping, not the lease.
+    expectExact(await run({ ...small, mode: 'lock', chaos: 'none', ttlMs: 10_000 }), small.stock)
   }, 240_000)
 
   it('fenced + pause: holders frozen past their TTL, 0 violations', async () => {
