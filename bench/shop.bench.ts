@@ -1,3 +1,9 @@
+// `npm run bench:shop -- --segments 1,2,4,8 [--rounds R ...]`: the same sale with the stock split
+// over 1, 2, 4, 8 segments (issue 23, apps/demo-shop/src/segments.ts), lock and fenced each, all
+// in one run, interleaved; units/s and the ratio to 1 segment per mode; plus where the time of one
+// purchase goes at 1 segment (SHOP_SALE_TIMERS=1, apps/demo-shop/src/sale-timings.ts). Writes the
+// bench:shop-segments section.
+//
 // `npm run bench:shop [-- --rounds R --buyers N --instances I --no-docs]`: what the whole protection
 // costs the flash-sale shop, end to end on real processes: the same sale (every buyer buys one unit
 // and pays, no chaos, the payment gateway answering at once: `--gateway-latency-ms 0-0`) in `lock`
@@ -13,7 +19,8 @@ import { dirname, join } from 'node:path'
 import { fileURLToPath } from 'node:url'
 import { FLASH_SALE_DEFAULTS, runFlashSale, type FlashSaleOptions, type FlashSaleServices } from '@fencelock/demo-shop/flash-sale'
 import { databaseTarget, redact } from '@fencelock/devkit/database-url'
-import { integerFlag, runCommand, type CliSpec, type CliValues } from '@fencelock/devkit/cli'
+import { integerFlag, runCommand, UsageError, type CliSpec, type CliValues } from '@fencelock/devkit/cli'
+import { SALE_PHASES, sumSaleTimings, type SaleTimingTotals } from '@fencelock/demo-shop/sale-timings'
 import { sharedRedisUrl } from '@fencelock/devkit/redis-url'
 import { writeMarkedSection } from './support/docs-section.js'
 import { cpuBusyShare, loadAverage, machineInfo } from './support/machine.js'
@@ -29,6 +36,7 @@ const CLI: CliSpec = {
     rounds: { type: 'string', value: '<n>', description: 'rounds (each runs both modes), 1-20', default: 3 },
     buyers: { type: 'string', value: '<n>', description: 'buyers (and units) per sale, 1-100000', default: 600 },
     instances: { type: 'string', value: '<n>', description: 'shop instances, 1-16', default: 4 },
+    segments: { type: 'string', value: '<list>', description: 'stock segments to compare, e.g. 1,2,4,8 (each 1-64): the segments sweep instead of lock vs fenced' },
     'no-docs': { type: 'boolean', description: 'leave docs/BENCHMARKS.md untouched' },
   },
   notes: 'REDIS_URL (default redis://127.0.0.1:6379), DATABASE_URL (default postgresql://postgres@127.0.0.1:5432/test). A missed target is reported, and the exit code stays 0.',
@@ -40,6 +48,15 @@ interface Args {
   buyers: number
   instances: number
   docs: boolean
+  segments: number[] | undefined
+}
+
+function segmentsList(value: unknown): number[] | undefined {
+  if (value === undefined) return undefined
+  const list = String(value).split(',').map((part) => part.trim())
+  if (list.length === 0 || list.length > 8 || list.some((part) => !/^\d{1,2}$/.test(part) || Number(part) < 1 || Number(part) > 64))
+    throw new UsageError(`--segments must be a comma-separated list of 1 to 8 integers, each 1-64 (got ${JSON.stringify(value)})`)
+  return [...new Set(list.map(Number))]
 }
 
 function parseCli(values: CliValues): Args {
@@ -48,6 +65,7 @@ function parseCli(values: CliValues): Args {
     buyers: integerFlag(values, 'buyers', 600, 1, 100_000),
     instances: integerFlag(values, 'instances', 4, 1, 16),
     docs: values['no-docs'] !== true,
+    segments: segmentsList(values.segments),
   }
 }
 
@@ -70,6 +88,7 @@ const median = (values: readonly number[]) => {
 
 async function main(values: CliValues): Promise<number> {
   const args = parseCli(values)
+  if (args.segments !== undefined) return segmentsSweep(args, args.segments)
   const redisUrl = sharedRedisUrl()
   const { connectionString } = databaseTarget()
   const services: FlashSaleServices = {
@@ -172,6 +191,143 @@ as many statements as in \`lock\` mode, but its read is an \`UPDATE\` (a new row
   console.log(markdown)
   if (args.docs) {
     writeMarkedSection(join(root, 'docs', 'BENCHMARKS.md'), 'bench:shop', markdown)
+    console.error('[bench:shop] written to docs/BENCHMARKS.md')
+  }
+  return 0
+}
+
+interface SegmentSample {
+  readonly segments: number
+  readonly mode: (typeof MODES)[number]
+  readonly round: number
+  readonly sold: number
+  readonly sellingMs: number
+  readonly unitsPerSecond: number
+  readonly violations: number
+  readonly timings: SaleTimingTotals | undefined
+}
+
+/** One sale, timed over its selling phase. */
+async function timedSale(options: FlashSaleOptions, services: FlashSaleServices) {
+  let sellingFrom: number | undefined
+  let sellingTo: number | undefined
+  const report = await runFlashSale(
+    options,
+    (p) => {
+      if (p.phase === 'selling' && sellingFrom === undefined) sellingFrom = performance.now()
+      if (p.phase === 'draining' && sellingTo === undefined) sellingTo = performance.now()
+    },
+    services,
+  )
+  return { report, sellingMs: (sellingTo ?? performance.now()) - (sellingFrom ?? 0) }
+}
+
+/** The segments sweep (see the file's comment). */
+async function segmentsSweep(args: Args, counts: readonly number[]): Promise<number> {
+  const redisUrl = sharedRedisUrl()
+  const { connectionString } = databaseTarget()
+  const services: FlashSaleServices = {
+    redis: { url: redisUrl, origin: redisUrl, owned: undefined, stop: async () => {} },
+    database: { connectionString, origin: redact(connectionString) },
+  }
+  const busyBefore = await cpuBusyShare(2_000)
+  const loadBefore = loadAverage()
+  const samples: SegmentSample[] = []
+  for (let round = 1; round <= args.rounds; round++) {
+    // Alternate the order, so a drift of the machine's load spreads over every row.
+    const order = counts.flatMap((segments) => MODES.map((mode) => ({ segments, mode })))
+    if (round % 2 === 0) order.reverse()
+    for (const { segments, mode } of order) {
+      const options: FlashSaleOptions = {
+        ...FLASH_SALE_DEFAULTS,
+        instances: args.instances,
+        buyers: args.buyers,
+        stock: args.buyers,
+        segments,
+        mode,
+        chaos: 'none',
+        seed: round,
+        gatewayLatencyMs: '0-0',
+        saleTimers: segments === 1,
+      }
+      const { report, sellingMs } = await timedSale(options, services)
+      const sample: SegmentSample = {
+        segments,
+        mode,
+        round,
+        sold: report.sold,
+        sellingMs,
+        unitsPerSecond: report.sold / (sellingMs / 1000),
+        violations: report.violations,
+        timings: report.saleTimings,
+      }
+      samples.push(sample)
+      console.error(`[bench:shop] round ${round} segments ${segments} ${mode}: ${sample.sold} units in ${(sellingMs / 1000).toFixed(2)} s = ${sample.unitsPerSecond.toFixed(1)} units/s, violations ${sample.violations}`)
+    }
+  }
+  const loadAfter = loadAverage()
+  const m = machineInfo()
+  const base = counts[0] as number
+  const rateOf = (round: number, segments: number, mode: string) =>
+    samples.find((s) => s.round === round && s.segments === segments && s.mode === mode)?.unitsPerSecond ?? Number.NaN
+  const rounds = Array.from({ length: args.rounds }, (_, i) => i + 1)
+  const summary = counts.flatMap((segments) =>
+    MODES.map((mode) => {
+      const rate = median(rounds.map((r) => rateOf(r, segments, mode)))
+      const ratios = rounds.map((r) => rateOf(r, segments, mode) / rateOf(r, base, mode))
+      return `| ${segments} | \`${mode}\` | ${rate.toFixed(1)} | ×${median(ratios).toFixed(2)} (${ratios.map((x) => x.toFixed(2)).join(', ')}) |`
+    }),
+  )
+  const rows = samples.map(
+    (s) => `| ${s.round} | ${s.segments} | \`${s.mode}\` | ${s.sold} | ${(s.sellingMs / 1000).toFixed(2)} | ${s.unitsPerSecond.toFixed(1)} | ${s.violations} |`,
+  )
+  const top = counts[counts.length - 1] as number
+  const fencedRatio = median(rounds.map((r) => rateOf(r, top, 'fenced') / rateOf(r, base, 'fenced')))
+  const timingRows = MODES.map((mode) => {
+    const t = sumSaleTimings(samples.filter((s) => s.mode === mode && s.timings !== undefined).map((s) => s.timings as SaleTimingTotals))
+    const total = SALE_PHASES.reduce((a, p) => a + t[p], 0)
+    const held = t.read + t.gateway + t.write
+    return `| \`${mode}\` | ${t.sales} | ${SALE_PHASES.map((p) => `${(t[p] / Math.max(1, t.sales)).toFixed(1)} (${((100 * t[p]) / Math.max(1e-9, total)).toFixed(0)} %)`).join(' | ')} | ${(held / Math.max(1, t.sales)).toFixed(1)} |`
+  })
+  const markdown = `## Flash-sale shop: segmented stock
+
+\`npm run bench:shop -- --segments ${counts.join(',')} --rounds ${args.rounds} --buyers ${args.buyers} --instances ${args.instances}\` — ${new Date().toISOString().slice(0, 10)}.
+The same sale with the product's stock split over ${counts.join(', ')} segments (\`apps/demo-shop/src/segments.ts\`: each
+segment its own row, lock and fence; a buyer tries one at random, then the next), in \`lock\` and \`fenced\`
+mode, every combination in each round, interleaved: ${args.instances} instance processes, ${args.buyers} buyers
+(${FLASH_SALE_DEFAULTS.concurrency} at once), ${args.buyers} units, each bought and paid, no chaos, the gateway answering at once
+(\`--gateway-latency-ms 0-0\`). Throughput: units sold (counted from the database) per second of the selling
+phase, payments included. Redis and PostgreSQL on loopback.
+
+Machine: ${m.nproc} × ${m.cpuModel}, ${m.totalMemGiB} GiB, ${m.os}, Node ${m.node}, ${availableParallelism()} CPUs; load average ${loadBefore}
+before and ${loadAfter} after; other processes kept ${(busyBefore * 100).toFixed(0)} % of the CPUs busy just before. **The machine
+is shared and was loaded: absolute units/s are not comparable with other sections; the ratios
+within a round are the figure.**
+
+| segments | mode | units/s (median) | ×${base} segment${base === 1 ? '' : 's'}, median of the rounds (each round) |
+| ---: | --- | ---: | --- |
+${summary.join('\n')}
+
+**Target: \`fenced\` at ${top} segments ≥ ×3 the units/s at ${base} — ${fencedRatio >= 3 ? 'met' : '**missed**'} (×${fencedRatio.toFixed(2)}).**
+
+Where the time of one purchase goes at ${base} segment${base === 1 ? '' : 's'} (\`SHOP_SALE_TIMERS=1\`, \`apps/demo-shop/src/sale-timings.ts\`;
+mean ms per purchase that ordered a unit, share of the purchase): \`lock\` is the wait for the lock
+and the acquire's round trips, \`release\` the release's round trip; \`read\`, \`gateway\` (the
+authorization call) and \`write\` (stock and order transaction) run while the hot lock is held.
+
+| mode | purchases timed | ${SALE_PHASES.join(' ms | ')} ms | held ms |
+| --- | ---: | ${SALE_PHASES.map(() => '---:').join(' | ')} | ---: |
+${timingRows.join('\n')}
+
+All runs:
+
+| round | segments | mode | units sold | selling s | units/s | violations |
+| ---: | ---: | --- | ---: | ---: | ---: | ---: |
+${rows.join('\n')}
+`
+  console.log(markdown)
+  if (args.docs) {
+    writeMarkedSection(join(root, 'docs', 'BENCHMARKS.md'), 'bench:shop-segments', markdown)
     console.error('[bench:shop] written to docs/BENCHMARKS.md')
   }
   return 0

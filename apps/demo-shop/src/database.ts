@@ -17,6 +17,7 @@ export const GUARDED_TABLES: readonly FenceGuardOptions[] = Object.freeze([
   { table: 'Product', column: 'fenceToken', key: 'sku' },
   { table: 'Order', column: 'fenceToken', key: 'id' },
   { table: 'GatewayFence', column: 'fenceToken', key: 'resource' },
+  { table: 'StockSegment', column: 'fenceToken', key: 'id' },
 ])
 
 /**
@@ -38,6 +39,22 @@ export interface ProductSeed {
   readonly name: string
   readonly priceCents: number
   readonly stock: number
+  /**
+   * Split the stock over this many `StockSegment` rows (issue 23), `Product.stock` then 0; 1 or
+   * undefined: no rows, the stock stays on the product.
+   */
+  readonly segments?: number
+}
+
+/**
+ * The demo's per-segment bookkeeping (beside {@link SEED_TABLE}): the stock each segment was
+ * seeded with, for oversold units and lost updates counted per segment.
+ */
+export const SEGMENT_SEED_TABLE = 'ShopSegmentSeed'
+
+/** `stock` split over `segments` rows as evenly as it goes, the remainder on the first ones. */
+export function splitStock(stock: number, segments: number): number[] {
+  return Array.from({ length: segments }, (_, i) => Math.floor(stock / segments) + (i < stock % segments ? 1 : 0))
 }
 
 /** Schema names go into SQL identifiers and Prisma's options: keep them plain. */
@@ -78,16 +95,30 @@ export async function prepareShopSchema(location: DatabaseLocation, products: re
     await client.query('BEGIN')
     try {
       await client.query(`CREATE TABLE IF NOT EXISTS ${seed} (sku TEXT PRIMARY KEY, "initialStock" INTEGER NOT NULL)`)
+      const segmentSeed = `${s}.${quoteIdent(SEGMENT_SEED_TABLE)}`
+      await client.query(
+        `CREATE TABLE IF NOT EXISTS ${segmentSeed} (sku TEXT NOT NULL, segment INTEGER NOT NULL, "initialStock" INTEGER NOT NULL, PRIMARY KEY (sku, segment))`,
+      )
       // A fresh shop, so the guard's tombstones go too: truncating them is the guard's
       // deliberate reset, fine here because no instance of an earlier run is still writing.
       const tombstones = GUARDED_TABLES.map((t) => `${s}.${quoteIdent(fenceGuardObjects(t).tombstoneTable)}`).join(', ')
       // The gateway's ledger too: order ids start again at 1, and an old charge of order 1 would
       // count as a double charge of the new one (or an old Idempotency-Key replay its charge).
       const ledger = ['GatewayCharge', 'GatewayIdempotencyKey', 'GatewayFence'].map((t) => `${s}.${quoteIdent(t)}`).join(', ')
-      await client.query(`TRUNCATE ${s}."Payment", ${s}."Order", ${s}."Product", ${seed}, ${ledger}, ${tombstones} RESTART IDENTITY CASCADE`)
+      await client.query(`TRUNCATE ${s}."Payment", ${s}."Order", ${s}."StockSegment", ${s}."Product", ${seed}, ${segmentSeed}, ${ledger}, ${tombstones} RESTART IDENTITY CASCADE`)
       for (const p of products) {
-        await client.query(`INSERT INTO ${s}."Product" (sku, name, "priceCents", stock) VALUES ($1, $2, $3, $4)`, [p.sku, p.name, p.priceCents, p.stock])
+        const segments = p.segments ?? 1
+        const inserted = await client.query<{ id: number }>(
+          `INSERT INTO ${s}."Product" (sku, name, "priceCents", stock) VALUES ($1, $2, $3, $4) RETURNING id`,
+          [p.sku, p.name, p.priceCents, segments > 1 ? 0 : p.stock],
+        )
         await client.query(`INSERT INTO ${seed} (sku, "initialStock") VALUES ($1, $2)`, [p.sku, p.stock])
+        if (segments > 1) {
+          for (const [segment, stock] of splitStock(p.stock, segments).entries()) {
+            await client.query(`INSERT INTO ${s}."StockSegment" ("productId", segment, stock) VALUES ($1, $2, $3)`, [inserted.rows[0]?.id, segment, stock])
+            await client.query(`INSERT INTO ${segmentSeed} (sku, segment, "initialStock") VALUES ($1, $2, $3)`, [p.sku, segment, stock])
+          }
+        }
       }
       await client.query('COMMIT')
     } catch (error) {

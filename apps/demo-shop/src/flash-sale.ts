@@ -38,6 +38,7 @@ import { CannotStartError } from '@fencelock/devkit/cli'
 import { resolveRedis, type RedisEndpoint } from '@fencelock/devkit/redis-endpoint'
 import { startSentinelSet } from '@fencelock/devkit/redis-topology'
 import { countShop } from './shop-counts.js'
+import { sumSaleTimings, type SaleTimingTotals } from './sale-timings.js'
 import { startGateway } from './gateway/start-gateway.js'
 import { Supervisor, type InstanceProcess } from './supervisor.js'
 
@@ -52,6 +53,7 @@ export const FLASH_SALE_DEFAULTS = Object.freeze({
   ttlMs: 1_000,
   gatewayLatencyMs: '30-80',
   concurrency: 32,
+  segments: 1,
   sku: 'flash-1',
   priceCents: 4_999,
 })
@@ -70,6 +72,13 @@ export interface FlashSaleOptions {
   readonly gatewayLatencyMs: string
   /** Buyers in flight at once. */
   readonly concurrency: number
+  /**
+   * Stock segments (segments.ts): the stock split over this many rows, each its own lock and
+   * fence. 1 (default): the stock on the product, under one lock.
+   */
+  readonly segments?: number
+  /** Instances time each purchase's phases (SHOP_SALE_TIMERS=1); the report's `saleTimings`. */
+  readonly saleTimers?: boolean
   /** Keep the run's schema instead of dropping it. */
   readonly keepData?: boolean
   /** Instances' stderr: shown or not. Default 'ignore'. */
@@ -147,6 +156,8 @@ export interface FlashSaleReport {
   /** The `kill` chaos' kills and restarts. */
   readonly kills: readonly KillRecord[]
   readonly load: LoadTotals
+  /** With `saleTimers`: the purchases' phases summed over the instances, in ms (sale-timings.ts). */
+  readonly saleTimings?: SaleTimingTotals
 }
 
 /** Nearest-rank percentile of `values` (p in 0..100); null when empty. */
@@ -284,6 +295,7 @@ export async function runFlashSale(
           name: 'Flash-sale sneakers',
           priceCents: FLASH_SALE_DEFAULTS.priceCents,
           stock: options.stock,
+          segments: options.segments ?? 1,
         },
       ]),
     )
@@ -315,6 +327,7 @@ export async function runFlashSale(
           SHOP_GATEWAY_URL: gateway.url,
           // PGlite is one session behind the socket: one connection per instance, and expect serialization.
           SHOP_DB_POOL_SIZE: embedded ? '1' : '4',
+          ...(options.saleTimers ? { SHOP_SALE_TIMERS: '1' } : {}),
           ...sentinelEnv,
         },
       }),
@@ -441,6 +454,7 @@ export async function runFlashSale(
       pauses: chaos.pauses,
       kills: chaos.kills ?? [],
       load,
+      ...(options.saleTimers ? { saleTimings: sumSaleTimings(stats.flatMap((s) => (s.saleTimings ? [s.saleTimings] : []))) } : {}),
     }
   } finally {
     for (const cleanup of cleanups.reverse()) await cleanup().catch(() => {})

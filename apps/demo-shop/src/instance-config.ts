@@ -18,6 +18,7 @@
  * | `SHOP_GATEWAY_URL` | required | the payment gateway (a process of its own, gateway/gateway-main.ts) |
  * | `SHOP_DB_POOL_SIZE` | `5` | PostgreSQL connections of this instance |
  * | `SHOP_RECONCILE_INTERVAL_MS` | `2000` | the reconciler's period (a pass at start-up, then this often); `0` turns it off |
+ * | `SHOP_SALE_TIMERS` | unset | `1`: time each purchase's phases (sale-timings.ts), reported in the instance's stats |
  * | `FENCELOCK_DIE_AFTER_CHARGE` | unset | test hook: the process kills itself (SIGKILL) right after the gateway answered its n-th charge, before the payment row |
  */
 import { databaseTarget } from './database.js'
@@ -56,6 +57,8 @@ export interface InstanceConfig {
   readonly reconcileIntervalMs: number
   /** Test hook: die (SIGKILL) right after the gateway answered the n-th charge; undefined: never. */
   readonly dieAfterCharge: number | undefined
+  /** SHOP_SALE_TIMERS=1: purchases timed by phase. */
+  readonly saleTimers: boolean
 }
 
 /** A bad environment variable; `variable` names it. Thrown before any I/O. */
@@ -140,7 +143,16 @@ export function readInstanceConfig(env: NodeJS.ProcessEnv): InstanceConfig {
     dieAfterCharge: env.FENCELOCK_DIE_AFTER_CHARGE
       ? integerVariable(env, 'FENCELOCK_DIE_AFTER_CHARGE', 0, 1, 1_000_000)
       : undefined,
+    saleTimers: booleanFlag(env, 'SHOP_SALE_TIMERS'),
   }
+}
+
+/** An on/off variable: unset, `0` or `1`. */
+function booleanFlag(env: NodeJS.ProcessEnv, variable: string): boolean {
+  const value = env[variable]
+  if (value === undefined || value === '' || value === '0') return false
+  if (value === '1') return true
+  throw new InvalidConfigError(variable, 'must be 0 or 1', value)
 }
 
 /** `host:port,host:port` (REDIS_SENTINELS) and the master name (REDIS_SENTINEL_NAME), checked. */

@@ -3,6 +3,7 @@
  * Prisma client (extended with fencing), its metrics registry, and the express app. `main.ts`
  * runs it as a process; tests build it in-process on the real services.
  */
+import { SaleTimings, type SaleTimingTotals } from './sale-timings.js'
 import { StaleFencingTokenError } from '@fencelock/fencing'
 import { Locker, type LockEvent } from '@fencelock/lock'
 import { instrument, metricsHandler } from '@fencelock/metrics'
@@ -38,6 +39,8 @@ export interface InstanceStats {
   /** Orders this instance's reconciler settled: paid from the ledger, cancelled. */
   readonly reconciledPaid: number
   readonly reconciledCancelled: number
+  /** With SHOP_SALE_TIMERS=1: the purchases' phases summed (sale-timings.ts). */
+  readonly saleTimings?: SaleTimingTotals
 }
 
 /** A built instance. */
@@ -115,7 +118,9 @@ export async function buildInstance(config: InstanceConfig, observer?: ShopObser
     waitMs: config.lockWaitMs,
   })
   const gateway = httpGateway({ url: config.gatewayUrl, timeoutMs: GATEWAY_TIMEOUT_MS })
+  const timings = config.saleTimers ? new SaleTimings() : undefined
   const service = new ShopService({
+    ...(timings === undefined ? {} : { timings }),
     db: prisma,
     protection,
     gateway,
@@ -183,6 +188,7 @@ export async function buildInstance(config: InstanceConfig, observer?: ShopObser
       acquireWaitsMs: [...counters.acquireWaitsMs],
       reconciledPaid: reconciler.totals.paid,
       reconciledCancelled: reconciler.totals.cancelled,
+      ...(timings === undefined ? {} : { saleTimings: timings.totals() }),
     }),
     async drain(timeoutMs) {
       const deadline = performance.now() + timeoutMs

@@ -17,7 +17,7 @@
  */
 import { fencedTransaction, fencing, type FencingRejection } from '@fencelock/fencing'
 import type { Locker } from '@fencelock/lock'
-import type { Order, Prisma, PrismaClient, Product } from '../../../generated/prisma/client.js'
+import type { Order, Prisma, PrismaClient, Product, StockSegment } from '../../../generated/prisma/client.js'
 import type { ChargeProtection } from './payment-gateway.js'
 
 /** The three modes of a run. */
@@ -28,10 +28,13 @@ export type ProtectionMode = (typeof PROTECTION_MODES)[number]
 export type Tx = Prisma.TransactionClient
 
 /** The row a step works on, by a unique filter; in `fenced` mode its fence carries the token. */
-export type GuardedRow = { model: 'Product'; where: { sku: string } } | { model: 'Order'; where: { id: number } }
+export type GuardedRow =
+  | { model: 'Product'; where: { sku: string } }
+  | { model: 'Order'; where: { id: number } }
+  | { model: 'StockSegment'; where: { id: number } }
 
 /** The row `R` names. */
-export type RowOf<R extends GuardedRow> = R extends { model: 'Product' } ? Product : Order
+export type RowOf<R extends GuardedRow> = R extends { model: 'Product' } ? Product : R extends { model: 'StockSegment' } ? StockSegment : Order
 
 /** What the business code gets while it runs under the protection of one resource. */
 export interface Guard {
@@ -59,7 +62,16 @@ export interface Guard {
 /** Runs business code under a mode's protection. */
 export interface Protection {
   readonly mode: ProtectionMode
-  run<T>(resource: string, fn: (guard: Guard) => Promise<T>): Promise<T>
+  /**
+   * `options.waitMs` overrides the wait for a held lock (0: one try, LockTimeoutError when held);
+   * `unsafe` takes no lock and ignores it.
+   */
+  run<T>(resource: string, fn: (guard: Guard) => Promise<T>, options?: RunOptions): Promise<T>
+}
+
+/** Per-call options of {@link Protection.run}. */
+export interface RunOptions {
+  readonly waitMs?: number
 }
 
 /** The shop's database as the protections use it: plain steps, and the same steps under a token. */
@@ -75,7 +87,7 @@ export interface ShopStores {
 }
 
 /** The shop's fenced models and their fence columns. */
-export const SHOP_FENCED_MODELS = Object.freeze({ Product: 'fenceToken', Order: 'fenceToken' } as const)
+export const SHOP_FENCED_MODELS = Object.freeze({ Product: 'fenceToken', Order: 'fenceToken', StockSegment: 'fenceToken' } as const)
 
 /** The shop's client extended with fencing of its fenced models; `onRejection` sees each refusal. */
 export function fencedShopClient(prisma: PrismaClient, onRejection?: (rejection: FencingRejection) => void) {
@@ -96,15 +108,22 @@ export interface TransactionLimits {
 export function shopStores(prisma: PrismaClient, db: FencedShopClient, limits: TransactionLimits): ShopStores {
   return {
     read: (row) =>
-      (row.model === 'Product' ? prisma.product.findUnique({ where: row.where as { sku: string } }) : prisma.order.findUnique({ where: row.where as { id: number } })) as Promise<
-        RowOf<typeof row> | null
-      >,
+      (row.model === 'Product'
+        ? prisma.product.findUnique({ where: row.where })
+        : row.model === 'StockSegment'
+          ? prisma.stockSegment.findUnique({ where: row.where })
+          : prisma.order.findUnique({ where: row.where })) as Promise<RowOf<typeof row> | null>,
     transaction: (fn) => prisma.$transaction(fn, limits),
     async readFenced(token, row) {
       // `data: {}` becomes `{ fenceToken: token }` under the condition: one UPDATE ... RETURNING.
       const fenced = db.$fenced(token)
       try {
-        const found = row.model === 'Product' ? await fenced.product.update({ where: row.where as { sku: string }, data: {} }) : await fenced.order.update({ where: row.where as { id: number }, data: {} })
+        const found =
+          row.model === 'Product'
+            ? await fenced.product.update({ where: row.where, data: {} })
+            : row.model === 'StockSegment'
+              ? await fenced.stockSegment.update({ where: row.where, data: {} })
+              : await fenced.order.update({ where: row.where, data: {} })
         return found as RowOf<typeof row>
       } catch (error) {
         // An update's "not found" is a missing row: null, as a read says it.
@@ -150,11 +169,12 @@ export function createProtection(mode: ProtectionMode, deps: ProtectionDeps): Pr
   })
   if (mode === 'unsafe') return { mode, run: (resource, fn) => fn(plainGuard(resource, undefined)) }
   if (locker === undefined) throw new Error(`mode ${mode} needs a locker`)
-  const limits = { ttlMs: deps.ttlMs, waitMs: deps.waitMs }
-  if (mode === 'lock') return { mode, run: (resource, fn) => locker.using(resource, (lock) => fn(plainGuard(resource, lock.token)), limits) }
+  const limitsOf = (options: RunOptions | undefined) => ({ ttlMs: deps.ttlMs, waitMs: options?.waitMs ?? deps.waitMs })
+  if (mode === 'lock')
+    return { mode, run: (resource, fn, options) => locker.using(resource, (lock) => fn(plainGuard(resource, lock.token)), limitsOf(options)) }
   return {
     mode,
-    run: (resource, fn) =>
+    run: (resource, fn, options) =>
       locker.using(
         resource,
         (lock) =>
@@ -166,7 +186,7 @@ export function createProtection(mode: ProtectionMode, deps: ProtectionDeps): Pr
             transaction: (row, work) => stores.transactionFenced(lock.token, row, work),
             outsideCall: (key) => ({ idempotencyKey: key, fencing: { token: lock.token, resource } }),
           }),
-        limits,
+        limitsOf(options),
       ),
   }
 }

@@ -20,6 +20,7 @@
 import type { PrismaClient } from '../../../generated/prisma/client.js'
 import type { PaymentGateway } from './payment-gateway.js'
 import type { Protection } from './protection.js'
+import { giveBackToSegment } from './segments.js'
 import { lockResource } from './shop-keys.js'
 
 /** Appended to the instance id on the payments the reconciler records. */
@@ -41,7 +42,7 @@ export interface ReconcilePass {
 /** What {@link Reconciler} needs. */
 export interface ReconcilerDeps {
   /** The plain client: the candidates are listed outside any lock. */
-  readonly db: Pick<PrismaClient, 'order'>
+  readonly db: Pick<PrismaClient, 'order' | 'stockSegment'>
   readonly protection: Protection
   readonly gateway: Pick<PaymentGateway, 'findCharge'>
   /** The process's name; its reconciled payments are recorded as `<instanceId>/reconciler`. */
@@ -115,7 +116,7 @@ export class Reconciler {
     const outcome = await protection.run(lockResource.order(orderId), async (guard) => {
       // Read with the fence raised: from here on, an older holder's write of the order fails.
       const order = await guard.transaction(row, (tx) =>
-        tx.order.findUnique({ where: { id: orderId }, include: { product: { select: { sku: true } } } }),
+        tx.order.findUnique({ where: { id: orderId }, include: { product: { select: { id: true, sku: true } } } }),
       )
       if (order === null || order.status !== 'pending' || order.paymentKey === null)
         return { kind: 'already-settled' as const }
@@ -135,9 +136,14 @@ export class Reconciler {
         return { kind: 'paid' as const }
       }
       await guard.write(row, (tx) => tx.order.update({ where: { id: orderId }, data: { status: 'cancelled' } }))
-      return { kind: 'cancelled' as const, sku: order.product.sku, quantity: order.quantity }
+      return { kind: 'cancelled' as const, sku: order.product.sku, productId: order.product.id, segment: order.segment, quantity: order.quantity }
     })
     if (outcome.kind !== 'cancelled') return outcome.kind
+    if (outcome.segment !== null) {
+      // A unit of segmented stock (segments.ts) goes back to its segment, under that segment's lock.
+      await giveBackToSegment(protection, this.#deps.db, outcome.sku, outcome.productId, outcome.segment, outcome.quantity)
+      return 'cancelled'
+    }
     // The units go back under the product's own lock (its fence is the product's), as a purchase takes them.
     const productRow = { model: 'Product', where: { sku: outcome.sku } } as const
     await protection.run(lockResource.product(outcome.sku), (guard) =>

@@ -15,13 +15,18 @@
  *   order no charge backs), orders charged another amount than theirs, and charges no order
  *   owns (a key that names no order's reference: e.g. an old run's charge landing after a reset).
  *
+ * A segmented product (segments.ts) is counted per segment: its stock is the sum of its
+ * segments', its oversold units and lost updates the sums of each segment's (from the orders'
+ * `segment` and the stock each segment was seeded with), so a segment oversold while another
+ * still holds units is counted.
+ *
  * Units sold count the orders that are not cancelled (the reconciler returned their units).
  * `violations` counts each broken invariant once: per product the larger of oversold units and
  * lost updates (a sell-out with lost decrements shows the same units in both), plus the money
  * counts.
  */
 import type { PrismaClient } from '../../../generated/prisma/client.js'
-import { quoteIdent, SEED_TABLE } from './database.js'
+import { quoteIdent, SEED_TABLE, SEGMENT_SEED_TABLE } from './database.js'
 import { RECONCILER_SUFFIX } from './reconciler.js'
 
 /** One product's numbers. `initialStock` (and so `lostUpdates`) is null when the schema was not seeded by the demo. */
@@ -34,6 +39,8 @@ export interface ProductCounts {
   readonly orders: number
   readonly oversoldUnits: number
   readonly lostUpdates: number | null
+  /** Stock segments (0: the stock is on the product). */
+  readonly segments: number
 }
 
 /** The whole shop's numbers. */
@@ -93,9 +100,32 @@ SELECT
 
 type CountsDb = Pick<PrismaClient, 'product' | 'order' | 'payment' | 'gatewayCharge' | '$queryRawUnsafe'>
 
+interface SegmentRow {
+  productId: number
+  segment: number
+  stock: number
+  sold: number
+  initialStock: number | null
+}
+
+/** Each segment's stock, units sold from it (orders not cancelled) and seeded stock (null without the seed table). */
+async function readSegments(db: CountsDb, schema: string): Promise<SegmentRow[]> {
+  const s = quoteIdent(schema)
+  const sold = `SELECT "productId", segment, sum(quantity)::int AS sold FROM ${s}."Order" WHERE status <> 'cancelled' AND segment IS NOT NULL GROUP BY 1, 2`
+  const base = `SELECT g."productId", g.segment, g.stock, coalesce(o.sold, 0)::int AS sold`
+  const from = `FROM ${s}."StockSegment" g LEFT JOIN (${sold}) o ON o."productId" = g."productId" AND o.segment = g.segment`
+  try {
+    return await db.$queryRawUnsafe<SegmentRow[]>(
+      `${base}, seed."initialStock" ${from} JOIN ${s}."Product" p ON p.id = g."productId" LEFT JOIN ${s}.${quoteIdent(SEGMENT_SEED_TABLE)} seed ON seed.sku = p.sku AND seed.segment = g.segment`,
+    )
+  } catch {
+    return db.$queryRawUnsafe<SegmentRow[]>(`${base}, NULL::int AS "initialStock" ${from}`)
+  }
+}
+
 /** Counts everything from the database in `schema` (the schema the client queries). */
 export async function countShop(db: CountsDb, schema: string): Promise<ShopCounts> {
-  const [products, sold, paidOrders, payments, doublePaid, gatewayCharges, charged, seeds, money, cancelledOrders] =
+  const [products, sold, paidOrders, payments, doublePaid, gatewayCharges, charged, seeds, money, cancelledOrders, segmentRows] =
     await Promise.all([
       db.product.findMany({ orderBy: { id: 'asc' }, select: { id: true, sku: true, name: true, stock: true } }),
       db.order.groupBy({
@@ -112,11 +142,28 @@ export async function countShop(db: CountsDb, schema: string): Promise<ShopCount
       readInitialStock(db, schema),
       db.$queryRawUnsafe<MoneyRow[]>(moneySql(schema)).then((rows) => rows[0] as MoneyRow),
       db.order.count({ where: { status: 'cancelled' } }),
+      readSegments(db, schema),
     ])
   const soldBy = new Map(sold.map((s) => [s.productId, { units: s._sum.quantity ?? 0, orders: s._count._all }]))
   const rows: ProductCounts[] = products.map((p) => {
     const s = soldBy.get(p.id) ?? { units: 0, orders: 0 }
     const initialStock = seeds?.get(p.sku) ?? null
+    const segments = segmentRows.filter((g) => g.productId === p.id)
+    if (segments.length > 0) {
+      const seeded = segments.every((g) => g.initialStock !== null)
+      const total = (f: (g: SegmentRow) => number) => segments.reduce((a, g) => a + f(g), 0)
+      return {
+        sku: p.sku,
+        name: p.name,
+        initialStock,
+        stock: p.stock + total((g) => g.stock),
+        unitsSold: s.units,
+        orders: s.orders,
+        oversoldUnits: seeded ? total((g) => Math.max(0, g.sold - (g.initialStock as number))) : 0,
+        lostUpdates: seeded ? total((g) => Math.abs(g.stock + g.sold - (g.initialStock as number))) : null,
+        segments: segments.length,
+      }
+    }
     return {
       sku: p.sku,
       name: p.name,
@@ -126,6 +173,7 @@ export async function countShop(db: CountsDb, schema: string): Promise<ShopCount
       orders: s.orders,
       oversoldUnits: initialStock === null ? 0 : Math.max(0, s.units - initialStock),
       lostUpdates: initialStock === null ? null : Math.abs(p.stock + s.units - initialStock),
+      segments: 0,
     }
   })
   const sum = (f: (p: ProductCounts) => number) => rows.reduce((a, p) => a + f(p), 0)

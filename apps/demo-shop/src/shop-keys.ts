@@ -8,6 +8,8 @@
 export const lockResource = {
   product: (sku: string): string => `product:${sku}`,
   order: (orderId: number): string => `order:${orderId}`,
+  /** One segment of a product's segmented stock (segments.ts): each segment row its own lock and fence. */
+  stockSegment: (sku: string, segment: number): string => `stock:${sku}:${segment}`,
 } as const
 
 /** The lock package's key prefix for a run: locks of different runs never contend. */

@@ -21,6 +21,8 @@ import { randomBytes } from 'node:crypto'
 import type { PrismaClient } from '../../../generated/prisma/client.js'
 import { GatewayError, type PaymentGateway } from './payment-gateway.js'
 import type { Protection } from './protection.js'
+import type { SaleTimings } from './sale-timings.js'
+import { loadSegments, sellFromSegments, type SegmentRef } from './segments.js'
 import { lockResource } from './shop-keys.js'
 
 /** Told when the code enters an external call while it may hold a lock: the chaos' target. */
@@ -37,7 +39,8 @@ export function newOrderReference(): string {
 
 /** What a purchase did. */
 export type PurchaseResult =
-  | { kind: 'ordered'; sku: string; orderId: number; stockLeft: number; token: bigint | undefined }
+  /** `stockLeft`: of the product, or of the segment sold from when the stock is segmented. */
+  | { kind: 'ordered'; sku: string; orderId: number; stockLeft: number; token: bigint | undefined; segment?: number }
   | { kind: 'sold-out'; sku: string }
   | { kind: 'unknown-product'; sku: string }
 
@@ -64,12 +67,23 @@ export type PaymentResult =
 /** What {@link ShopService} needs. */
 export interface ShopDeps {
   /** The plain client, for existence checks made before taking any lock. */
-  readonly db: Pick<PrismaClient, 'product' | 'order'>
+  readonly db: Pick<PrismaClient, 'product' | 'order' | 'stockSegment'>
   readonly protection: Protection
   readonly gateway: PaymentGateway
   /** This process's name, recorded on each payment to attribute double charges. */
   readonly instanceId: string
   readonly observer?: ShopObserver
+  /** Times each purchase that orders a unit, by phase (sale-timings.ts; SHOP_SALE_TIMERS=1). */
+  readonly timings?: SaleTimings
+  /** Picks a segmented product's first segment (default Math.random). */
+  readonly random?: () => number
+}
+
+/** A segmented product as a purchase needs it, read once (segments and prices do not change in the demo). */
+interface SegmentedProduct {
+  readonly id: number
+  readonly priceCents: number
+  readonly segments: readonly SegmentRef[]
 }
 
 /**
@@ -84,6 +98,8 @@ export interface ShopDeps {
 export class ShopService {
   readonly #deps: ShopDeps
   readonly #knownSkus = new Set<string>()
+  /** Per sku seen: its segments, or null when it sells from Product.stock. */
+  readonly #segmented = new Map<string, SegmentedProduct | null>()
 
   constructor(deps: ShopDeps) {
     this.#deps = deps
@@ -95,19 +111,30 @@ export class ShopService {
     // Checked before the lock, so an unknown sku costs no lock and mints no token. Products are
     // never deleted here, so a sku found once is remembered (one query less per purchase).
     if (!this.#knownSkus.has(sku)) {
-      if ((await db.product.findUnique({ where: { sku }, select: { id: true } })) === null)
-        return { kind: 'unknown-product', sku }
-      if (this.#knownSkus.size < 10_000) this.#knownSkus.add(sku)
+      const found = await db.product.findUnique({ where: { sku }, select: { id: true, priceCents: true } })
+      if (found === null) return { kind: 'unknown-product', sku }
+      const segments = await loadSegments(db, found.id)
+      if (this.#knownSkus.size < 10_000) {
+        this.#knownSkus.add(sku)
+        this.#segmented.set(sku, segments.length === 0 ? null : { ...found, segments })
+      }
+      if (segments.length > 0) return this.#purchaseSegment(sku, buyerId, { ...found, segments })
     }
+    const segmented = this.#segmented.get(sku)
+    if (segmented) return this.#purchaseSegment(sku, buyerId, segmented)
 
     const row = { model: 'Product', where: { sku } } as const
-    return protection.run(lockResource.product(sku), async (guard) => {
+    const timer = this.#deps.timings?.start()
+    const result = await protection.run(lockResource.product(sku), async (guard): Promise<PurchaseResult> => {
+      timer?.mark('lock')
       const product = await guard.read(row)
+      timer?.mark('read')
       if (product === null) return { kind: 'unknown-product', sku }
       if (product.stock <= 0) return { kind: 'sold-out', sku }
 
       observer?.externalCall({ operation: 'authorize', resource: guard.resource, token: guard.token })
       await gateway.authorize({ buyerId, amountCents: product.priceCents })
+      timer?.mark('gateway')
 
       // The write-back computed from the read in tx1, as real code does: the lock is what is
       // supposed to make that read still current.
@@ -126,8 +153,54 @@ export class ShopService {
           },
         })
       })
+      timer?.mark('write')
       return { kind: 'ordered', sku, orderId: order.id, stockLeft, token: guard.token }
     })
+    if (timer !== undefined && result.kind === 'ordered') {
+      timer.mark('release')
+      timer.done()
+    }
+    return result
+  }
+
+  /**
+   * Buys one unit from one segment of a segmented product (segments.ts): the same steps as a
+   * purchase of the product's own stock, on the segment's row under the segment's lock.
+   */
+  async #purchaseSegment(sku: string, buyerId: string, product: SegmentedProduct): Promise<PurchaseResult> {
+    const { protection, gateway, observer } = this.#deps
+    const sold = await sellFromSegments<PurchaseResult>(product.segments, this.#deps.random ?? Math.random, (ref, waitMs) => {
+      const row = { model: 'StockSegment', where: { id: ref.id } } as const
+      return protection.run(
+        lockResource.stockSegment(sku, ref.segment),
+        async (guard) => {
+          const segment = await guard.read(row)
+          if (segment === null || segment.stock <= 0) return { kind: 'empty' as const }
+
+          observer?.externalCall({ operation: 'authorize', resource: guard.resource, token: guard.token })
+          await gateway.authorize({ buyerId, amountCents: product.priceCents })
+
+          const stockLeft = segment.stock - 1
+          const order = await guard.write(row, async (tx) => {
+            await tx.stockSegment.update({ where: { id: ref.id }, data: { stock: stockLeft } })
+            return tx.order.create({
+              data: {
+                productId: product.id,
+                buyerId,
+                quantity: 1,
+                reference: newOrderReference(),
+                amountCents: product.priceCents,
+                segment: ref.segment,
+              },
+            })
+          })
+          const ordered: PurchaseResult = { kind: 'ordered', sku, orderId: order.id, stockLeft, token: guard.token, segment: ref.segment }
+          return { kind: 'sold' as const, value: ordered }
+        },
+        waitMs === undefined ? undefined : { waitMs },
+      )
+    })
+    return sold === 'sold-out' ? { kind: 'sold-out', sku } : sold
   }
 
   /** Pays order `orderId` under the lock `order:<id>`; a second payment of a paid order is a no-op. */
