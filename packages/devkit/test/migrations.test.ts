@@ -64,7 +64,7 @@ describe('db-migrate', () => {
     const second = await applyMigrations(admin, { schema })
     expect(second).toEqual({ schema, applied: [], alreadyApplied: project })
     const { rows } = await admin.query(`SELECT table_name FROM information_schema.tables WHERE table_schema = $1 ORDER BY table_name`, [schema])
-    expect(rows.map((r) => r.table_name)).toEqual(['GatewayCharge', 'GatewayFence', 'GatewayFence_fence_tombstones', 'GatewayIdempotencyKey', 'Order', 'Order_fence_tombstones', 'Payment', 'Product', 'Product_fence_tombstones', MIGRATIONS_TABLE])
+    expect(rows.map((r) => r.table_name)).toEqual(['GatewayCharge', 'GatewayFence', 'GatewayFence_fence_tombstones', 'GatewayIdempotencyKey', 'Order', 'Order_fence_tombstones', 'Payment', 'Product', 'Product_fence_tombstones', 'StockSegment', 'StockSegment_fence_tombstones', MIGRATIONS_TABLE])
     const recorded = await admin.query(`SELECT name, checksum FROM "${schema}"."${MIGRATIONS_TABLE}"`)
     expect(recorded.rows).toEqual((await readMigrations()).map((m) => ({ name: m.name, checksum: m.checksum })))
   })
