@@ -66,8 +66,13 @@ await runCommand(CHAOS_CLI, process.argv.slice(2), async (values) => {
         m.windows === 0
           ? ''
           : `; majority down ${m.windows}×: ${m.asked} acquires asked, ${Object.entries(m.failed).map(([e, n]) => `${n} ${e}`).join(', ') || 'none failed'}, ${m.grantedDuring.length} granted while down, ${m.unresolved.length} never ended, slowest ${m.slowest === null ? '—' : `${Math.round(m.slowest.ms)} ms (${Math.round(m.slowest.ms - m.slowest.stalledMs)} ms while its process ran)`}`
+      const back = r.check.restartRecoveryMs.map((ms) => (ms === null ? 'never' : `${Math.round(ms)}`))
+      const killed =
+        back.length === 0
+          ? ''
+          : `; ${back.length} worker deaths (${Object.entries(r.faultKinds).filter(([k]) => k === 'worker-kill-9' || k === 'die-after-charge').map(([k, n]) => `${n} ${k}`).join(', ')}), ${r.check.diedInSection} inside a section, ${r.check.diedAsking} waiting for a lock; kill → the restarted worker's first grant: ${back.join(', ')} ms; money violations ${r.check.moneyViolations}`
       console.error(
-        `  ${r.scenario} ${r.mode}: ${r.check.operations} ops, ${r.check.sections} grants, ${r.check.overlaps.length} overlaps (${r.check.unwarnedOverlaps} unwarned), ${r.check.safetyViolations} violations (${r.check.nonIncreasingTokens.length} tokens not increasing, ${r.check.doubleChargedOrders} order${r.check.doubleChargedOrders === 1 ? '' : 's'} charged twice (gateway ledger); ${r.check.gatewayCharges} charges, ${r.check.payments} payments recorded), ${r.check.faults} faults${majority} (${r.seconds.toFixed(1)} s)`,
+        `  ${r.scenario} ${r.mode}: ${r.check.operations} ops, ${r.check.sections} grants, ${r.check.overlaps.length} overlaps (${r.check.unwarnedOverlaps} unwarned), ${r.check.safetyViolations} violations (${r.check.nonIncreasingTokens.length} tokens not increasing, ${r.check.doubleChargedOrders} order${r.check.doubleChargedOrders === 1 ? '' : 's'} charged twice (gateway ledger); ${r.check.gatewayCharges} charges, ${r.check.payments} payments recorded), ${r.check.faults} faults${majority}${killed} (${r.seconds.toFixed(1)} s)`,
       )
     },
   })
