@@ -8,7 +8,7 @@
  *   npm run chaos -- --only redis-stall,clock-jump --duration-ms 10000 --verbose
  *   npm run chaos -- --only quorum --no-write  # quorum mode over 3 redis-servers, both tables
  */
-import { writeFileSync } from 'node:fs'
+import { existsSync, readFileSync, writeFileSync } from 'node:fs'
 import { fileURLToPath } from 'node:url'
 import { EXIT_CODES, integerFlag, runCommand, stringFlag, UsageError, type CliSpec } from '@fencelock/devkit/cli'
 import { describeMachine, formatFailoverTable, formatQuorumTable, formatTable } from './reliability-report.js'
@@ -86,7 +86,7 @@ await runCommand(CHAOS_CLI, process.argv.slice(2), async (values) => {
   const failed = outcomes.filter((o) => o.problems.length > 0)
   console.log(`\n${outcomes.length - failed.length} of ${outcomes.length} scenarios pass — ${seconds.toFixed(0)} s`)
   if (out !== undefined) {
-    writeFileSync(out, reliabilityDoc(table, quorumTable, failoverTable, command, durationMs, seconds))
+    writeFileSync(out, reliabilityDoc(table, quorumTable, failoverTable, command, durationMs, seconds) + keptSections(out))
     console.error(`written: ${out}`)
   }
   return failed.length === 0 ? EXIT_CODES.ok : EXIT_CODES.failed
@@ -197,4 +197,18 @@ Fencing makes both harmless. Every cell reads \`fenced / lock-only\` or \`fenced
 
 ${quorumTable}
 `
+}
+
+/**
+ * The sections of the report a chaos run does not measure (the flash sale's killed instances,
+ * with the worker-kill-9 figures written next to them by hand), kept from the file being
+ * replaced, from their heading to the end.
+ */
+function keptSections(file: string): string {
+  if (!existsSync(file)) return ''
+  const text = readFileSync(file, 'utf8')
+  // A function, not a module constant: the command runs at the top-level await above, before
+  // constants declared down here are initialised.
+  const at = text.indexOf('## An instance killed mid-sale')
+  return at === -1 ? '' : `\n${text.slice(at)}`
 }

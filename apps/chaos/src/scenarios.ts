@@ -143,6 +143,16 @@ export const SCENARIOS: readonly Scenario[] = Object.freeze([
     minDurationMs: 15_000,
     slow: true,
   },
+  {
+    name: 'cluster-manual-failover',
+    faults: "Cluster: CLUSTER FAILOVER from the replica of product:flash-2's shard every 2-3 s",
+    gatewayMs: '100-700',
+    lockOnly: 'report',
+    topology: 'cluster',
+    inject: clusterFailover,
+    minDurationMs: 15_000,
+    slow: true,
+  },
   // Issue 26: a worker process dies mid-operation, holding a lock, with a charge in flight or
   // just answered. Nothing of the killed process runs again: its sections end at its death, and
   // what it landed is judged by the database and the gateway ledger after the reconcile pass.
@@ -155,16 +165,6 @@ export const SCENARIOS: readonly Scenario[] = Object.freeze([
     lockOnly: 'report',
     inject: killWorker,
     minDurationMs: 10_000,
-    slow: true,
-  },
-  {
-    name: 'cluster-manual-failover',
-    faults: "Cluster: CLUSTER FAILOVER from the replica of product:flash-2's shard every 2-3 s",
-    gatewayMs: '100-700',
-    lockOnly: 'report',
-    topology: 'cluster',
-    inject: clusterFailover,
-    minDurationMs: 15_000,
     slow: true,
   },
 ])
