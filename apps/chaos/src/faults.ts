@@ -39,6 +39,12 @@ export interface FaultContext {
 /** A running injector. */
 export interface Injector {
   stop(): Promise<void>
+  /**
+   * Resolves at its first fault, for an injector whose faults wait for something the workers do
+   * (a charge): the run waits for it past its duration (bounded), so a starved machine that made
+   * few charges still gets its fault instead of a run that proves nothing.
+   */
+  readonly firstFault?: Promise<void>
 }
 
 const sleep = (ms: number) => new Promise<void>((r) => setTimeout(r, ms))
@@ -373,6 +379,8 @@ export const KILLED_DOWN_TTLS = 2
  */
 export function killWorker(ctx: FaultContext): Injector {
   const seed = randomInt(2 ** 31)
+  let killed: () => void = () => {}
+  const firstFault = new Promise<void>((resolve) => (killed = resolve))
   const chaos = startKillChaos(ctx.supervisor, {
     random: seededRandom(seed),
     restartAfterMs: KILLED_DOWN_TTLS * ctx.ttlMs,
@@ -382,7 +390,8 @@ export function killWorker(ctx: FaultContext): Injector {
     onKill: (call) => {
       const at = monoNow()
       ctx.recorder.record({ k: 'fault', kind: 'worker-kill-9', inst: call.instance, start: at, end: at, detail: `${call.instance} (pid ${call.pid}) SIGKILLed in a charge of ${call.resource} (kill seed ${seed})` })
+      killed()
     },
   })
-  return { stop: () => chaos.stop() }
+  return { stop: () => chaos.stop(), firstFault }
 }

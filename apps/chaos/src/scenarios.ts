@@ -72,6 +72,9 @@ export interface Scenario {
 /** Time between the workers' start and the first fault, in ms. */
 export const WARMUP_MS = 2_500
 
+/** How long past its duration a run waits for an injector's first fault (see `Injector.firstFault`), in ms. */
+export const FIRST_FAULT_WAIT_MS = 60_000
+
 /** TTL of every lock of the suite, in ms. */
 export const TTL_MS = 500
 
@@ -309,6 +312,9 @@ export async function runScenario(scenario: Scenario, options: RunOptions): Prom
     await sleep(WARMUP_MS)
     const injector = scenario.inject?.({ supervisor: main, redis, nodes, recorder, ttlMs: TTL_MS, waitMs: WAIT_MS, lockPrefix: lockPrefixOf(runId), gatewayMaxMs: Number(scenario.gatewayMs.split('-')[1]), ...(fakeTimeFile ? { fakeTimeFile } : {}), ...(sentinel ? { sentinel } : {}), ...(cluster ? { cluster } : {}) })
     await sleep(options.durationMs)
+    // A fault that waits for the workers (a kill in a charge): on a starved machine the duration
+    // may pass before one; wait for the first (bounded), then stop.
+    if (injector?.firstFault !== undefined) await Promise.race([injector.firstFault, sleep(FIRST_FAULT_WAIT_MS)])
     await injector?.stop()
     recorder.close()
     // A stalled or restarted Redis must be back before the workers drain and release.
