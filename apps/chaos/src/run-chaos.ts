@@ -70,7 +70,7 @@ await runCommand(CHAOS_CLI, process.argv.slice(2), async (values) => {
       const killed =
         back.length === 0
           ? ''
-          : `; ${back.length} worker deaths (${Object.entries(r.faultKinds).filter(([k]) => k === 'worker-kill-9' || k === 'die-after-charge').map(([k, n]) => `${n} ${k}`).join(', ')}), ${r.check.diedInSection} inside a section, ${r.check.diedAsking} waiting for a lock; kill → the restarted worker's first grant: ${back.join(', ')} ms; money violations ${r.check.moneyViolations}`
+          : `; ${back.length} worker deaths (${Object.entries(r.faultKinds).filter(([k]) => k === 'worker-kill-9' || k === 'die-after-charge').map(([k, n]) => `${n} ${k}`).join(', ')}), ${r.check.diedInSection} inside a section, ${r.check.diedAsking} waiting for a lock; kill → the restarted worker's first grant: ${back.join(', ')} ms; reconciled before counting: ${r.reconciled === undefined ? '—' : `${r.reconciled.paid} paid from the ledger, ${r.reconciled.cancelled} cancelled, ${r.reconciled.failed} failed`}; money violations ${r.check.moneyViolations}`
       console.error(
         `  ${r.scenario} ${r.mode}: ${r.check.operations} ops, ${r.check.sections} grants, ${r.check.overlaps.length} overlaps (${r.check.unwarnedOverlaps} unwarned), ${r.check.safetyViolations} violations (${r.check.nonIncreasingTokens.length} tokens not increasing, ${r.check.doubleChargedOrders} order${r.check.doubleChargedOrders === 1 ? '' : 's'} charged twice (gateway ledger); ${r.check.gatewayCharges} charges, ${r.check.payments} payments recorded), ${r.check.faults} faults${majority}${killed} (${r.seconds.toFixed(1)} s)`,
       )

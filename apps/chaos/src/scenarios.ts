@@ -192,6 +192,8 @@ export interface RunResult {
   readonly faultKinds: Record<string, number>
   /** How far the faked worker's wall clock strayed from CLOCK_MONOTONIC, in ms (clock-jump). */
   readonly wallClockStrayMs?: number
+  /** The reconcile pass before counting: unpaid intents settled as paid from the ledger, cancelled (no charge), failed. */
+  readonly reconciled?: { readonly paid: number; readonly cancelled: number; readonly failed: number }
   readonly seconds: number
 }
 
@@ -323,7 +325,7 @@ export async function runScenario(scenario: Scenario, options: RunOptions): Prom
     await Promise.all(supervisors.map((s) => s.stop(10_000)))
     // Intents a worker left unpaid (its charge timed out, or it was refused) are settled from the
     // ledger before counting, with the gateway still up to answer, as the shop's reconciler does.
-    await reconcileAfterSale({ location, redisUrl: redis.url, runId, mode: options.mode, ttlMs: TTL_MS, gatewayUrl: gateway.url })
+    const reconciled = await reconcileAfterSale({ location, redisUrl: redis.url, runId, mode: options.mode, ttlMs: TTL_MS, gatewayUrl: gateway.url })
     await gateway.stop()
 
     const prisma = createPrisma(location, 2)
@@ -343,6 +345,7 @@ export async function runScenario(scenario: Scenario, options: RunOptions): Prom
       check: checkHistory(events, counts),
       faultKinds,
       ...(wallClockStrayMs === undefined ? {} : { wallClockStrayMs }),
+      reconciled: { paid: reconciled.paid, cancelled: reconciled.cancelled, failed: reconciled.failed },
       seconds: (performance.now() - began) / 1000,
     }
   } finally {
