@@ -40,11 +40,12 @@ export interface FaultContext {
 export interface Injector {
   stop(): Promise<void>
   /**
-   * Resolves at its first fault, for an injector whose faults wait for something the workers do
-   * (a charge): the run waits for it past its duration (bounded), so a starved machine that made
-   * few charges still gets its fault instead of a run that proves nothing.
+   * Resolves once the injector has done what its scenario needs (kill: a worker killed in a
+   * charge, and a restarted one dead right after a charge), for an injector whose faults wait for
+   * something the workers do: the run waits for it past its duration (bounded), so a starved
+   * machine that made few charges still gets its faults instead of a run that proves nothing.
    */
-  readonly firstFault?: Promise<void>
+  readonly enough?: Promise<void>
 }
 
 const sleep = (ms: number) => new Promise<void>((r) => setTimeout(r, ms))
@@ -380,7 +381,15 @@ export const KILLED_DOWN_TTLS = 2
 export function killWorker(ctx: FaultContext): Injector {
   const seed = randomInt(2 ** 31)
   let killed: () => void = () => {}
-  const firstFault = new Promise<void>((resolve) => (killed = resolve))
+  let diedAfterCharge: () => void = () => {}
+  const enough = Promise.all([new Promise<void>((resolve) => (killed = resolve)), new Promise<void>((resolve) => (diedAfterCharge = resolve))]).then(() => {})
+  // Every exit during the run that is not one of our kills is a worker that killed itself after
+  // a charge (FENCELOCK_DIE_AFTER_CHARGE; the worker records it in its own history).
+  const ourKills = new Set<number>()
+  let stopping = false
+  const offExit = ctx.supervisor.onExit((_id, pid) => {
+    if (!stopping && pid !== undefined && !ourKills.has(pid)) diedAfterCharge()
+  })
   const chaos = startKillChaos(ctx.supervisor, {
     random: seededRandom(seed),
     restartAfterMs: KILLED_DOWN_TTLS * ctx.ttlMs,
@@ -388,10 +397,18 @@ export function killWorker(ctx: FaultContext): Injector {
     latencyMaxMs: ctx.gatewayMaxMs ?? ctx.ttlMs,
     firstAfterMs: 0,
     onKill: (call) => {
+      ourKills.add(call.pid)
       const at = monoNow()
       ctx.recorder.record({ k: 'fault', kind: 'worker-kill-9', inst: call.instance, start: at, end: at, detail: `${call.instance} (pid ${call.pid}) SIGKILLed in a charge of ${call.resource} (kill seed ${seed})` })
       killed()
     },
   })
-  return { stop: () => chaos.stop(), firstFault }
+  return {
+    async stop() {
+      stopping = true
+      offExit()
+      await chaos.stop()
+    },
+    enough,
+  }
 }

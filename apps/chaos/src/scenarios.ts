@@ -72,8 +72,8 @@ export interface Scenario {
 /** Time between the workers' start and the first fault, in ms. */
 export const WARMUP_MS = 2_500
 
-/** How long past its duration a run waits for an injector's first fault (see `Injector.firstFault`), in ms. */
-export const FIRST_FAULT_WAIT_MS = 60_000
+/** How long past its duration a run waits for an injector's faults (see `Injector.enough`), in ms. */
+export const ENOUGH_FAULTS_WAIT_MS = 60_000
 
 /** TTL of every lock of the suite, in ms. */
 export const TTL_MS = 500
@@ -314,9 +314,9 @@ export async function runScenario(scenario: Scenario, options: RunOptions): Prom
     await sleep(WARMUP_MS)
     const injector = scenario.inject?.({ supervisor: main, redis, nodes, recorder, ttlMs: TTL_MS, waitMs: WAIT_MS, lockPrefix: lockPrefixOf(runId), gatewayMaxMs: Number(scenario.gatewayMs.split('-')[1]), ...(fakeTimeFile ? { fakeTimeFile } : {}), ...(sentinel ? { sentinel } : {}), ...(cluster ? { cluster } : {}) })
     await sleep(options.durationMs)
-    // A fault that waits for the workers (a kill in a charge): on a starved machine the duration
-    // may pass before one; wait for the first (bounded), then stop.
-    if (injector?.firstFault !== undefined) await Promise.race([injector.firstFault, sleep(FIRST_FAULT_WAIT_MS)])
+    // Faults that wait for the workers (a kill in a charge, a death after one): on a starved
+    // machine the duration may pass before them; wait for them (bounded), then stop.
+    if (injector?.enough !== undefined) await Promise.race([injector.enough, sleep(ENOUGH_FAULTS_WAIT_MS)])
     await injector?.stop()
     recorder.close()
     // A stalled or restarted Redis must be back before the workers drain and release.
@@ -373,7 +373,12 @@ export function verdict(scenario: Scenario, fenced: RunResult, lock: RunResult):
     for (const r of [fenced, lock]) if (r.check.faults === 0) problems.push(`${r.mode}: no fault was injected`)
   }
   if ((scenario.redisNodes ?? 1) > 1) for (const r of [fenced, lock]) problems.push(...majorityDownProblems(r))
-  if (scenario.inject === killWorker) for (const r of [fenced, lock]) if ((r.faultKinds['worker-kill-9'] ?? 0) === 0) problems.push(`${r.mode}: no worker was killed mid-charge`)
+  if (scenario.inject === killWorker) {
+    for (const r of [fenced, lock]) {
+      if ((r.faultKinds['worker-kill-9'] ?? 0) === 0) problems.push(`${r.mode}: no worker was killed mid-charge`)
+      if ((r.faultKinds['die-after-charge'] ?? 0) === 0) problems.push(`${r.mode}: no worker died right after a charge was answered`)
+    }
+  }
   if (scenario.lockOnly === 'bite' && lock.check.overlaps.length === 0) problems.push('lock-only: no overlap — the scenario does not bite')
   if (scenario.lockOnly === 'quiet') {
     if (lock.check.overlaps.length > 0) problems.push(`lock-only: ${lock.check.overlaps.length} overlaps where the fault must change nothing`)
