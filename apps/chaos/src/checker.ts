@@ -25,6 +25,12 @@
  *   payment rows cannot tell: a holder frozen inside its charge wakes up with the card charged,
  *   and the fence refuses only its payment row. Charges and payments are reported next to each
  *   other, not judged: a charge whose payment row was refused is money moved once.
+ * - a worker killed mid-operation (a `fault` naming its `inst`): its open operations are not
+ *   violations by themselves. A section it never left ends at its death (not at the end of the
+ *   history, which would overlap every later holder), an acquire it asked and never ended is not
+ *   a hang, and an operation it never finished is not counted; what it did land is judged where
+ *   it landed, by the database and the gateway ledger after the reconciler's pass (the counts).
+ *   Recovery per death: from the kill to the first grant of the same instance's next process.
  */
 import type { AcquireFailedEvent, AskEvent, EnterEvent, ExitEvent, FaultEvent, HistoryEvent, LostEvent, StallEvent, WriteEvent } from './history.js'
 
@@ -130,15 +136,40 @@ export interface CheckResult {
   readonly majorityDown: WindowAcquires
   /** Per fault: ms from its end to the next grant (any resource), or null when none followed. */
   readonly recoveryMs: (number | null)[]
+  /**
+   * Per worker death (a fault naming its `inst`): ms from the death to the first grant of that
+   * instance's restarted process, or null when it was not granted a lock again before the end.
+   */
+  readonly restartRecoveryMs: (number | null)[]
+  /** Sections a killed worker never left (ended at its death), and acquires it asked and never ended. */
+  readonly diedInSection: number
+  readonly diedAsking: number
   /** Stale writes + oversold + orders charged twice (gateway ledger) + lost updates + money violations + non-increasing tokens: must be 0 with fencing. */
   readonly safetyViolations: number
 }
 
 const NO_COUNTS: StoreCounts = { oversoldUnits: 0, lostUpdates: 0, doubleChargedOrders: 0, gatewayCharges: 0, payments: 0 }
 
-/** Pairs entries with exits into sections, keyed by holder, resource and token. */
+/** Worker deaths (faults naming the process they killed), by instance, earliest first. */
+function deathsOf(events: readonly HistoryEvent[]): Map<string, number[]> {
+  const deaths = new Map<string, number[]>()
+  for (const e of events) if (e.k === 'fault' && e.inst !== undefined) deaths.set(e.inst, [...(deaths.get(e.inst) ?? []), e.start])
+  for (const list of deaths.values()) list.sort((a, b) => a - b)
+  return deaths
+}
+
+/** When the process of `inst` that was running at `mono` died, or undefined when it lived to the end. */
+function deathAfter(deaths: Map<string, number[]>, inst: string, mono: number): number | undefined {
+  return deaths.get(inst)?.find((at) => at >= mono)
+}
+
+/**
+ * Pairs entries with exits into sections, keyed by holder, resource and token. A section never
+ * left ends at its holder's death when a fault killed it, else at the end of the history.
+ */
 export function sectionsOf(events: readonly HistoryEvent[]): Section[] {
   const end = events.reduce((m, e) => Math.max(m, e.mono), 0)
+  const deaths = deathsOf(events)
   const open = new Map<string, EnterEvent>()
   const sections: Section[] = []
   const key = (e: EnterEvent | ExitEvent) => `${e.inst}\u0000${e.res}\u0000${e.token}`
@@ -151,7 +182,7 @@ export function sectionsOf(events: readonly HistoryEvent[]): Section[] {
       sections.push({ inst: e.inst, res: e.res, token: e.token, enter: entered.mono, exit: e.mono, asked: entered.asked ?? entered.mono })
     }
   }
-  for (const e of open.values()) sections.push({ inst: e.inst, res: e.res, token: e.token, enter: e.mono, exit: end, asked: e.asked ?? e.mono })
+  for (const e of open.values()) sections.push({ inst: e.inst, res: e.res, token: e.token, enter: e.mono, exit: deathAfter(deaths, e.inst, e.mono) ?? end, asked: e.asked ?? e.mono })
   return sections.sort((a, b) => a.enter - b.enter)
 }
 
@@ -245,6 +276,7 @@ export function acquiresDuring(events: readonly HistoryEvent[], down: 'minority'
   const failed: Record<string, number> = {}
   const unresolved: AskEvent[] = []
   let slowest: WindowAcquires['slowest'] = null
+  const deaths = deathsOf(events)
   const stalls = events.filter((e): e is StallEvent => e.k === 'stall')
   const stalledMs = (inst: string, from: number, to: number) =>
     stalls.reduce((sum, s) => (s.inst === inst ? sum + Math.max(0, Math.min(to, s.end) - Math.max(from, s.start)) : sum), 0)
@@ -255,7 +287,8 @@ export function acquiresDuring(events: readonly HistoryEvent[], down: 'minority'
     asked++
     const end = ends.get(key(ask.inst, ask.res, ask.mono))
     if (end === undefined) {
-      unresolved.push(ask)
+      // Its process was killed while it waited: it died, it did not hang.
+      if (deathAfter(deaths, ask.inst, ask.mono) === undefined) unresolved.push(ask)
       continue
     }
     const outcome = end.k === 'enter' ? 'granted' : end.error
@@ -280,6 +313,37 @@ export function recoveryTimes(events: readonly HistoryEvent[]): (number | null)[
   })
 }
 
+/** For each worker death, ms from it to the first grant of the same instance after it (its restarted process), or null. */
+export function restartRecoveryTimes(events: readonly HistoryEvent[]): (number | null)[] {
+  const enters = events.filter((e): e is EnterEvent => e.k === 'enter').sort((a, b) => a.mono - b.mono)
+  return events
+    .filter((e): e is FaultEvent & { inst: string } => e.k === 'fault' && e.inst !== undefined)
+    .sort((a, b) => a.start - b.start)
+    .map((death) => {
+      const next = enters.find((g) => g.inst === death.inst && g.mono > death.start)
+      return next === undefined ? null : next.mono - death.start
+    })
+}
+
+/** Sections a killed worker never left, and acquires it asked and never ended (each ended by its death). */
+function openAtDeath(events: readonly HistoryEvent[]): { sections: number; asks: number } {
+  const deaths = deathsOf(events)
+  if (deaths.size === 0) return { sections: 0, asks: 0 }
+  const exited = new Set<string>()
+  const ended = new Set<string>()
+  for (const e of events) {
+    if (e.k === 'exit') exited.add(`${e.inst}\u0000${e.res}\u0000${e.token}`)
+    else if (e.k === 'acquire-failed' || (e.k === 'enter' && e.asked !== undefined)) ended.add(`${e.inst}\u0000${e.res}\u0000${e.asked}`)
+  }
+  let sections = 0
+  let asks = 0
+  for (const e of events) {
+    if (e.k === 'enter' && !exited.has(`${e.inst}\u0000${e.res}\u0000${e.token}`) && deathAfter(deaths, e.inst, e.mono) !== undefined) sections++
+    if (e.k === 'ask' && !ended.has(`${e.inst}\u0000${e.res}\u0000${e.mono}`) && deathAfter(deaths, e.inst, e.mono) !== undefined) asks++
+  }
+  return { sections, asks }
+}
+
 /** Checks a merged history against what the stores counted (the shop's database, the gateway's ledger). */
 export function checkHistory(events: readonly HistoryEvent[], counts: StoreCounts = NO_COUNTS): CheckResult {
   const sections = sectionsOf(events)
@@ -287,6 +351,7 @@ export function checkHistory(events: readonly HistoryEvent[], counts: StoreCount
   const nonIncreasingTokens = findNonIncreasingTokens(sections)
   const overlaps = findOverlaps(sections, events)
   const writes = events.filter((e): e is WriteEvent => e.k === 'write')
+  const died = openAtDeath(events)
   const moneyViolations = (counts.chargedUnpaidOrders ?? 0) + (counts.paidUnchargedOrders ?? 0) + (counts.amountMismatchOrders ?? 0) + (counts.unmatchedCharges ?? 0)
   return {
     sections: sections.length,
@@ -307,6 +372,9 @@ export function checkHistory(events: readonly HistoryEvent[], counts: StoreCount
     minorityDown: acquiresDuring(events, 'minority'),
     majorityDown: acquiresDuring(events, 'majority'),
     recoveryMs: recoveryTimes(events),
+    restartRecoveryMs: restartRecoveryTimes(events),
+    diedInSection: died.sections,
+    diedAsking: died.asks,
     safetyViolations:
       staleWritesAccepted.length + nonIncreasingTokens.length + counts.oversoldUnits + counts.doubleChargedOrders + counts.lostUpdates + moneyViolations,
   }

@@ -3,8 +3,11 @@
  * (its worker PIDs through the Supervisor, its own redis-servers by PID), records every fault with
  * its start and end on CLOCK_MONOTONIC, and undoes what is in progress when stopped.
  */
+import { randomInt } from 'node:crypto'
 import { writeFileSync } from 'node:fs'
 import { Redis } from 'ioredis'
+import { startKillChaos } from '@fencelock/demo-shop/chaos'
+import { seededRandom } from '@fencelock/demo-shop/random'
 import type { Supervisor } from '@fencelock/demo-shop/supervisor'
 import type { RedisServer } from '@fencelock/devkit/redis-server'
 import type { ClusterSet, SentinelSet } from '@fencelock/devkit/redis-topology'
@@ -29,11 +32,20 @@ export interface FaultContext {
   readonly sentinel?: SentinelSet
   /** The run's Cluster (topology `cluster`). */
   readonly cluster?: ClusterSet
+  /** The longest gateway latency of the run, in ms (a kill mid-charge lands at a random moment of it). */
+  readonly gatewayMaxMs?: number
 }
 
 /** A running injector. */
 export interface Injector {
   stop(): Promise<void>
+  /**
+   * Resolves once the injector has done what its scenario needs (kill: a worker killed in a
+   * charge, and a restarted one dead right after a charge), for an injector whose faults wait for
+   * something the workers do: the run waits for it past its duration (bounded), so a starved
+   * machine that made few charges still gets its faults instead of a run that proves nothing.
+   */
+  readonly enough?: Promise<void>
 }
 
 const sleep = (ms: number) => new Promise<void>((r) => setTimeout(r, ms))
@@ -353,4 +365,50 @@ async function heldOnBareMajority(conns: readonly Redis[], target: number, major
     await sleep(20)
   }
   return undefined
+}
+
+/** How long a worker killed by {@link killWorker} stays down before its restart, in TTLs. */
+export const KILLED_DOWN_TTLS = 2
+
+/**
+ * kill -9 of a worker mid-charge, with the demo shop's kill chaos (`startKillChaos`): when a
+ * worker reports a gateway charge, at a random moment of the gateway's latency, SIGKILL; after
+ * {@link KILLED_DOWN_TTLS}×TTL it is restarted with `FENCELOCK_DIE_AFTER_CHARGE=<1-3>`, so it
+ * kills itself right after the gateway answered a charge and before the payment row (recorded by
+ * the worker itself); then restarted again, and after a TTL the next kill. Each kill is recorded
+ * right before the SIGKILL, naming the instance (the checker ends its open sections there).
+ */
+export function killWorker(ctx: FaultContext): Injector {
+  const seed = randomInt(2 ** 31)
+  let killed: () => void = () => {}
+  let diedAfterCharge: () => void = () => {}
+  const enough = Promise.all([new Promise<void>((resolve) => (killed = resolve)), new Promise<void>((resolve) => (diedAfterCharge = resolve))]).then(() => {})
+  // Every exit during the run that is not one of our kills is a worker that killed itself after
+  // a charge (FENCELOCK_DIE_AFTER_CHARGE; the worker records it in its own history).
+  const ourKills = new Set<number>()
+  let stopping = false
+  const offExit = ctx.supervisor.onExit((_id, pid) => {
+    if (!stopping && pid !== undefined && !ourKills.has(pid)) diedAfterCharge()
+  })
+  const chaos = startKillChaos(ctx.supervisor, {
+    random: seededRandom(seed),
+    restartAfterMs: KILLED_DOWN_TTLS * ctx.ttlMs,
+    gapMs: ctx.ttlMs,
+    latencyMaxMs: ctx.gatewayMaxMs ?? ctx.ttlMs,
+    firstAfterMs: 0,
+    onKill: (call) => {
+      ourKills.add(call.pid)
+      const at = monoNow()
+      ctx.recorder.record({ k: 'fault', kind: 'worker-kill-9', inst: call.instance, start: at, end: at, detail: `${call.instance} (pid ${call.pid}) SIGKILLed in a charge of ${call.resource} (kill seed ${seed})` })
+      killed()
+    },
+  })
+  return {
+    async stop() {
+      stopping = true
+      offExit()
+      await chaos.stop()
+    },
+    enough,
+  }
 }

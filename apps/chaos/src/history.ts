@@ -139,6 +139,13 @@ export interface FaultEvent extends Stamp {
    * then the time from the fault's end to the next grant of one of them (other shards grant on).
    */
   readonly resources?: readonly string[]
+  /**
+   * The worker process the fault killed at `start` (kill -9 from outside, or its own SIGKILL
+   * right after a charge was answered). Nothing of that process runs after `start`: its sections
+   * still open end there, and an acquire it had asked and never ended died with it (not a hang).
+   * A worker restarted under the same instance name is a new process: its events come after.
+   */
+  readonly inst?: string
 }
 
 export type HistoryEvent = AskEvent | AcquireFailedEvent | EnterEvent | ExitEvent | LostEvent | WriteEvent | OpEvent | FaultEvent | StallEvent

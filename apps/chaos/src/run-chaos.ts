@@ -8,7 +8,7 @@
  *   npm run chaos -- --only redis-stall,clock-jump --duration-ms 10000 --verbose
  *   npm run chaos -- --only quorum --no-write  # quorum mode over 3 redis-servers, both tables
  */
-import { writeFileSync } from 'node:fs'
+import { existsSync, readFileSync, writeFileSync } from 'node:fs'
 import { fileURLToPath } from 'node:url'
 import { EXIT_CODES, integerFlag, runCommand, stringFlag, UsageError, type CliSpec } from '@fencelock/devkit/cli'
 import { describeMachine, formatFailoverTable, formatQuorumTable, formatTable } from './reliability-report.js'
@@ -66,8 +66,13 @@ await runCommand(CHAOS_CLI, process.argv.slice(2), async (values) => {
         m.windows === 0
           ? ''
           : `; majority down ${m.windows}×: ${m.asked} acquires asked, ${Object.entries(m.failed).map(([e, n]) => `${n} ${e}`).join(', ') || 'none failed'}, ${m.grantedDuring.length} granted while down, ${m.unresolved.length} never ended, slowest ${m.slowest === null ? '—' : `${Math.round(m.slowest.ms)} ms (${Math.round(m.slowest.ms - m.slowest.stalledMs)} ms while its process ran)`}`
+      const back = r.check.restartRecoveryMs.map((ms) => (ms === null ? 'never' : `${Math.round(ms)}`))
+      const killed =
+        back.length === 0
+          ? ''
+          : `; ${back.length} worker deaths (${Object.entries(r.faultKinds).filter(([k]) => k === 'worker-kill-9' || k === 'die-after-charge').map(([k, n]) => `${n} ${k}`).join(', ')}), ${r.check.diedInSection} inside a section, ${r.check.diedAsking} waiting for a lock; kill → the restarted worker's first grant: ${back.join(', ')} ms; reconciled before counting: ${r.reconciled === undefined ? '—' : `${r.reconciled.paid} paid from the ledger, ${r.reconciled.cancelled} cancelled, ${r.reconciled.failed} failed`}; money violations ${r.check.moneyViolations}`
       console.error(
-        `  ${r.scenario} ${r.mode}: ${r.check.operations} ops, ${r.check.sections} grants, ${r.check.overlaps.length} overlaps (${r.check.unwarnedOverlaps} unwarned), ${r.check.safetyViolations} violations (${r.check.nonIncreasingTokens.length} tokens not increasing, ${r.check.doubleChargedOrders} order${r.check.doubleChargedOrders === 1 ? '' : 's'} charged twice (gateway ledger); ${r.check.gatewayCharges} charges, ${r.check.payments} payments recorded), ${r.check.faults} faults${majority} (${r.seconds.toFixed(1)} s)`,
+        `  ${r.scenario} ${r.mode}: ${r.check.operations} ops, ${r.check.sections} grants, ${r.check.overlaps.length} overlaps (${r.check.unwarnedOverlaps} unwarned), ${r.check.safetyViolations} violations (${r.check.nonIncreasingTokens.length} tokens not increasing, ${r.check.doubleChargedOrders} order${r.check.doubleChargedOrders === 1 ? '' : 's'} charged twice (gateway ledger); ${r.check.gatewayCharges} charges, ${r.check.payments} payments recorded), ${r.check.faults} faults${majority}${killed} (${r.seconds.toFixed(1)} s)`,
       )
     },
   })
@@ -81,7 +86,7 @@ await runCommand(CHAOS_CLI, process.argv.slice(2), async (values) => {
   const failed = outcomes.filter((o) => o.problems.length > 0)
   console.log(`\n${outcomes.length - failed.length} of ${outcomes.length} scenarios pass — ${seconds.toFixed(0)} s`)
   if (out !== undefined) {
-    writeFileSync(out, reliabilityDoc(table, quorumTable, failoverTable, command, durationMs, seconds))
+    writeFileSync(out, reliabilityDoc(table, quorumTable, failoverTable, command, durationMs, seconds) + keptSections(out))
     console.error(`written: ${out}`)
   }
   return failed.length === 0 ? EXIT_CODES.ok : EXIT_CODES.failed
@@ -192,4 +197,18 @@ Fencing makes both harmless. Every cell reads \`fenced / lock-only\` or \`fenced
 
 ${quorumTable}
 `
+}
+
+/**
+ * The sections of the report a chaos run does not measure (the flash sale's killed instances,
+ * with the worker-kill-9 figures written next to them by hand), kept from the file being
+ * replaced, from their heading to the end.
+ */
+function keptSections(file: string): string {
+  if (!existsSync(file)) return ''
+  const text = readFileSync(file, 'utf8')
+  // A function, not a module constant: the command runs at the top-level await above, before
+  // constants declared down here are initialised.
+  const at = text.indexOf('## An instance killed mid-sale')
+  return at === -1 ? '' : `\n${text.slice(at)}`
 }

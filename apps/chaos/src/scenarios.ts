@@ -21,7 +21,7 @@ import { Supervisor } from '@fencelock/demo-shop/supervisor'
 import { startRedisServer, type RedisServer } from '@fencelock/devkit/redis-server'
 import { startCluster, startSentinelSet, type ClusterSet, type SentinelSet } from '@fencelock/devkit/redis-topology'
 import { checkHistory, type CheckResult } from './checker.js'
-import { expireEarly, flushScripts, jumpClock, killRedis, quorumFaults, sigstopHolder, stallRedis, type FaultContext, type Injector } from './faults.js'
+import { expireEarly, flushScripts, jumpClock, killRedis, killWorker, quorumFaults, sigstopHolder, stallRedis, type FaultContext, type Injector } from './faults.js'
 import { clusterFailover, killClusterPrimary, killSentinelPrimary } from './ha-faults.js'
 import { readHistory, Recorder } from './history.js'
 import { WRITE_SEQUENCE } from './recording-protection.js'
@@ -71,6 +71,9 @@ export interface Scenario {
 
 /** Time between the workers' start and the first fault, in ms. */
 export const WARMUP_MS = 2_500
+
+/** How long past its duration a run waits for an injector's faults (see `Injector.enough`), in ms. */
+export const ENOUGH_FAULTS_WAIT_MS = 60_000
 
 /** TTL of every lock of the suite, in ms. */
 export const TTL_MS = 500
@@ -153,6 +156,20 @@ export const SCENARIOS: readonly Scenario[] = Object.freeze([
     minDurationMs: 15_000,
     slow: true,
   },
+  // Issue 26: a worker process dies mid-operation, holding a lock, with a charge in flight or
+  // just answered. Nothing of the killed process runs again: its sections end at its death, and
+  // what it landed is judged by the database and the gateway ledger after the reconcile pass.
+  // 10 s: a worker takes 2-4 s to start under load (tsx, Prisma), and one turn is a kill, a
+  // restart, 1-3 charges, a death, a restart.
+  {
+    name: 'worker-kill-9',
+    faults: 'kill -9 of a worker at a random moment of a gateway charge; restarted after 2×TTL with FENCELOCK_DIE_AFTER_CHARGE=1-3 (it SIGKILLs itself right after a charge was answered, before the payment row); restarted again; next kill a TTL later',
+    gatewayMs: '100-700',
+    lockOnly: 'report',
+    inject: killWorker,
+    minDurationMs: 10_000,
+    slow: true,
+  },
 ])
 
 /** Options of {@link runScenario}. */
@@ -175,6 +192,8 @@ export interface RunResult {
   readonly faultKinds: Record<string, number>
   /** How far the faked worker's wall clock strayed from CLOCK_MONOTONIC, in ms (clock-jump). */
   readonly wallClockStrayMs?: number
+  /** The reconcile pass before counting: unpaid intents settled as paid from the ledger, cancelled (no charge), failed. */
+  readonly reconciled?: { readonly paid: number; readonly cancelled: number; readonly failed: number }
   readonly seconds: number
 }
 
@@ -293,8 +312,11 @@ export async function runScenario(scenario: Scenario, options: RunOptions): Prom
     // Workers are slow for their first seconds (tsx, Prisma and the JIT warming up on a small
     // machine): a lease can run out then with no fault at all. Faults start after the warm-up.
     await sleep(WARMUP_MS)
-    const injector = scenario.inject?.({ supervisor: main, redis, nodes, recorder, ttlMs: TTL_MS, waitMs: WAIT_MS, lockPrefix: lockPrefixOf(runId), ...(fakeTimeFile ? { fakeTimeFile } : {}), ...(sentinel ? { sentinel } : {}), ...(cluster ? { cluster } : {}) })
+    const injector = scenario.inject?.({ supervisor: main, redis, nodes, recorder, ttlMs: TTL_MS, waitMs: WAIT_MS, lockPrefix: lockPrefixOf(runId), gatewayMaxMs: Number(scenario.gatewayMs.split('-')[1]), ...(fakeTimeFile ? { fakeTimeFile } : {}), ...(sentinel ? { sentinel } : {}), ...(cluster ? { cluster } : {}) })
     await sleep(options.durationMs)
+    // Faults that wait for the workers (a kill in a charge, a death after one): on a starved
+    // machine the duration may pass before them; wait for them (bounded), then stop.
+    if (injector?.enough !== undefined) await Promise.race([injector.enough, sleep(ENOUGH_FAULTS_WAIT_MS)])
     await injector?.stop()
     recorder.close()
     // A stalled or restarted Redis must be back before the workers drain and release.
@@ -303,7 +325,7 @@ export async function runScenario(scenario: Scenario, options: RunOptions): Prom
     await Promise.all(supervisors.map((s) => s.stop(10_000)))
     // Intents a worker left unpaid (its charge timed out, or it was refused) are settled from the
     // ledger before counting, with the gateway still up to answer, as the shop's reconciler does.
-    await reconcileAfterSale({ location, redisUrl: redis.url, runId, mode: options.mode, ttlMs: TTL_MS, gatewayUrl: gateway.url })
+    const reconciled = await reconcileAfterSale({ location, redisUrl: redis.url, runId, mode: options.mode, ttlMs: TTL_MS, gatewayUrl: gateway.url })
     await gateway.stop()
 
     const prisma = createPrisma(location, 2)
@@ -314,7 +336,7 @@ export async function runScenario(scenario: Scenario, options: RunOptions): Prom
     let wallClockStrayMs: number | undefined
     if (scenario.fakedWorker) {
       // wall − mono is a constant for an honest clock; its spread on the faked worker is the jump.
-      const drift = events.filter((e) => 'inst' in e && e.inst.startsWith('faked')).map((e) => e.wall - e.mono)
+      const drift = events.filter((e) => e.k !== 'fault' && 'inst' in e && e.inst.startsWith('faked')).map((e) => e.wall - e.mono)
       wallClockStrayMs = drift.length === 0 ? 0 : Math.max(...drift) - Math.min(...drift)
     }
     return {
@@ -323,6 +345,7 @@ export async function runScenario(scenario: Scenario, options: RunOptions): Prom
       check: checkHistory(events, counts),
       faultKinds,
       ...(wallClockStrayMs === undefined ? {} : { wallClockStrayMs }),
+      reconciled: { paid: reconciled.paid, cancelled: reconciled.cancelled, failed: reconciled.failed },
       seconds: (performance.now() - began) / 1000,
     }
   } finally {
@@ -350,6 +373,12 @@ export function verdict(scenario: Scenario, fenced: RunResult, lock: RunResult):
     for (const r of [fenced, lock]) if (r.check.faults === 0) problems.push(`${r.mode}: no fault was injected`)
   }
   if ((scenario.redisNodes ?? 1) > 1) for (const r of [fenced, lock]) problems.push(...majorityDownProblems(r))
+  if (scenario.inject === killWorker) {
+    for (const r of [fenced, lock]) {
+      if ((r.faultKinds['worker-kill-9'] ?? 0) === 0) problems.push(`${r.mode}: no worker was killed mid-charge`)
+      if ((r.faultKinds['die-after-charge'] ?? 0) === 0) problems.push(`${r.mode}: no worker died right after a charge was answered`)
+    }
+  }
   if (scenario.lockOnly === 'bite' && lock.check.overlaps.length === 0) problems.push('lock-only: no overlap — the scenario does not bite')
   if (scenario.lockOnly === 'quiet') {
     if (lock.check.overlaps.length > 0) problems.push(`lock-only: ${lock.check.overlaps.length} overlaps where the fault must change nothing`)

@@ -9,6 +9,11 @@
  *
  * With `CHAOS_BLOCK=1` it blocks its own event loop (a busy loop, as a long synchronous job or a
  * stop-the-world GC) for 0-3 × TTL at some gateway calls made under a lock, and records each.
+ *
+ * With `FENCELOCK_DIE_AFTER_CHARGE=<n>` (the shop instance's test hook, same meaning) it kills
+ * itself (SIGKILL) right after the gateway answered its n-th charge, before the payment row,
+ * having first recorded its death (a `fault` naming it), so the checker ends its open sections
+ * there and the money it moved is left to the reconciler's pass.
  */
 import { Locker } from '@fencelock/lock'
 import { Cluster, Redis } from 'ioredis'
@@ -32,6 +37,15 @@ const send = (message: InstanceMessage) => {
 }
 const sleep = (ms: number) => new Promise<void>((r) => setTimeout(r, ms))
 
+/** An optional positive integer variable: undefined when unset or empty, else 1 or more (else it throws, naming it). */
+function positiveIntegerOrUnset(name: string): number | undefined {
+  const text = process.env[name]
+  if (text === undefined || text === '') return undefined
+  const value = Number(text)
+  if (!Number.isSafeInteger(value) || value < 1) throw new RangeError(`${name} must be an integer of 1 or more (got ${JSON.stringify(text)})`)
+  return value
+}
+
 async function main(): Promise<void> {
   const inst = env('SHOP_INSTANCE_ID')
   const mode = env('CHAOS_MODE')
@@ -42,6 +56,7 @@ async function main(): Promise<void> {
   const skus = env('CHAOS_SKUS').split(',')
   const clients = Number(process.env.CHAOS_CLIENTS ?? 3)
   const block = process.env.CHAOS_BLOCK === '1'
+  const dieAfterCharge = positiveIntegerOrUnset('FENCELOCK_DIE_AFTER_CHARGE')
   const recorder = new Recorder(env('CHAOS_HISTORY_DIR'), inst)
   // When this process did not run (a busy machine): a deadline of the lock cannot fire then, so
   // the checker does not count it against the lock.
@@ -80,7 +95,16 @@ async function main(): Promise<void> {
   const protection = recordingProtection(createProtection(mode, { stores, locker, ttlMs, waitMs }), recorder, inst, schema)
 
   let nextBlockAt = performance.now() + ttlMs
+  let charges = 0
   const observer: ShopObserver = {
+    chargeAnswered: (call) => {
+      if (dieAfterCharge === undefined || ++charges < dieAfterCharge) return
+      // The crash the reconciler exists for: the gateway charged, the payment row is not written.
+      // Recorded first (synchronously), then SIGKILL: nothing of this process runs after it.
+      const at = monoNow()
+      recorder.record({ k: 'fault', kind: 'die-after-charge', inst, start: at, end: at, detail: `${inst} (pid ${process.pid}) killed itself after charge ${charges} (order ${call.orderId}) was answered` })
+      process.kill(process.pid, 'SIGKILL')
+    },
     externalCall: (call) => {
       send({ type: 'external-call', instance: inst, pid: process.pid, operation: call.operation, resource: call.resource, token: call.token === undefined ? null : String(call.token) })
       if (!block || performance.now() < nextBlockAt || Math.random() > 0.3) return

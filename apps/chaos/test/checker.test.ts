@@ -242,3 +242,68 @@ describe('recovery after a failover of one shard', () => {
     expect(checkHistory(events).recoveryMs).toEqual([2_000, 50])
   })
 })
+
+describe('a worker killed mid-operation (worker-kill-9)', () => {
+  const killed = (inst: string, at: number, kind = 'worker-kill-9'): HistoryEvent => ({ k: 'fault', kind, inst, start: at, end: at, ...clocks(at) })
+  const ask = (inst: string, res: string, mono: number): HistoryEvent => ({ k: 'ask', inst, res, ...clocks(mono) })
+  const enterAsked = (inst: string, res: string, token: number, asked: number, mono: number): HistoryEvent => ({ k: 'enter', inst, res, token: String(token), asked, ...clocks(mono) })
+  const majorityDown = (start: number, end: number): HistoryEvent => ({ k: 'fault', kind: 'majority-sigstop', quorumDown: 'majority', start, end, ...clocks(end) })
+  // w1 enters order:7 and is killed inside its section (its charge in flight); w2 waits out the
+  // lease and enters after the death; w3 asked for order:8 and was killed waiting (in a majority
+  // outage); w1's restarted process is granted order:9 later.
+  const life: HistoryEvent[] = [
+    enterAsked('w1', 'order:7', 10, 0, 1),
+    ask('w3', 'order:8', 150),
+    enterAsked('w2', 'order:7', 11, 100, 700),
+    write('w2', 'Order:7', 11, 1, 710),
+    exit('w2', 'order:7', 11, 720),
+    enterAsked('w2', 'order:7', 12, 800, 801),
+    exit('w2', 'order:7', 12, 900),
+    enterAsked('w1', 'order:9', 13, 1_350, 1_400),
+    exit('w1', 'order:9', 13, 1_450),
+    op('w2', 2_000),
+  ]
+  const deaths = [killed('w1', 200), killed('w3', 300)]
+  const sorted = (events: HistoryEvent[]) => [...events].sort((a, b) => a.mono - b.mono)
+
+  it('control: without the deaths in the history, the open section overlaps every later holder and the open ask is a hang', () => {
+    const r = checkHistory(sorted([...life, majorityDown(100, 400)]))
+    expect(r.overlaps.map((o) => [o.first.token, o.second.token])).toEqual([
+      ['10', '11'],
+      ['10', '12'],
+    ])
+    expect(r.majorityDown.unresolved).toHaveLength(1)
+  })
+
+  it('ends a dead worker’s open section at its death and does not count its open acquire as a hang or a violation', () => {
+    const r = checkHistory(sorted([...life, ...deaths, majorityDown(100, 400)]))
+    expect(r.overlaps).toEqual([])
+    expect(r.sections).toBe(4)
+    expect(r.majorityDown.unresolved).toEqual([])
+    expect(r.majorityDown.asked).toBe(1)
+    expect(r).toMatchObject({ diedInSection: 1, diedAsking: 1, safetyViolations: 0, faults: 3 })
+  })
+
+  it('still finds an overlap that happened before the death (the death shortens a section, never hides one)', () => {
+    const r = checkHistory(sorted([enterAsked('w1', 'order:7', 10, 0, 1), enterAsked('w2', 'order:7', 11, 40, 50), exit('w2', 'order:7', 11, 60), killed('w1', 80)]))
+    expect(r.overlaps).toHaveLength(1)
+    expect(r.overlaps[0]).toMatchObject({ overlapMs: 10 })
+  })
+
+  it('leaves the restarted process’s sections alone: an earlier death of the same instance does not end them', () => {
+    const r = checkHistory(sorted([killed('w1', 200), enterAsked('w1', 'order:9', 13, 300, 301), enterAsked('w2', 'order:9', 14, 900, 1_000), exit('w2', 'order:9', 14, 1_100)]))
+    expect(r.overlaps).toHaveLength(1)
+    expect(r.diedInSection).toBe(0)
+  })
+
+  it('recovery: from each death to the first grant of that instance’s restarted process (others’ grants do not count), null when none came', () => {
+    const r = checkHistory(sorted([...life, ...deaths, killed('w1', 1_500, 'die-after-charge')]))
+    expect(r.restartRecoveryMs).toEqual([1_200, null, null])
+  })
+
+  it('judges what landed: a charge the dead worker left unrecorded is a money violation after the reconcile pass, the death excuses nothing', () => {
+    const counts = { oversoldUnits: 0, lostUpdates: 0, doubleChargedOrders: 0, gatewayCharges: 3, payments: 2, chargedUnpaidOrders: 1 }
+    const r = checkHistory(sorted([...life, ...deaths]), counts)
+    expect(r).toMatchObject({ moneyViolations: 1, safetyViolations: 1 })
+  })
+})

@@ -58,3 +58,36 @@ describe('verdict of the quorum scenario', () => {
     expect(verdict(quorum, run('fenced', refusedInTime), none)).toEqual(['lock: no majority of the quorum was ever down'])
   })
 })
+
+describe('verdict of the worker-kill-9 scenario', () => {
+  const killScenario = SCENARIOS.find((s) => s.name === 'worker-kill-9')
+  if (killScenario === undefined) throw new Error('no worker-kill-9 scenario')
+  const history: HistoryEvent[] = [
+    { k: 'enter', inst: 'w1', res: 'order:1', token: '1', asked: 0, ...clocks(1) },
+    { k: 'fault', kind: 'worker-kill-9', inst: 'w1', start: 5, end: 5, ...clocks(5) },
+    { k: 'fault', kind: 'die-after-charge', inst: 'w1', start: 2_000, end: 2_000, ...clocks(2_000) },
+    { k: 'enter', inst: 'w2', res: 'order:1', token: '2', asked: 6, ...clocks(600) },
+    { k: 'exit', inst: 'w2', res: 'order:1', token: '2', ...clocks(700) },
+  ]
+  const killRun = (mode: 'fenced' | 'lock', kills: number, counts?: Parameters<typeof checkHistory>[1]): RunResult => ({
+    scenario: 'worker-kill-9',
+    mode,
+    check: checkHistory(kills > 0 ? history : history.filter((e) => e.k !== 'fault'), counts),
+    faultKinds: kills > 0 ? { 'worker-kill-9': kills, 'die-after-charge': kills } : {},
+    seconds: 1,
+  })
+
+  it('passes a fenced run whose killed worker left an open section and no money violation', () => {
+    expect(verdict(killScenario, killRun('fenced', 1), killRun('lock', 1))).toEqual([])
+  })
+
+  it('fails a run in which no worker was killed or died after a charge, and a fenced run with money the ledger and the shop disagree on', () => {
+    const money = { oversoldUnits: 0, lostUpdates: 0, doubleChargedOrders: 0, gatewayCharges: 2, payments: 1, chargedUnpaidOrders: 1 }
+    expect(verdict(killScenario, killRun('fenced', 1, money), killRun('lock', 0))).toEqual([
+      'fenced: 1 orders or charges the ledger and the shop disagree on (charged and not paid, paid and not charged, another amount, or of no order)',
+      'lock: no fault was injected',
+      'lock: no worker was killed mid-charge',
+      'lock: no worker died right after a charge was answered',
+    ])
+  })
+})

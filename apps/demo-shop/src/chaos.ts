@@ -209,6 +209,11 @@ export interface KillChaosOptions {
   readonly latencyMaxMs: number
   /** Delay before the first kill, in ms. Default 200. */
   readonly firstAfterMs?: number
+  /**
+   * Called right before the SIGKILL of an instance in a charge (its call), so a caller can stamp
+   * the kill (the chaos suite's history records it there: a section of the instance ends no later).
+   */
+  readonly onKill?: (call: ExternalCall) => void
 }
 
 /**
@@ -257,7 +262,9 @@ export function startKillChaos(supervisor: Supervisor, options: KillChaosOptions
       const call = await waitFor(nextCharge())
       if (call === undefined) break
       await waitFor(sleep(options.random.int(0, options.latencyMaxMs)))
-      if (stopped || !(await supervisor.kill(call.pid))) continue
+      if (stopped || !supervisor.owns(call.pid)) continue
+      options.onKill?.(call)
+      if (!(await supervisor.kill(call.pid))) continue
       const diedAt = performance.now()
       // Back with the hook: it dies by itself right after its next charge is answered.
       const exited = exitOf(call.instance)
