@@ -85,6 +85,12 @@ export interface Overlap {
    * succeeded), or null when it was never told.
    */
   readonly firstLostReason: string | null
+  /**
+   * The longest time the first holder's process did not run (its `stall` events) between its entry
+   * and the second's, in ms: a holder whose process stood still that long could not renew its lease
+   * — a pause, whatever the fault under test was.
+   */
+  readonly firstLongestStallMs: number
 }
 
 /** How the acquires asked during the fault windows of one kind (a minority or a majority of a quorum down) ended. */
@@ -204,13 +210,16 @@ export function findOverlaps(sections: readonly Section[], events: readonly Hist
   const toldLost = new Map<string, LostEvent>()
   const key = (inst: string, res: string, token: string) => `${inst}\u0000${res}\u0000${token}`
   for (const e of events) if (e.k === 'lost' && !toldLost.has(key(e.inst, e.res, e.token))) toldLost.set(key(e.inst, e.res, e.token), e)
+  const stalls = events.filter((e): e is StallEvent => e.k === 'stall')
+  const longestStall = (inst: string, from: number, to: number) =>
+    stalls.reduce((most, st) => (st.inst === inst ? Math.max(most, Math.min(to, st.end) - Math.max(from, st.start)) : most), 0)
   const overlaps: Overlap[] = []
   for (const [res, list] of byResource(sections)) {
     let widest: Section | undefined
     for (const s of list) {
       if (widest !== undefined && s.enter < widest.exit && s.token !== widest.token) {
         const lost = toldLost.get(key(widest.inst, res, widest.token))
-        overlaps.push({ res, first: widest, second: s, overlapMs: Math.min(widest.exit, s.exit) - s.enter, firstToldLostAt: lost?.mono ?? null, firstLostReason: lost?.reason ?? null })
+        overlaps.push({ res, first: widest, second: s, overlapMs: Math.min(widest.exit, s.exit) - s.enter, firstToldLostAt: lost?.mono ?? null, firstLostReason: lost?.reason ?? null, firstLongestStallMs: longestStall(widest.inst, widest.enter, s.enter) })
       }
       if (widest === undefined || s.exit > widest.exit) widest = s
     }

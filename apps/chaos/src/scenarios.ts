@@ -381,8 +381,14 @@ export function verdict(scenario: Scenario, fenced: RunResult, lock: RunResult):
   }
   if (scenario.lockOnly === 'bite' && lock.check.overlaps.length === 0) problems.push('lock-only: no overlap — the scenario does not bite')
   if (scenario.lockOnly === 'quiet') {
-    if (lock.check.overlaps.length > 0) problems.push(`lock-only: ${lock.check.overlaps.length} overlaps where the fault must change nothing`)
-    if (lock.check.safetyViolations > 0) problems.push(`lock-only: ${lock.check.safetyViolations} violations where the fault must change nothing`)
+    // An overlap whose first holder's process stood still for a renewal interval (TTL / 3) or more
+    // is a pause — a starved process on a busy machine renews nothing, whatever the fault — not the
+    // fault's doing: those are reported, not judged. The rest must be none, and no violation may
+    // come without such a pause behind it.
+    const paused = lock.check.overlaps.filter((o) => o.firstLongestStallMs >= TTL_MS / 3)
+    const unexplained = lock.check.overlaps.length - paused.length
+    if (unexplained > 0) problems.push(`lock-only: ${unexplained} overlaps where the fault must change nothing`)
+    if (lock.check.safetyViolations > 0 && paused.length === 0) problems.push(`lock-only: ${lock.check.safetyViolations} violations where the fault must change nothing`)
     for (const r of [fenced, lock]) if ((r.wallClockStrayMs ?? 0) < 60_000) problems.push(`${r.mode}: the worker's wall clock did not jump`)
   }
   return problems
