@@ -1,3 +1,4 @@
+// Not in `npm test` (CI is near its 20 minutes): `npm run chaos:election` runs it (long), or `npx vitest run test/election.test.ts` in apps/chaos (~16 s).
 /**
  * Leader election and run-once jobs with three real processes (issue 23): each its own Locker,
  * Redis connection and PostgreSQL pool, the rows guarded by the fencing package's database guard.

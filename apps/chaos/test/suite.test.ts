@@ -42,7 +42,7 @@ describe('pgrep, which the suite counts leftover processes with', () => {
 describe('chaos suite (short)', () => {
   it('fenced: no stale write, oversell, order charged twice (gateway ledger) or lost update; lock-only bites under pauses and stalls; a quorum with a majority down refuses in time; no process left', async () => {
     const began = performance.now()
-    const outcomes = await runSuite({ durationMs: Number(process.env.CHAOS_CI_DURATION_MS ?? 5_000), skipSlow: true })
+    const outcomes = await runSuite({ durationMs: Number(process.env.CHAOS_CI_DURATION_MS ?? 4_000), skipSlow: true })
     console.log(formatTable(outcomes))
     console.log(formatQuorumTable(outcomes))
     console.log(`chaos CI run: ${((performance.now() - began) / 1000).toFixed(0)} s`)
