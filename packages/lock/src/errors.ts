@@ -20,8 +20,10 @@ export class LockTimeoutError extends LockError {
   /** How long the caller waited, in milliseconds (monotonic clock). */
   readonly waitedMs: number
 
-  constructor(resource: string, waitedMs: number) {
-    super(`timed out after ${Math.round(waitedMs)} ms waiting for lock "${resource}"`, { resource })
+  /** @param what `semaphore` when the wait was for a permit of the semaphore `resource`. */
+  constructor(resource: string, waitedMs: number, what: 'lock' | 'semaphore' = 'lock') {
+    const of = what === 'lock' ? `lock "${resource}"` : `a permit of semaphore "${resource}"`
+    super(`timed out after ${Math.round(waitedMs)} ms waiting for ${of}`, { resource })
     this.waitedMs = waitedMs
   }
 }
@@ -113,8 +115,10 @@ export class LockReplicationError extends LockUnavailableError {
 export class LockAbortedError extends LockError {
   readonly waitedMs: number
 
-  constructor(resource: string, waitedMs: number, cause: unknown) {
-    super(`acquire of lock "${resource}" was aborted after ${Math.round(waitedMs)} ms`, { resource, cause })
+  /** @param what `semaphore` when the wait was for a permit of the semaphore `resource`. */
+  constructor(resource: string, waitedMs: number, cause: unknown, what: 'lock' | 'semaphore' = 'lock') {
+    const of = what === 'lock' ? `lock "${resource}"` : `a permit of semaphore "${resource}"`
+    super(`acquire of ${of} was aborted after ${Math.round(waitedMs)} ms`, { resource, cause })
     this.waitedMs = waitedMs
   }
 }

@@ -44,6 +44,14 @@ import { TickRunner, type Schedule } from './election/run-once.js'
 import { HeldInContext } from './family/reentrancy.js'
 import type { LockInspection } from './family/inspect.js'
 import { acquireInOrder, canonicalResources, type MultiLock } from './family/multi-lock.js'
+import {
+  forwardsSemaphoreEvent,
+  resolveSemaphore,
+  Semaphore,
+  SEMAPHORE_PREFIX,
+  type SemaphoreHost,
+  type SemaphoreOptions,
+} from './family/semaphore.js'
 
 export type { RedisClient } from './backend/connection.js'
 
@@ -80,6 +88,10 @@ export class Locker {
   readonly #tries = new InFlightCalls()
   /** The locks held in each async context (reentrancy); undefined with `reentrant: false`. */
   readonly #context: HeldInContext | undefined
+  /** The client(s) given to the constructor: the semaphores' Locker runs on them too. */
+  readonly #clients: RedisClient | readonly RedisClient[]
+  /** Grants the permits of every semaphore of this Locker (family/semaphore.ts); made on first use. */
+  #semaphoreLocker: Locker | undefined
   #closed = false
 
   /**
@@ -90,6 +102,7 @@ export class Locker {
    */
   constructor(redis: RedisClient | readonly RedisClient[], options: LockerOptions = {}) {
     const clients = checkClients(redis)
+    this.#clients = clients
     this.#nodes = isClientList(clients) ? clients.length : 1
     this.#ttlFloor = this.#nodes > 1 ? QUORUM_TTL_FLOOR : SINGLE_TTL_FLOOR
     const o = resolveLockerOptions(options, this.#ttlFloor)
@@ -348,6 +361,77 @@ export class Locker {
   }
 
   /**
+   * A semaphore: at most `permits` holders at once among every Locker and process that uses
+   * `name` (with the same prefix). Each permit is a lock of its own (`<name>:permit:<i>`): its
+   * own lease, watchdog, signal and fencing token. Waiters are served first come, first served
+   * across processes. Permits are not reentrant. A semaphore's keys are apart from every lock's:
+   * a lock named `name` does not count against it (family/semaphore.ts, docs/LOCK.md).
+   *
+   * @example
+   * ```ts
+   * const exports = locker.semaphore('exports', { permits: 3 })
+   * await exports.using(async (permit) => {
+   *   await runExport({ signal: permit.signal })
+   * })
+   * ```
+   * @throws InvalidLockOptionError for a bad name or option, before any I/O.
+   */
+  semaphore(name: string, options: SemaphoreOptions): Semaphore {
+    const s = resolveSemaphore(name, options)
+    const prefix = this.#options.prefix
+    if (prefix.length + SEMAPHORE_PREFIX.length > 256)
+      throw new InvalidLockOptionError(
+        'prefix',
+        `must be at most ${256 - SEMAPHORE_PREFIX.length} characters to hold semaphores (their keys add "${SEMAPHORE_PREFIX}")`,
+        prefix,
+      )
+    this.#assertOpen(s.name)
+    return new Semaphore(this.#semaphoreHost(), s.name, s.permits, s.names)
+  }
+
+  #semaphoreHost(): SemaphoreHost {
+    const listeners = this.#listeners
+    const isClosed = () => this.#closed
+    return {
+      locker: () => this.#semaphores(),
+      defaults: this.#options,
+      ttlFloor: this.#ttlFloor,
+      emit: this.#emit,
+      get listening() {
+        return listeners.size > 0
+      },
+      get closed() {
+        return isClosed()
+      },
+    }
+  }
+
+  /** The Locker of the semaphores' permits and queues: the same options, under `<prefix>sem:`, not reentrant. */
+  #semaphores(): Locker {
+    if (this.#semaphoreLocker) return this.#semaphoreLocker
+    const o = this.#options
+    const emit = this.#emit
+    const listeners = this.#listeners
+    this.#semaphoreLocker = new Locker(this.#clients, {
+      ttlMs: o.ttlMs,
+      waitMs: o.waitMs,
+      prefix: o.prefix + SEMAPHORE_PREFIX,
+      commandTimeoutMs: o.commandTimeoutMs,
+      pollMs: o.pollMs,
+      fenceTtlMs: o.fenceTtlMs,
+      handoffMs: o.handoffMs,
+      ...(o.nodeRestartDelayMs === undefined ? {} : { nodeRestartDelayMs: o.nodeRestartDelayMs }),
+      replicas: o.replicas,
+      replicasTimeoutMs: o.replicasTimeoutMs,
+      reentrant: false,
+      onEvent: (event) => {
+        if (listeners.size > 0 && forwardsSemaphoreEvent(event)) emit(event)
+      },
+    })
+    return this.#semaphoreLocker
+  }
+
+  /**
    * Campaigns for the leadership of `name` until `stop()`: one leader at a time among every
    * process that campaigns for it. The leader's lease is renewed by the watchdog; its term is the
    * lease's fencing token (strictly increasing across leaders), so a leader that paused past its
@@ -418,7 +502,7 @@ export class Locker {
     this.#closed = true
     this.#queues.closeAll()
     const releases = Promise.allSettled([...this.#held.values()].map((lock) => lock.releaseOnClose()))
-    await Promise.all([releases, this.#tries.idle(this.#options.commandTimeoutMs)])
+    await Promise.all([releases, this.#tries.idle(this.#options.commandTimeoutMs), this.#semaphoreLocker?.close()])
     await this.#backend.close()
   }
 

@@ -183,6 +183,114 @@ export function familyContract(name: string, deployment: ContractDeployment, sto
       expect(errors[0]).toBeInstanceOf(LockTimeoutError)
       expect(errors[1]).toBeInstanceOf(LockTimeoutError)
     })
+
+    it('semaphore: 20 Lockers, 3 permits: never more than 3 inside, all 3 used at once; each permit its own lease and increasing tokens', async () => {
+      const name = unique('f-sem')
+      const lockers = Array.from({ length: 20 }, () => deployment.locker({ ttlMs: 5_000 }))
+      let inside = 0
+      let most = 0
+      let entered = 0
+      // The first three holders wait for each other inside: the permits are held at once, not one after another.
+      const threeInside = deferred<void>()
+      const tokens = new Map<string, bigint[]>()
+      await Promise.all(
+        lockers.map(async (locker) => {
+          const semaphore = locker.semaphore(name, { permits: 3 })
+          for (let i = 0; i < 3; i++) {
+            await semaphore.using(
+              async (permit) => {
+                most = Math.max(most, ++inside)
+                tokens.set(permit.resource, [...(tokens.get(permit.resource) ?? []), permit.token])
+                if (++entered === 3) threeInside.resolve()
+                if (entered <= 3) await threeInside.promise
+                await new Promise((resolve) => setTimeout(resolve, 5))
+                inside--
+              },
+              { waitMs: 30_000 },
+            )
+          }
+        }),
+      )
+      expect(most).toBe(3)
+      expect([...tokens.keys()].sort()).toEqual([0, 1, 2].map((i) => `${name}:permit:${i}`))
+      for (const list of tokens.values()) expect(list).toEqual([...list].sort((a, b) => (a < b ? -1 : a > b ? 1 : 0)))
+      expect(new Set([...tokens.values()].flat()).size).toBe(60)
+      const seen = await lockers[0]!.semaphore(name, { permits: 3 }).inspect()
+      expect(seen).toMatchObject({ name, permits: 3, held: 0, waiting: 0 })
+    })
+
+    it('semaphore: first come, first served across Lockers; an expired holder frees its permit by its TTL', async () => {
+      const name = unique('f-sem-fifo')
+      const [a, b, c, d] = Array.from({ length: 4 }, () => deployment.locker({ ttlMs: 5_000 }))
+      const first = a!.semaphore(name, { permits: 1 })
+      const held = await first.acquire()
+      const order: string[] = []
+      const waiters: Promise<void>[] = []
+      // The holder's queue lock is released after its acquire returned: wait for it, so that each
+      // count below means one more waiter, in order.
+      await waitUntil(async () => (await first.inspect()).waiting === 0, { what: 'the queue free' })
+      for (const [i, [label, locker]] of (
+        [
+          ['b', b],
+          ['c', c],
+          ['d', d],
+        ] as const
+      ).entries()) {
+        const semaphore = locker!.semaphore(name, { permits: 1 })
+        waiters.push(
+          semaphore.acquire({ waitMs: 20_000 }).then(async (permit) => {
+            order.push(label)
+            await permit.release()
+          }),
+        )
+        await waitUntil(async () => (await semaphore.inspect()).waiting === i + 1, { what: `${label} queued` })
+      }
+      await held.release()
+      await Promise.all(waiters)
+      expect(order).toEqual(['b', 'c', 'd'])
+
+      // A holder that stops renewing (a paused process): its permit comes back when its lease runs out.
+      const semaphore = a!.semaphore(name, { permits: 1 })
+      const stuck = await semaphore.acquire({ ttlMs: 400, autoExtend: false })
+      const since = performance.now()
+      const next = await b!.semaphore(name, { permits: 1 }).acquire({ waitMs: 10_000 })
+      expect(performance.now() - since).toBeGreaterThanOrEqual(300)
+      expect(next.resource).toBe(stuck.resource)
+      expect(next.token).toBeGreaterThan(stuck.token)
+      await next.release()
+      expect(await stuck.release()).toBe(false)
+    })
+
+    it('semaphore: not reentrant; timeouts and aborts name the semaphore and leave nothing held or queued; a lock of the same name is another thing', async () => {
+      const name = unique('f-sem-misc')
+      const locker = deployment.locker({ ttlMs: 5_000 })
+      const two = locker.semaphore(name, { permits: 2 })
+      await two.using(async (outer) => {
+        const inner = await two.acquire({ waitMs: 2_000 })
+        expect(inner.resource).not.toBe(outer.resource)
+        const { error, ms } = await settle(two.acquire({ waitMs: 300 }))
+        expect(error).toBeInstanceOf(LockTimeoutError)
+        expect(error).toMatchObject({ resource: name })
+        expect((error as Error).message).toContain(`semaphore "${name}"`)
+        expect(ms).toBeGreaterThanOrEqual(295)
+        const controller = new AbortController()
+        const aborted = settle(two.acquire({ waitMs: 10_000, signal: controller.signal }))
+        await waitUntil(async () => (await two.inspect()).waiting === 1, { what: 'the waiter queued' })
+        controller.abort(new Error('shutting down'))
+        expect((await aborted).error).toMatchObject({ name: 'LockAbortedError', resource: name })
+        expect(await two.tryAcquire()).toBeNull()
+        // A lock named like the semaphore, or like a permit, is not counted against it.
+        const lock = await locker.acquire(name, { waitMs: 0 })
+        const permitNamed = await locker.acquire(outer.resource, { waitMs: 0 })
+        await Promise.all([lock.release(), permitNamed.release()])
+        await inner.release()
+      })
+      await waitUntil(async () => (await two.inspect()).waiting === 0, { what: 'nobody queued' })
+      expect(await two.inspect()).toMatchObject({ held: 0, waiting: 0 })
+      const free = await two.tryAcquire()
+      expect(free).not.toBeNull()
+      await free!.release()
+    })
   })
 }
 
