@@ -7,23 +7,31 @@
  *   npm run chaos -- --short           # the CI version (5 s per run, more where a scenario needs it), prints the tables only
  *   npm run chaos -- --only redis-stall,clock-jump --duration-ms 10000 --verbose
  *   npm run chaos -- --only quorum --no-write  # quorum mode over 3 redis-servers, both tables
+ *   npm run chaos -- --only election           # leader election: 3 candidates, the leader paused 10 times per mode
  */
 import { existsSync, readFileSync, writeFileSync } from 'node:fs'
 import { fileURLToPath } from 'node:url'
 import { EXIT_CODES, integerFlag, runCommand, stringFlag, UsageError, type CliSpec } from '@fencelock/devkit/cli'
+import { runElectionChaos, type ElectionChaosResult } from './election.js'
 import { describeMachine, formatFailoverTable, formatQuorumTable, formatTable } from './reliability-report.js'
 import { OUTAGE_SLACK_MS, QUORUM_NODES, SCENARIOS, TTL_MS, WAIT_MS } from './scenarios.js'
 import { runSuite } from './suite.js'
 
+/** The name `--only` knows the leader election scenario by. */
+const ELECTION = 'election'
+/** Pauses of the leader per mode in `npm run chaos` (the short test in apps/chaos runs 2). */
+const ELECTION_PAUSES = 10
+// (Constants used by the command sit up here: it runs at the top-level await below, before
+// anything declared after it is initialised.)
 const RELIABILITY_MD = fileURLToPath(new URL('../../../docs/RELIABILITY.md', import.meta.url))
 
 export const CHAOS_CLI: CliSpec = {
   command: 'npm run chaos --',
   summary: 'Every fault scenario, fenced then lock-only, each run checked from its recorded history and the stores; the table on stdout, and in docs/RELIABILITY.md for a full run.',
   flags: {
-    short: { type: 'boolean', description: 'the CI version: 5 s of faults per run (more where a scenario needs it: redis-stall 20 s, quorum 9 s), no failover scenarios, tables printed only' },
+    short: { type: 'boolean', description: 'the CI version: 5 s of faults per run (more where a scenario needs it: redis-stall 20 s, quorum 9 s), no failover or election scenarios, tables printed only' },
     'duration-ms': { type: 'string', value: '<n>', description: 'faults per run, ms, 1000-600000', default: '15000, 5000 with --short' },
-    only: { type: 'string', value: '<a,b>', description: `scenarios to run: ${SCENARIOS.map((s) => s.name).join(', ')}` },
+    only: { type: 'string', value: '<a,b>', description: `scenarios to run: ${[...SCENARIOS.map((s) => s.name), ELECTION].join(', ')}` },
     out: { type: 'string', value: '<file>', description: 'where to write the report', default: 'docs/RELIABILITY.md' },
     'no-write': { type: 'boolean', description: 'write no report' },
     verbose: { type: 'boolean', description: "show the workers' and the gateway's logs" },
@@ -37,7 +45,7 @@ await runCommand(CHAOS_CLI, process.argv.slice(2), async (values) => {
   const durationMs = integerFlag(values, 'duration-ms', short ? 5_000 : 15_000, 1_000, 600_000)
   const onlyText = stringFlag(values, 'only')
   const only = onlyText?.split(',').map((name) => name.trim())
-  const known = new Set(SCENARIOS.map((s) => s.name))
+  const known = new Set([...SCENARIOS.map((s) => s.name), ELECTION])
   const unknown = only?.filter((name) => !known.has(name)) ?? []
   if (unknown.length > 0) throw new UsageError(`--only: unknown scenario ${unknown.join(', ')}; known: ${[...known].join(', ')}`)
   if (values['no-write'] === true && values.out !== undefined) throw new UsageError('--out and --no-write exclude each other')
@@ -54,9 +62,10 @@ await runCommand(CHAOS_CLI, process.argv.slice(2), async (values) => {
   }
 
   const began = performance.now()
-  const outcomes = await runSuite({
+  const suiteOnly = only?.filter((name) => name !== ELECTION)
+  const outcomes = suiteOnly?.length === 0 ? [] : await runSuite({
     durationMs,
-    ...(only ? { only } : {}),
+    ...(suiteOnly ? { only: suiteOnly } : {}),
     // The CI version leaves the failovers out, as npm test's suite does (--only still runs them).
     skipSlow: short,
     verbose: values.verbose === true,
@@ -76,23 +85,29 @@ await runCommand(CHAOS_CLI, process.argv.slice(2), async (values) => {
       )
     },
   })
+  // Leader election: its own processes and checker (election.ts), in the full run and by name; not in --short.
+  const election = (only === undefined ? !short : only.includes(ELECTION)) ? await runElection() : undefined
   const seconds = (performance.now() - began) / 1000
-  const table = formatTable(outcomes)
+  const table = outcomes.length === 0 ? '' : formatTable(outcomes)
   const quorumTable = formatQuorumTable(outcomes)
   const failoverTable = formatFailoverTable(outcomes)
-  console.log(table)
+  const electionTable = election === undefined ? '' : formatElectionTable(election)
+  if (table !== '') console.log(table)
   if (quorumTable !== '') console.log(`\n${quorumTable}`)
   if (failoverTable !== '') console.log(`\n${failoverTable}`)
-  const failed = outcomes.filter((o) => o.problems.length > 0)
-  console.log(`\n${outcomes.length - failed.length} of ${outcomes.length} scenarios pass — ${seconds.toFixed(0)} s`)
+  if (electionTable !== '') console.log(`\n${electionTable}`)
+  const failed = outcomes.filter((o) => o.problems.length > 0).length + (election && election.problems.length > 0 ? 1 : 0)
+  const all = outcomes.length + (election ? 1 : 0)
+  for (const problem of election?.problems ?? []) console.error(`election: ${problem}`)
+  console.log(`\n${all - failed} of ${all} scenarios pass — ${seconds.toFixed(0)} s`)
   if (out !== undefined) {
-    writeFileSync(out, reliabilityDoc(table, quorumTable, failoverTable, command, durationMs, seconds) + keptSections(out))
+    writeFileSync(out, reliabilityDoc(table, quorumTable, failoverTable, electionTable, command, durationMs, seconds) + keptSections(out))
     console.error(`written: ${out}`)
   }
-  return failed.length === 0 ? EXIT_CODES.ok : EXIT_CODES.failed
+  return failed === 0 ? EXIT_CODES.ok : EXIT_CODES.failed
 })
 
-function reliabilityDoc(table: string, quorumTable: string, failoverTable: string, command: string, durationMs: number, seconds: number): string {
+function reliabilityDoc(table: string, quorumTable: string, failoverTable: string, electionTable: string, command: string, durationMs: number, seconds: number): string {
   return `# Reliability: FenceLock under faults
 
 Measured by \`${command}\` on ${new Date().toISOString().slice(0, 10)}, ${describeMachine()}; ${(seconds / 60).toFixed(1)} min in all.
@@ -132,7 +147,69 @@ ${table}
   bite), when the clock jump changes anything, or, in quorum mode, when an acquire asked while a
   majority of the nodes was down was granted, hung, failed without the lock's typed error, or took
   longer than its wait plus ${OUTAGE_SLACK_MS} ms.
-${quorumTable === '' ? '' : quorumSection(quorumTable)}${failoverTable === '' ? '' : failoverSection(failoverTable)}`
+${quorumTable === '' ? '' : quorumSection(quorumTable)}${failoverTable === '' ? '' : failoverSection(failoverTable)}${electionTable === '' ? '' : electionSection(electionTable)}`
+}
+
+
+interface ElectionOutcome {
+  readonly fenced: ElectionChaosResult
+  readonly unfenced: ElectionChaosResult
+  readonly problems: string[]
+}
+
+/** Runs the election scenario fenced, then unfenced (the control), and judges the pair. */
+async function runElection(): Promise<ElectionOutcome> {
+  const fenced = await runElectionChaos({ fenced: true, pauses: ELECTION_PAUSES })
+  const unfenced = await runElectionChaos({ fenced: false, pauses: ELECTION_PAUSES })
+  for (const r of [fenced, unfenced])
+    console.error(
+      `  election ${r.fenced ? 'fenced' : 'unfenced'}: ${r.pauses} pauses (${r.blocked} inside a transaction), ${r.elections} elections, ${r.leases.overlaps} overlaps of valid leases, ${r.believed.overlaps} as believed, ${r.writes.accepted} writes accepted, ${r.writes.outOfOrder} out of term order, ${r.refused} refused (${r.seconds.toFixed(1)} s)`,
+    )
+  const problems: string[] = []
+  for (const r of [fenced, unfenced]) {
+    const mode = r.fenced ? 'fenced' : 'unfenced'
+    if (r.pauses < ELECTION_PAUSES) problems.push(`${mode}: ${r.pauses} of ${ELECTION_PAUSES} pauses made`)
+    if (r.leases.overlaps > 0) problems.push(`${mode}: ${r.leases.overlaps} overlaps of valid leases (two leaders at once)`)
+    if (r.leases.tokenInversions > 0) problems.push(`${mode}: ${r.leases.tokenInversions} terms not increasing`)
+  }
+  if (fenced.writes.outOfOrder > 0) problems.push(`fenced: ${fenced.writes.outOfOrder} writes accepted out of term order`)
+  if (fenced.refused === 0) problems.push('fenced: no deposed leader\'s write was refused: the pauses did not bite')
+  if (unfenced.writes.outOfOrder === 0) problems.push('unfenced: no write out of term order: the control did not bite')
+  return { fenced, unfenced, problems }
+}
+
+function formatElectionTable(e: ElectionOutcome): string {
+  const row = (r: ElectionChaosResult) =>
+    `| ${r.fenced ? 'fenced' : 'unfenced (the control)'} | ${r.pauses} (${r.blocked} inside a transaction) | ${r.elections} | ${r.leases.overlaps} | ${r.believed.overlaps} | ${r.writes.accepted} | **${r.writes.outOfOrder}** | ${r.refused} |`
+  return [
+    '| leader writes | pauses of the leader | elections | overlaps of valid leases | overlaps as believed | writes accepted | accepted out of term order | refused by the fence |',
+    '| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |',
+    row(e.fenced),
+    row(e.unfenced),
+    '',
+    e.problems.length === 0 ? 'Verdict: pass.' : `Verdict: **fail** — ${e.problems.join('; ')}.`,
+  ].join('\n')
+}
+
+function electionSection(electionTable: string): string {
+  return `
+## Leader election: the leader paused past its lease
+
+\`apps/chaos/src/election.ts\`: 3 candidate processes (\`locker.lead()\`, each its own Locker, Redis connection and
+PostgreSQL pool, a redis-server and a schema of their own, the rows under the database guard). The
+leaders write their term to one row the whole time. ${ELECTION_PAUSES} times per run the current leader is frozen
+(SIGSTOP) for 1-3 × its lease (300 ms), a successor is elected and writes, and the frozen one wakes
+with a write in flight under the term it was elected with. **Fenced**, every write of a leader sets
+its term as the transaction's token (\`set_config('fencelock.token', term, true)\`, the database guard's
+path for any client, here \`pg\`): the database must accept no write of a deposed leader
+after its successor's (0 out of term order) and must have refused some (the pauses bit). **Unfenced**, the
+same code with plain transactions: some land out of order. Leases are checked from the outside on the
+machine's monotonic clock: **valid** leases (until demotion or the end of their validity) never
+overlap and terms increase; leases **as believed** (until the frozen leader was told) do overlap —
+the reason the writes must be fenced.
+
+${electionTable}
+`
 }
 
 function failoverSection(failoverTable: string): string {
