@@ -185,7 +185,10 @@ export class Locker {
     return this.#nodes
   }
 
-  /** How many locks granted by this locker are held now (not released, not lost, lease not run out). */
+  /**
+   * How many locks granted by this locker are held now (not released, not lost, lease not run
+   * out). Semaphore permits are not counted: `semaphore.inspect()` counts them.
+   */
   get heldCount(): number {
     return this.#held.size
   }
