@@ -12,6 +12,7 @@ import type { Redis } from 'ioredis'
 import { beforeAll, describe, expect, it } from 'vitest'
 import { InvalidLockOptionError, Locker, MAX_PERMITS } from '../../src/index.js'
 import { connect, makeLocker, ready, unique } from '../support/connections.js'
+import { waitUntil } from '../support/timing.js'
 import { startRedisServer, type RedisServer } from '../support/redis-server.js'
 
 const here = dirname(fileURLToPath(import.meta.url))
@@ -75,14 +76,22 @@ describe('a semaphore with 3 permits', () => {
     expect(Number(await counter.get(`${name}:none:most`))).toBeGreaterThan(3)
   }, 60_000)
 
-  it('more permits than one round of tries (10): all usable at once, one each', async () => {
+  it('more permits than one round of tries (10): all usable at once, one each; when all are held, the first released goes to the waiter', async () => {
     const locker = makeLocker(client)
     const semaphore = locker.semaphore(unique('sem-ten'), { permits: 10 })
     const permits = await Promise.all(Array.from({ length: 10 }, () => semaphore.acquire({ waitMs: 10_000 })))
     expect(new Set(permits.map((p) => p.resource)).size).toBe(10)
     expect(await semaphore.tryAcquire()).toBeNull()
     expect(await semaphore.inspect()).toMatchObject({ permits: 10, held: 10 })
-    await Promise.all(permits.map((p) => p.release()))
+    // All held: a waiter tries them all (in rounds), then waits on all; the one released comes to it.
+    const waiting = semaphore.acquire({ waitMs: 10_000 })
+    await waitUntil(async () => (await semaphore.inspect()).waiting === 1, { what: 'the waiter at the head' })
+    const freed = permits[6]!
+    await freed.release()
+    const next = await waiting
+    expect(next.resource).toBe(freed.resource)
+    expect(next.token).toBeGreaterThan(freed.token)
+    await Promise.all([next, ...permits].map((p) => p.release()))
     expect(await semaphore.inspect()).toMatchObject({ held: 0 })
   })
 })
