@@ -136,6 +136,8 @@ if (mode === 'lead') {
     onElected(term, signal) {
       const now = Number(mono())
       lastTerm = term
+      // A new term writes: a `quiet` asked of an earlier term (then frozen) ends with it.
+      quiet = false
       current = { term, grantedNs: now, validUntilNs: now + (leadership?.remainingMs() ?? 0) * 1e6 }
       send({ type: 'elected', process: processNo, term: term.toString(), mono: String(now) })
       void (async () => {

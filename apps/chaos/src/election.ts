@@ -250,12 +250,24 @@ export async function runElectionChaos(options: {
       const elected = await election.waitFor((m) => m.type === 'elected' && BigInt(m.term) > last, 'a leader')
       if (elected.type !== 'elected') continue
       last = BigInt(elected.term)
-      // Let it write, then freeze it past its lease and wake it while its successor leads.
-      await election.waitFor((m) => m.type === 'wrote' && m.term === elected.term, 'a write of the leader')
+      // Let it write, then freeze it past its lease (between two of its writes: frozen inside a
+      // transaction it would hold the row lock its successor's write waits for, and the pause
+      // would test the database's lock queue, not the fence) and wake it while its successor leads.
+      const wrote = election.messages.length
+      await election.waitFor(
+        (m) => election.messages.indexOf(m as never) >= wrote && m.type === 'wrote' && m.term === elected.term,
+        'a write of the leader',
+      )
+      const asked = election.messages.length
+      election.send(elected.process, { cmd: 'quiet' })
+      await election.waitFor(
+        (m) => election.messages.indexOf(m as never) >= asked && m.type === 'quiet' && m.process === elected.process,
+        'the leader quiet',
+      )
       election.freeze(elected.process)
       pauses++
-      // Frozen inside its transaction, it holds the row's lock and its successor cannot write:
-      // then it is woken after 10 × TTL all the same.
+      // A successor that cannot write within 10 × TTL (counted as `blocked`) is reported, and the
+      // frozen leader is woken all the same.
       const successor = election
         .waitFor(
           (m) => m.type === 'wrote' && BigInt(m.term) > last && m.outcome === 'accepted',

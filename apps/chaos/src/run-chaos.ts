@@ -163,7 +163,7 @@ async function runElection(): Promise<ElectionOutcome> {
   const unfenced = await runElectionChaos({ fenced: false, pauses: ELECTION_PAUSES })
   for (const r of [fenced, unfenced])
     console.error(
-      `  election ${r.fenced ? 'fenced' : 'unfenced'}: ${r.pauses} pauses (${r.blocked} inside a transaction), ${r.elections} elections, ${r.leases.overlaps} overlaps of valid leases, ${r.believed.overlaps} as believed, ${r.writes.accepted} writes accepted, ${r.writes.outOfOrder} out of term order, ${r.refused} refused (${r.seconds.toFixed(1)} s)`,
+      `  election ${r.fenced ? 'fenced' : 'unfenced'}: ${r.pauses} pauses (${r.blocked} with the successor unable to write), ${r.elections} elections, ${r.leases.overlaps} overlaps of valid leases, ${r.believed.overlaps} as believed, ${r.writes.accepted} writes accepted, ${r.writes.outOfOrder} out of term order, ${r.refused} refused (${r.seconds.toFixed(1)} s)`,
     )
   const problems: string[] = []
   for (const r of [fenced, unfenced]) {
@@ -180,7 +180,7 @@ async function runElection(): Promise<ElectionOutcome> {
 
 function formatElectionTable(e: ElectionOutcome): string {
   const row = (r: ElectionChaosResult) =>
-    `| ${r.fenced ? 'fenced' : 'unfenced (the control)'} | ${r.pauses} (${r.blocked} inside a transaction) | ${r.elections} | ${r.leases.overlaps} | ${r.believed.overlaps} | ${r.writes.accepted} | **${r.writes.outOfOrder}** | ${r.refused} |`
+    `| ${r.fenced ? 'fenced' : 'unfenced (the control)'} | ${r.pauses}${r.blocked > 0 ? ` (${r.blocked} with the successor unable to write)` : ''} | ${r.elections} | ${r.leases.overlaps} | ${r.believed.overlaps} | ${r.writes.accepted} | **${r.writes.outOfOrder}** | ${r.refused} |`
   return [
     '| leader writes | pauses of the leader | elections | overlaps of valid leases | overlaps as believed | writes accepted | accepted out of term order | refused by the fence |',
     '| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |',
@@ -198,7 +198,7 @@ function electionSection(electionTable: string): string {
 \`apps/chaos/src/election.ts\`: 3 candidate processes (\`locker.lead()\`, each its own Locker, Redis connection and
 PostgreSQL pool, a redis-server and a schema of their own, the rows under the database guard). The
 leaders write their term to one row the whole time. ${ELECTION_PAUSES} times per run the current leader is frozen
-(SIGSTOP) for 1-3 × its lease (300 ms), a successor is elected and writes, and the frozen one wakes
+(SIGSTOP, between two of its writes) for 1-3 × its lease (300 ms), a successor is elected and writes, and the frozen one wakes
 with a write in flight under the term it was elected with. **Fenced**, every write of a leader sets
 its term as the transaction's token (\`set_config('fencelock.token', term, true)\`, the database guard's
 path for any client, here \`pg\`): the database must accept no write of a deposed leader
