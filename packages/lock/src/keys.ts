@@ -44,3 +44,19 @@ export function resourceOfChannel(prefix: string, channel: string): string | und
 export function leaseRecordKey(prefix: string): string {
   return `${prefix}lease-record`
 }
+
+/**
+ * A semaphore's keys (family/semaphore.ts) live under `<prefix>sem:`: a lock's keys begin
+ * `<prefix>{`, so no lock name reaches them. Under it the semaphore is made of lock resources:
+ * its queue, `<name>:queue`, and its permits, `<name>:permit:<i>` (a name is told back from
+ * either by its last part, so two semaphores never share one).
+ */
+export const SEMAPHORE_PREFIX = 'sem:'
+
+/** The lock resources of semaphore `name` with `permits` permits (under {@link SEMAPHORE_PREFIX}). */
+export function semaphoreResources(name: string, permits: number): { queue: string; permits: string[] } {
+  return {
+    queue: `${name}:queue`,
+    permits: Array.from({ length: permits }, (_, i) => `${name}:permit:${i}`),
+  }
+}

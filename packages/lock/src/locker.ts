@@ -30,6 +30,7 @@ import {
   type UsingOptions,
 } from './options.js'
 import { QuorumBackend, type QuorumBackendOptions } from './quorum/quorum-backend.js'
+import { SEMAPHORE_PREFIX } from './keys.js'
 import { RedisBackend, type RedisBackendOptions, type RedisClient } from './backend/redis-backend.js'
 import { WaitQueues, type Attempt, type WaitHost } from './waiting/wait-queues.js'
 import {
@@ -48,7 +49,6 @@ import {
   forwardsSemaphoreEvent,
   resolveSemaphore,
   Semaphore,
-  SEMAPHORE_PREFIX,
   type SemaphoreHost,
   type SemaphoreOptions,
 } from './family/semaphore.js'

@@ -24,6 +24,7 @@ import {
   LockUnavailableError,
 } from '../errors.js'
 import type { LockEvent } from '../events.js'
+import { semaphoreResources } from '../keys.js'
 import type { Lock } from '../lock.js'
 import type { Locker } from '../locker.js'
 import {
@@ -42,9 +43,6 @@ import {
 
 /** Most permits of one semaphore: each is a lock of its own, and a blocked acquire waits on every one. */
 export const MAX_PERMITS = 64
-
-/** What follows the Locker's prefix in the keys of semaphores. */
-export const SEMAPHORE_PREFIX = 'sem:'
 
 /** Longest lease of the queue lock: a waiter that dies holding it holds the others up at most this long. */
 const QUEUE_TTL_MS = 5_000
@@ -111,7 +109,8 @@ export function resolveSemaphore(
   if (o.permits === undefined)
     throw new InvalidLockOptionError('permits', `is required: an integer from 1 to ${MAX_PERMITS}`, o.permits)
   const permits = checkInteger('permits', o.permits, 1, MAX_PERMITS)
-  const last = permitName(checked, permits - 1)
+  const resources = semaphoreResources(checked, permits)
+  const last = resources.permits[permits - 1]!
   if (Buffer.byteLength(last, 'utf8') > MAX_RESOURCE_BYTES) {
     const room = MAX_RESOURCE_BYTES - (Buffer.byteLength(last, 'utf8') - Buffer.byteLength(checked, 'utf8'))
     throw new InvalidLockOptionError(
@@ -121,14 +120,10 @@ export function resolveSemaphore(
     )
   }
   const names: SemaphoreNames = Object.freeze({
-    queue: `${checked}:queue`,
-    permits: Object.freeze(Array.from({ length: permits }, (_, i) => permitName(checked, i))),
+    queue: resources.queue,
+    permits: Object.freeze(resources.permits),
   })
   return { name: checked, permits, names }
-}
-
-function permitName(name: string, i: number): string {
-  return `${name}:permit:${i}`
 }
 
 /**
