@@ -107,7 +107,7 @@ describe('dashboard API', () => {
     expect(first.status).toBe(202)
     const started = (await first.json()) as RunView
     expect([started.id, started.mode, started.chaos, started.buyers, started.stock, started.status]).toEqual([1, 'fenced', 'pause', 50, 5, 'running'])
-    expect(pending[0]?.options).toMatchObject({ mode: 'fenced', chaos: 'pause', buyers: 50, stock: 5, instances: 3 })
+    expect(pending[0]?.options).toMatchObject({ mode: 'fenced', chaos: 'pause', buyers: 50, stock: 5, instances: 4 })
     // The demo's Redis is shared by every chaos but redis-restart.
     expect(pending[0]?.services.redis).toBe(redis)
 
