@@ -9,7 +9,7 @@ import { FLASH_SALE_DEFAULTS, type FlashSaleOptions, type FlashSaleProgress, typ
 import { PROTECTION_MODES, type ProtectionMode } from '../protection.js'
 import type { RedisEndpoint } from '@fencelock/devkit/redis-endpoint'
 import type { InstanceProcess } from '../supervisor.js'
-import type { ComparisonRequest, RunLimits, RunRequest, RunView } from './wire.js'
+import type { ChargedTwiceAnswer, ComparisonRequest, IncidentAnswer, RunLimits, RunRequest, RunView } from './wire.js'
 
 /** How many finished runs are kept. */
 export const RUN_HISTORY = 10
@@ -164,6 +164,12 @@ interface RunRecord {
   done: Promise<void>
 }
 
+/** What a finished run's report holds beyond its view: its incident and its charged-twice orders. */
+interface RunDetails {
+  readonly incident: IncidentAnswer
+  readonly chargedTwice: ChargedTwiceAnswer
+}
+
 /**
  * The runs of the dashboard.
  * @example
@@ -177,6 +183,8 @@ export class FlashSaleRuns {
   readonly #deps: FlashSaleRunsDeps
   readonly #now: () => number
   readonly #history: RunView[] = []
+  /** Details of the finished runs still listed ({@link FlashSaleRuns.runs}), by run id. */
+  readonly #details = new Map<number, RunDetails>()
   readonly #abort = new AbortController()
   #active: RunRecord | undefined
   #nextId = 1
@@ -351,6 +359,10 @@ export class FlashSaleRuns {
               acquireP99Ms: report.acquireP99Ms,
             },
           }
+          this.#details.set(id, {
+            incident: { incident: report.incident.incident === null ? null : { ...report.incident.incident, runId: id }, reason: report.incident.reason },
+            chargedTwice: { runId: id, orders: report.chargedTwice.orders, total: report.chargedTwice.total },
+          })
         },
         (error: unknown) => {
           const aborted = this.#abort.signal.aborted
@@ -368,6 +380,8 @@ export class FlashSaleRuns {
         record.instances = []
         this.#history.unshift(record.view)
         this.#history.length = Math.min(this.#history.length, RUN_HISTORY)
+        const listed = new Set(this.runs.map((r) => r.id))
+        for (const kept of this.#details.keys()) if (!listed.has(kept)) this.#details.delete(kept)
         this.#active = undefined
         if (comparison !== undefined) comparison.runs = comparison.runs.map((r) => (r.id === record.view.id ? record.view : r))
         const next = comparison?.queued.shift()
@@ -386,6 +400,22 @@ export class FlashSaleRuns {
         this.#deps.onActiveChange?.(false)
       })
     return record.view
+  }
+
+  /**
+   * The incident of run `id` (incident.ts), or why there is none; undefined for a run not listed.
+   */
+  incident(id: number): IncidentAnswer | undefined {
+    const run = this.runs.find((r) => r.id === id)
+    if (run === undefined) return undefined
+    return this.#details.get(id)?.incident ?? { incident: null, reason: run.status === 'running' ? 'The sale is still running: its incident is drawn from its report.' : `The sale ended ${run.status}: there is no report to draw from.` }
+  }
+
+  /** The orders run `id` charged more than once (charged-twice.ts); undefined for a run not listed. */
+  chargedTwice(id: number): ChargedTwiceAnswer | undefined {
+    const run = this.runs.find((r) => r.id === id)
+    if (run === undefined) return undefined
+    return this.#details.get(id)?.chargedTwice ?? { runId: id, orders: [], total: 0 }
   }
 
   /** Resolves when the run going on (if any) has ended. */

@@ -45,6 +45,8 @@ function controllableRunner() {
       expiredLocks: 0,
       acquireP99Ms: 12,
       chaosEvents: 2,
+      incident: { incident: null, reason: 'no pause landed on a lock holder' },
+      chargedTwice: { orders: [], total: 0 },
       ...over,
     }) as FlashSaleReport
   return { runner, pending, report }
@@ -132,6 +134,10 @@ describe('dashboard API', () => {
       [2, 'unsafe', 'done', 40, 35, 0],
       [1, 'fenced', 'done', 5, 0, 3],
     ])
+    // A finished run's incident and charged-twice drill-down, kept with it; an unlisted run is a 404.
+    expect(await (await fetch(`${base}api/runs/1/incident`)).json()).toEqual({ incident: null, reason: 'no pause landed on a lock holder' })
+    expect(await (await fetch(`${base}api/runs/2/charged-twice`)).json()).toEqual({ runId: 2, orders: [], total: 0 })
+    for (const path of ['api/runs/99/incident', 'api/runs/x/charged-twice', 'api/runs/0/incident']) expect((await fetch(`${base}${path}`)).status).toBe(404)
     // The double-charge figure is the report's, from the gateway's ledger; charges and payments travel apart.
     expect(after.runs.map((r) => [r.result?.doubleChargedOrders, r.result?.extraCharges, r.result?.gatewayCharges, r.result?.payments, r.result?.paidOrders])).toEqual([
       [1, 1, 31, 30, 30],
