@@ -23,6 +23,8 @@ export const RUN_LIMITS_DEFAULTS = Object.freeze({
   // 1000 buyers / 100 units on the embedded database: the lock alone oversells and charges twice
   // under a paused holder (issue 27: 37 oversold vs 0 with 6 stale writes rejected); 200 / 20 was noise.
   compare: Object.freeze({ buyers: 1_000, stock: 100 }),
+  // `--segments N` of the CLI, the values bench:shop measures.
+  segments: Object.freeze([1, 2, 4, 8]),
 })
 
 /** The modes of a comparison, in the order they run and are shown. */
@@ -74,8 +76,8 @@ export class ChaosUnavailableError extends FlashSaleRunError {
   }
 }
 
-const RUN_REQUEST_FIELDS = new Set(['mode', 'chaos', 'buyers', 'stock'])
-const COMPARISON_REQUEST_FIELDS = new Set(['chaos', 'buyers', 'stock'])
+const RUN_REQUEST_FIELDS = new Set(['mode', 'chaos', 'buyers', 'stock', 'segments'])
+const COMPARISON_REQUEST_FIELDS = new Set(['chaos', 'buyers', 'stock', 'segments'])
 
 function boundedInteger(body: Record<string, unknown>, field: 'buyers' | 'stock', bounds: { min: number; max: number; default: number }): number {
   const value = body[field]
@@ -91,11 +93,11 @@ function boundedInteger(body: Record<string, unknown>, field: 'buyers' | 'stock'
  * integers within `limits`, no other field.
  * @throws InvalidRunRequestError naming the field at fault.
  */
-export function parseRunRequest(body: unknown, limits: Pick<RunLimits, 'buyers' | 'stock'>): Required<RunRequest> {
+export function parseRunRequest(body: unknown, limits: Pick<RunLimits, 'buyers' | 'stock'> & Partial<Pick<RunLimits, 'segments'>>): Required<RunRequest> {
   if (body === null || typeof body !== 'object' || Array.isArray(body)) throw new InvalidRunRequestError('body', 'the body must be a JSON object {mode, chaos, buyers?, stock?}')
   const record = body as Record<string, unknown>
   for (const key of Object.keys(record)) {
-    if (!RUN_REQUEST_FIELDS.has(key)) throw new InvalidRunRequestError(key.slice(0, 40), `unknown field ${JSON.stringify(key.slice(0, 40))} (fields: mode, chaos, buyers, stock)`)
+    if (!RUN_REQUEST_FIELDS.has(key)) throw new InvalidRunRequestError(key.slice(0, 40), `unknown field ${JSON.stringify(key.slice(0, 40))} (fields: mode, chaos, buyers, stock, segments)`)
   }
   const { mode, chaos } = record
   if (typeof mode !== 'string' || !(PROTECTION_MODES as readonly string[]).includes(mode)) {
@@ -109,7 +111,15 @@ export function parseRunRequest(body: unknown, limits: Pick<RunLimits, 'buyers' 
     chaos: chaos as ChaosKind,
     buyers: boundedInteger(record, 'buyers', limits.buyers),
     stock: boundedInteger(record, 'stock', limits.stock),
+    segments: segmentsOf(record, limits.segments ?? RUN_LIMITS_DEFAULTS.segments),
   }
+}
+
+function segmentsOf(body: Record<string, unknown>, allowed: readonly number[]): number {
+  const value = body.segments
+  if (value === undefined) return 1
+  if (typeof value !== 'number' || !allowed.includes(value)) throw new InvalidRunRequestError('segments', `segments must be one of ${allowed.join(', ')}`)
+  return value
 }
 
 /**
@@ -117,15 +127,16 @@ export function parseRunRequest(body: unknown, limits: Pick<RunLimits, 'buyers' 
  * `limits` (default: `limits.compare`), no other field.
  * @throws InvalidRunRequestError naming the field at fault.
  */
-export function parseComparisonRequest(body: unknown, limits: Pick<RunLimits, 'buyers' | 'stock' | 'compare'>): Required<ComparisonRequest> {
+export function parseComparisonRequest(body: unknown, limits: Pick<RunLimits, 'buyers' | 'stock' | 'compare'> & Partial<Pick<RunLimits, 'segments'>>): Required<ComparisonRequest> {
   if (body === null || typeof body !== 'object' || Array.isArray(body)) throw new InvalidRunRequestError('body', 'the body must be a JSON object {chaos, buyers?, stock?}')
   const record = body as Record<string, unknown>
   for (const key of Object.keys(record)) {
-    if (!COMPARISON_REQUEST_FIELDS.has(key)) throw new InvalidRunRequestError(key.slice(0, 40), `unknown field ${JSON.stringify(key.slice(0, 40))} (fields: chaos, buyers, stock)`)
+    if (!COMPARISON_REQUEST_FIELDS.has(key)) throw new InvalidRunRequestError(key.slice(0, 40), `unknown field ${JSON.stringify(key.slice(0, 40))} (fields: chaos, buyers, stock, segments)`)
   }
   const { mode: _mode, ...run } = parseRunRequest({ ...record, mode: 'fenced' }, {
     buyers: { ...limits.buyers, default: limits.compare.buyers },
     stock: { ...limits.stock, default: limits.compare.stock },
+    ...(limits.segments === undefined ? {} : { segments: limits.segments }),
   })
   return run
 }
@@ -200,6 +211,7 @@ export class FlashSaleRuns {
       stock: deps.limits?.stock ?? RUN_LIMITS_DEFAULTS.stock,
       instances: deps.limits?.instances ?? RUN_LIMITS_DEFAULTS.instances,
       compare: deps.limits?.compare ?? RUN_LIMITS_DEFAULTS.compare,
+      segments: deps.limits?.segments ?? RUN_LIMITS_DEFAULTS.segments,
       redisRestart: deps.limits?.redisRestart ?? !process.env.REDIS_URL,
     }
   }
@@ -277,6 +289,7 @@ export class FlashSaleRuns {
       chaos: request.chaos,
       buyers: request.buyers,
       stock: request.stock,
+      segments: request.segments,
       seed: comparison?.seed ?? id,
       gatewayLatencyMs: request.chaos === 'redis-restart' ? REDIS_RESTART_GATEWAY_LATENCY_MS : base.gatewayLatencyMs,
     }
@@ -289,6 +302,7 @@ export class FlashSaleRuns {
         buyers: options.buyers,
         stock: options.stock,
         instances: options.instances,
+        segments: options.segments ?? 1,
         seed: options.seed,
         comparison: comparison?.id ?? null,
         gatewayLatencyMs: options.gatewayLatencyMs,

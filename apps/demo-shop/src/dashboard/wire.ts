@@ -31,7 +31,15 @@ export interface MetricsPoint {
   /** Instances whose /metrics answered this sample, and instances watched. */
   readonly instancesUp: number
   readonly instancesWatched: number
+  /**
+   * The same figures for the sale going on, from its own instances only (the fields above are the
+   * live shop's alone); null or absent without a sale.
+   */
+  readonly sale?: SaleMetricsPoint | null
 }
+
+/** A sale's lock metrics in one sample: the figures of {@link MetricsPoint}, from the sale's instances. */
+export type SaleMetricsPoint = Omit<MetricsPoint, 'atMs' | 'sale'> & { readonly runId: number }
 
 /**
  * The shop's invariants: stock and orders counted from its database, charges from the payment
@@ -105,6 +113,8 @@ export interface RunRequest {
   /** Default and bounds: `RunLimits`. */
   readonly buyers?: number
   readonly stock?: number
+  /** Stock segments (`--segments N`): one of `RunLimits.segments`; default 1. */
+  readonly segments?: number
 }
 
 /** The same sale in the three modes, one after the other (`POST /api/comparisons`): one seed, one chaos, one size. */
@@ -112,6 +122,7 @@ export interface ComparisonRequest {
   readonly chaos: WireChaos
   readonly buyers?: number
   readonly stock?: number
+  readonly segments?: number
 }
 
 /** Bounds of a run from the browser, as the server enforces them. */
@@ -119,6 +130,8 @@ export interface RunLimits {
   readonly buyers: { readonly min: number; readonly max: number; readonly default: number }
   readonly stock: { readonly min: number; readonly max: number; readonly default: number }
   readonly instances: number
+  /** The stock segments a run may ask for (`--segments N`: the stock split over N rows, each its own lock and fence). */
+  readonly segments: readonly number[]
   /** The size of a comparison by default: one that bites (the lock alone fails visibly). */
   readonly compare: { readonly buyers: number; readonly stock: number }
   /** False when the chaos `redis-restart` cannot run here (REDIS_URL is set: no Redis of our own to restart). */
@@ -134,6 +147,8 @@ export interface RunView {
   readonly buyers: number
   readonly stock: number
   readonly instances: number
+  /** Stock segments of the sale (1: the stock on the product, under one lock). */
+  readonly segments: number
   readonly seed: number
   /** The comparison this run belongs to (the same sale in the three modes), or null for a single sale. */
   readonly comparison: number | null
