@@ -259,6 +259,7 @@ function candidateOf(pause: PauseRecord, input: IncidentInput): Candidate | unde
     ending,
     replayedBy: replayedBy?.instance,
     aChargeRefused: aCharges.some((e) => e.outcome === 'refused-stale'),
+    aWriteRefused: aWrites.some((e) => e.outcome === 'refused'),
   })
   const score =
     (bGrant ? 8 : 0) + (aWrites.length > 0 ? 4 : 0) + (ending !== 'incomplete' ? 2 : 0) + (op === 'charge' ? 1 : 0)
@@ -296,17 +297,20 @@ function summaryOf(s: {
   ending: SaleIncident['ending']
   replayedBy: string | undefined
   aChargeRefused: boolean
+  aWriteRefused: boolean
 }): string {
   const takeover = s.b ? `${s.b.instance} took over with token ${s.b.token}` : 'nobody took over'
   const opening = `${s.a}'s lease ran out while it was frozen, ${takeover}`
   switch (s.ending) {
     case 'refused': {
-      const gateway = s.aChargeRefused
-        ? `; the gateway refused its charge for the old token`
-        : s.replayedBy
-          ? `; the gateway answered ${s.replayedBy}'s charge from the idempotency record, so the order was charged once`
-          : ''
-      return `Fencing held: ${opening}, and when ${s.a} woke up with token ${s.n} the database refused its write${gateway}.`
+      const refusals = [
+        s.aChargeRefused ? 'the gateway refused its charge for the old token' : '',
+        s.aWriteRefused ? 'the database refused its write' : '',
+      ]
+      const replay = s.replayedBy
+        ? `; the gateway answered ${s.replayedBy}'s charge from the idempotency record, so the order was charged once`
+        : ''
+      return `Fencing held: ${opening}, and when ${s.a} woke up with token ${s.n} ${refusals.filter(Boolean).join(' and ')}${replay}.`
     }
     case 'second-charge':
       return `The lock alone failed: ${opening}, and ${s.a} woke up with token ${s.n} still believing it held the lock — the gateway charged the order a second time and the shop recorded its stale payment.`

@@ -137,6 +137,23 @@ describe('buildIncident', () => {
     expect(incident?.summary).toMatch(/^The lock alone failed/)
   })
 
+  it("fenced, A's charge sent only after it woke: the gateway refuses the old token, nothing of A lands", () => {
+    const events: RecordedEvent[] = [
+      lock(1249, 'shop-1', N, 'acquired'),
+      lock(2277, 'shop-3', M, 'acquired'),
+      write(2529, 'shop-3', M, 'intent', 'accepted'),
+      charge(2855, 'shop-3', M, 'charged', 'ch_b'),
+      write(2948, 'shop-3', M, 'payment', 'accepted'),
+      charge(4259, 'shop-1', N, 'refused-stale', null),
+    ]
+    const pauses = [{ ...pause, frozenAtMs: T0 + 1494, resumedAtMs: T0 + 3995 }]
+    const { incident } = buildIncident({ mode: 'fenced', ttlMs: 1000, saleStartMs: T0, pauses, events })
+    expect(incident?.ending).toBe('refused')
+    expect(incident?.steps.at(-1)).toMatchObject({ actor: 'A', kind: 'charge', outcome: 'refused' })
+    expect(incident?.summary).toMatch(/the gateway refused its charge for the old token\.$/)
+    expect(incident?.summary).not.toMatch(/database/)
+  })
+
   it('says why there is none: no lock, or no pause on a holder', () => {
     expect(
       buildIncident({ mode: 'unsafe', ttlMs: 1000, saleStartMs: T0, pauses: [{ ...pause, token: null }], events: [] })
