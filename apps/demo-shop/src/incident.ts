@@ -39,7 +39,10 @@ type WriteEvent = Extract<RecordedEvent, { kind: 'write' }>
 type Step = Omit<IncidentStep, 'atMs'> & { readonly at: number }
 
 const WRITES = {
-  order: (orderId: number | null) => `takes a unit off the stock and creates order #${orderId ?? '?'}`,
+  order: (orderId: number | null) =>
+    orderId === null
+      ? 'takes a unit off the stock and creates an order'
+      : `takes a unit off the stock and creates order #${orderId}`,
   intent: (orderId: number | null) => `records the payment intent of order #${orderId ?? '?'}`,
   payment: (orderId: number | null) => `marks order #${orderId ?? '?'} paid and records a payment`,
 }
@@ -118,6 +121,9 @@ function candidateOf(pause: PauseRecord, input: IncidentInput): Candidate | unde
         aHolds(e) && (lockOf(e)?.what === 'acquired' || lockOf(e)?.what === 'extended') && e.atMs <= pause.frozenAtMs,
     )
     .at(-1)
+  // A renewal sent just before the freeze is answered (and recorded) only after the wake: Redis
+  // applied it at some moment before the freeze, so the lease's end is known only to be before B's grant.
+  const lateRenewal = on.some((e) => aHolds(e) && lockOf(e)?.what === 'extended' && e.atMs > pause.frozenAtMs)
   const leaseEnd =
     aRenewal === undefined
       ? undefined
@@ -180,13 +186,16 @@ function candidateOf(pause: PauseRecord, input: IncidentInput): Candidate | unde
   })
   if (leaseEnd !== undefined)
     steps.push({
-      at: bGrant === undefined ? leaseEnd : Math.min(leaseEnd, bGrant.atMs),
+      at: bGrant === undefined ? leaseEnd : lateRenewal ? bGrant.atMs : Math.min(leaseEnd, bGrant.atMs),
       actor: 'A',
       instance: a,
       token: pause.token,
       kind: 'lease-expired',
       outcome: 'ok',
-      text: `${a}'s lease (token ${n}) runs out: its watchdog is frozen with it and renews nothing`,
+      text:
+        lateRenewal && bGrant !== undefined
+          ? `${a}'s lease (token ${n}) has run out by now at the latest (a renewal sent just before the freeze was answered only after it): its watchdog is frozen with it and renews nothing`
+          : `${a}'s lease (token ${n}) runs out: its watchdog is frozen with it and renews nothing`,
     })
   if (bGrant)
     steps.push({

@@ -154,6 +154,27 @@ describe('buildIncident', () => {
     expect(incident?.summary).not.toMatch(/database/)
   })
 
+  it("a renewal answered only after the wake: the lease is known to be gone by B's grant, not earlier", () => {
+    const events: RecordedEvent[] = [
+      lock(602, 'shop-1', N, 'acquired'),
+      lock(5000, 'shop-1', N, 'extended'), // sent at ~935 ms, its answer read after the wake
+      lock(2100, 'shop-3', M, 'acquired'),
+      write(2120, 'shop-3', M, 'payment', 'accepted'),
+      write(5100, 'shop-1', N, 'payment', 'refused', M),
+    ]
+    const { incident } = buildIncident({
+      mode: 'fenced',
+      ttlMs: 1000,
+      saleStartMs: T0,
+      pauses: [{ ...pause, frozenAtMs: T0 + 1000, resumedAtMs: T0 + 3500 }],
+      events,
+    })
+    expect(incident?.steps.find((s) => s.kind === 'lease-expired')).toMatchObject({
+      atMs: 2100,
+      text: expect.stringContaining('at the latest'),
+    })
+  })
+
   it('says why there is none: no lock, or no pause on a holder', () => {
     expect(
       buildIncident({ mode: 'unsafe', ttlMs: 1000, saleStartMs: T0, pauses: [{ ...pause, token: null }], events: [] })

@@ -195,6 +195,11 @@ describe('the dashboard in Chromium', () => {
     expect(await drill.locator('.drill-charges li').first().textContent()).toMatch(/ms: charge ch_\w+ by shop-\d/)
     await drill.scrollIntoViewIfNeeded()
     await drill.screenshot({ path: join(shots, 'charged-twice-1280.png') })
+    // The charts: the live shop's by default, the sale's (its own instances) at a click.
+    const switchToSale = page.getByRole('group', { name: 'Whose lock metrics' }).getByRole('button', { name: /^Sales? #/ })
+    await switchToSale.click()
+    expect(await page.locator('#charts-title .hint').textContent()).toMatch(/^sales? #[\d, #]+, its own instances/)
+    expect(await page.locator('.chart canvas').count()).toBe(6)
     mark('incident and drill-down checked')
     await page.evaluate(() => window.scrollTo(0, 0))
     // No horizontal overflow at any of these widths: the page, and no table hiding columns in a scroll.
@@ -220,6 +225,7 @@ describe('the dashboard in Chromium', () => {
       expect(widestTable, `a table's hidden columns at ${width} px`).toBe(0)
     }
     await page.screenshot({ path: join(shots, 'phone-390x844.png') })
+    await timeline.screenshot({ path: join(shots, 'incident-390.png') })
     await page.screenshot({ path: join(shots, 'phone-390x844-full.png'), fullPage: true })
 
     // The shop goes away: the page says so, and keeps trying.
