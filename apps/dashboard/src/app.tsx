@@ -1,4 +1,7 @@
+import { useState } from 'react'
+import { ChargedTwicePanel } from './components/charged-twice-panel'
 import { ChartsPanel } from './components/charts-panel'
+import { defaultIncidentRun, IncidentPanel } from './components/incident-panel'
 import { ComparisonPanel } from './components/comparison-panel'
 import { ConnectionBanner } from './components/connection-banner'
 import { InvariantsPanel } from './components/invariants-panel'
@@ -11,6 +14,12 @@ import { useDashboardStream, type StreamOptions } from './use-dashboard-stream'
 export function App({ stream }: { stream?: StreamOptions }) {
   const { snapshot, points, connection } = useDashboardStream(stream)
   const updated = snapshot ? new Date(snapshot.atMs).toLocaleTimeString() : null
+  const runs = snapshot?.runs ?? []
+  // The incident drawn: the run picked in the table, else the newest finished one with a lock.
+  const [picked, setPicked] = useState<number | null>(null)
+  const [drill, setDrill] = useState<number | null>(null)
+  const timelineRun = picked !== null && runs.some((r) => r.id === picked) ? picked : defaultIncidentRun(runs)
+  const drillRun = runs.find((r) => r.id === drill) ?? null
   return (
     <div className="page">
       <header className="top">
@@ -39,7 +48,11 @@ export function App({ stream }: { stream?: StreamOptions }) {
           <LocksTable locks={snapshot?.locks ?? []} />
         </div>
         <div className="area-runs">
-          <RunsComparison runs={snapshot?.runs ?? []} />
+          <RunsComparison runs={runs} onChargedTwice={setDrill} onTimeline={setPicked} timelineRun={timelineRun} />
+          {drillRun ? <ChargedTwicePanel run={drillRun} onClose={() => setDrill(null)} /> : null}
+        </div>
+        <div className="area-incident">
+          <IncidentPanel runs={runs} runId={timelineRun} />
         </div>
       </main>
     </div>

@@ -15,4 +15,10 @@ export type {
   WireMode,
   ApiError,
   ComparisonRequest,
+  IncidentAnswer,
+  IncidentStep,
+  IncidentView,
+  ChargedTwiceAnswer,
+  ChargedTwiceOrder,
+  SaleMetricsPoint,
 } from '@fencelock/demo-shop/dashboard-wire'

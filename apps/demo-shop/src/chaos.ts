@@ -32,6 +32,9 @@ export interface PauseRecord {
   readonly token: string | null
   readonly operation: string
   readonly pausedMs: number
+  /** When it was frozen (SIGSTOP) and continued (SIGCONT), epoch ms; `resumedAtMs` null while frozen. */
+  readonly frozenAtMs: number
+  readonly resumedAtMs: number | null
 }
 
 /** A running fault injector. */
@@ -96,8 +99,10 @@ export function startPauseChaos(supervisor: Supervisor, options: PauseChaosOptio
       token: call.token,
       operation: call.operation,
       pausedMs: options.pauseMs,
+      frozenAtMs: Date.now(),
+      resumedAtMs: null,
     }
-    pauses.push(record)
+    const index = pauses.push(record) - 1
     options.onPause?.(record, 'frozen')
     await new Promise<void>((resume) => {
       const timer = setTimeout(resume, options.pauseMs)
@@ -110,8 +115,10 @@ export function startPauseChaos(supervisor: Supervisor, options: PauseChaosOptio
       }
     })
     supervisor.thaw(call.pid)
+    const resumed: PauseRecord = { ...record, resumedAtMs: Date.now() }
+    pauses[index] = resumed
     current = undefined
-    options.onPause?.(record, 'resumed')
+    options.onPause?.(resumed, 'resumed')
     armedAt = performance.now() + options.gapMs
   }
 

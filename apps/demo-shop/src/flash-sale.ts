@@ -38,6 +38,8 @@ import { CannotStartError } from '@fencelock/devkit/cli'
 import { resolveRedis, type RedisEndpoint } from '@fencelock/devkit/redis-endpoint'
 import { startSentinelSet } from '@fencelock/devkit/redis-topology'
 import { countShop } from './shop-counts.js'
+import { readChargedTwice, type ChargedTwice } from './charged-twice.js'
+import { buildIncident, type IncidentResult } from './incident.js'
 import { sumSaleTimings, type SaleTimingTotals } from './sale-timings.js'
 import { startGateway } from './gateway/start-gateway.js'
 import { Supervisor, type InstanceProcess } from './supervisor.js'
@@ -158,6 +160,12 @@ export interface FlashSaleReport {
   readonly load: LoadTotals
   /** With `saleTimers`: the purchases' phases summed over the instances, in ms (sale-timings.ts). */
   readonly saleTimings?: SaleTimingTotals
+  /** When the crowd started, epoch ms: the incident's and the drill-down's times count from it. */
+  readonly saleStartedAtMs: number
+  /** One incident of the sale (a holder frozen, another taking over, the frozen one waking), or why there is none (incident.ts). */
+  readonly incident: IncidentResult
+  /** The orders the gateway charged more than once, with who charged them and with which token (charged-twice.ts). */
+  readonly chargedTwice: ChargedTwice
 }
 
 /** Nearest-rank percentile of `values` (p in 0..100); null when empty. */
@@ -359,6 +367,7 @@ export async function runFlashSale(
 
     const instances = supervisor.instances
     progress({ phase: 'selling', done: 0, chaosCount: 0, instances })
+    const saleStartedAtMs = Date.now()
     const load = await runLoad({
       targets: instances.map((i) => i.url),
       sku: FLASH_SALE_DEFAULTS.sku,
@@ -412,8 +421,13 @@ export async function runFlashSale(
     })
     const db = createPrisma(location, 1)
     let counts
+    let chargedTwice: ChargedTwice
+    // The instances' logs as each sent them once drained (a woken holder's late write is in them),
+    // else as they answered before the drain (an instance killed meanwhile).
+    const events = stats.flatMap((s) => (supervisor.finalStats.get(s.instance) ?? s).events)
     try {
       counts = await countShop(db, location.schema)
+      chargedTwice = await readChargedTwice(db, events, saleStartedAtMs)
     } finally {
       await db.$disconnect()
     }
@@ -455,6 +469,9 @@ export async function runFlashSale(
       kills: chaos.kills ?? [],
       load,
       ...(options.saleTimers ? { saleTimings: sumSaleTimings(stats.flatMap((s) => (s.saleTimings ? [s.saleTimings] : []))) } : {}),
+      saleStartedAtMs,
+      incident: buildIncident({ mode: options.mode, ttlMs: options.ttlMs, saleStartMs: saleStartedAtMs, pauses: chaos.pauses, events }),
+      chargedTwice,
     }
   } finally {
     for (const cleanup of cleanups.reverse()) await cleanup().catch(() => {})

@@ -15,6 +15,7 @@ import { createPrisma } from './database.js'
 import { heldLocksRecorder, readHeldLocks } from './held-locks.js'
 import type { InstanceConfig } from './instance-config.js'
 import { InFlight } from './in-flight.js'
+import { IncidentLog, type RecordedEvent } from './incident-log.js'
 import { GatewayError, httpGateway } from './payment-gateway.js'
 import { Reconciler } from './reconciler.js'
 import { createProtection, fencedShopClient, shopStores } from './protection.js'
@@ -41,6 +42,8 @@ export interface InstanceStats {
   readonly reconciledCancelled: number
   /** With SHOP_SALE_TIMERS=1: the purchases' phases summed (sale-timings.ts). */
   readonly saleTimings?: SaleTimingTotals
+  /** What it recorded for the incident timeline and the charged-twice drill-down (incident-log.ts). */
+  readonly events: RecordedEvent[]
 }
 
 /** A built instance. */
@@ -101,6 +104,8 @@ export async function buildInstance(config: InstanceConfig, observer?: ShopObser
     ...(config.lockReplicas > 0 ? { replicas: config.lockReplicas } : {}),
   })
   locker.listen(heldLocksRecorder(redis, keys.heldLocks, config.instanceId))
+  const incidentLog = new IncidentLog(config.instanceId)
+  locker.listen(incidentLog.lockListener())
 
   const registry = new Registry()
   const metrics = instrument(locker, { registry, groups: ['product', 'order'] })
@@ -125,7 +130,17 @@ export async function buildInstance(config: InstanceConfig, observer?: ShopObser
     protection,
     gateway,
     instanceId: config.instanceId,
-    ...(observer === undefined ? {} : { observer }),
+    observer: {
+      externalCall: (call) => {
+        incidentLog.call(call)
+        observer?.externalCall(call)
+      },
+      chargeAnswered: (call) => observer?.chargeAnswered?.(call),
+      step: (step) => {
+        incidentLog.step(step)
+        observer?.step?.(step)
+      },
+    },
   })
   const reconciler = new Reconciler({
     db: prisma,
@@ -189,6 +204,7 @@ export async function buildInstance(config: InstanceConfig, observer?: ShopObser
       reconciledPaid: reconciler.totals.paid,
       reconciledCancelled: reconciler.totals.cancelled,
       ...(timings === undefined ? {} : { saleTimings: timings.totals() }),
+      events: incidentLog.events(),
     }),
     async drain(timeoutMs) {
       const deadline = performance.now() + timeoutMs

@@ -12,6 +12,8 @@ export type InstanceMessage =
   | { type: 'external-call'; instance: string; pid: number; operation: 'authorize' | 'charge'; resource: string; token: string | null }
   /** The answer to `stats`. */
   | { type: 'stats'; stats: InstanceStats }
+  /** Its stats once drained, unasked, right before it exits: the work a woken holder finished late is in them. */
+  | { type: 'final-stats'; stats: InstanceStats }
   /** Startup failed; the process exits after sending it. */
   | { type: 'failed'; message: string }
 

@@ -58,6 +58,7 @@ async function main(): Promise<void> {
     const drained = await instance.drain(config.lockWaitMs + GATEWAY_TIMEOUT_MS + 10_000)
     if (!drained)
       console.error(`[${config.instanceId}] drain: ${instance.inFlight()} operation(s) still running at the deadline`)
+    send({ type: 'final-stats', stats: instance.stats() })
     server.closeAllConnections()
     await instance.close()
     process.disconnect?.()

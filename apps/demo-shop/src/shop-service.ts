@@ -18,9 +18,11 @@
  * between the charge and the payment row) is settled by the reconciler (reconciler.ts).
  */
 import { randomBytes } from 'node:crypto'
+import { StaleFencingTokenError } from '@fencelock/fencing'
 import type { PrismaClient } from '../../../generated/prisma/client.js'
 import { GatewayError, type PaymentGateway } from './payment-gateway.js'
-import type { Protection } from './protection.js'
+import type { ShopStep } from './incident-log.js'
+import type { Guard, Protection } from './protection.js'
 import type { SaleTimings } from './sale-timings.js'
 import { loadSegments, sellFromSegments, type SegmentRef } from './segments.js'
 import { lockResource } from './shop-keys.js'
@@ -30,6 +32,8 @@ export interface ShopObserver {
   externalCall(call: { operation: 'authorize' | 'charge'; resource: string; token: bigint | undefined }): void
   /** Told when the gateway has answered a charge, before the payment is recorded (a test hook dies here). */
   chargeAnswered?(call: { orderId: number; chargeId: string }): void
+  /** Told each charge's answer and each write's outcome (the incident timeline's record). */
+  step?(step: ShopStep): void
 }
 
 /** A new order's reference: `ord_` and 16 random bytes in base64url (node:crypto). Never reused. */
@@ -139,7 +143,7 @@ export class ShopService {
       // The write-back computed from the read in tx1, as real code does: the lock is what is
       // supposed to make that read still current.
       const stockLeft = product.stock - 1
-      const order = await guard.write(row, async (tx) => {
+      const order = await this.#recorded(guard, 'order', (o) => o.id, () => guard.write(row, async (tx) => {
         await tx.product.update({ where: { sku }, data: { stock: stockLeft } })
         // The reference (the charge's key) and the amount are fixed here, in the order's first
         // transaction: a payment can only ever charge this amount under this key.
@@ -152,7 +156,7 @@ export class ShopService {
             amountCents: product.priceCents,
           },
         })
-      })
+      }))
       timer?.mark('write')
       return { kind: 'ordered', sku, orderId: order.id, stockLeft, token: guard.token }
     })
@@ -181,7 +185,7 @@ export class ShopService {
           await gateway.authorize({ buyerId, amountCents: product.priceCents })
 
           const stockLeft = segment.stock - 1
-          const order = await guard.write(row, async (tx) => {
+          const order = await this.#recorded(guard, 'order', (o) => o.id, () => guard.write(row, async (tx) => {
             await tx.stockSegment.update({ where: { id: ref.id }, data: { stock: stockLeft } })
             return tx.order.create({
               data: {
@@ -193,7 +197,7 @@ export class ShopService {
                 segment: ref.segment,
               },
             })
-          })
+          }))
           const ordered: PurchaseResult = { kind: 'ordered', sku, orderId: order.id, stockLeft, token: guard.token, segment: ref.segment }
           return { kind: 'sold' as const, value: ordered }
         },
@@ -201,6 +205,23 @@ export class ShopService {
       )
     })
     return sold === 'sold-out' ? { kind: 'sold-out', sku } : sold
+  }
+
+  /**
+   * Runs a write step and tells the observer its outcome: accepted, or refused by the database's
+   * fence (the row holds a newer token). Other failures are not an outcome of the fence: not told.
+   */
+  async #recorded<T>(guard: Guard, what: 'order' | 'intent' | 'payment', orderId: number | ((result: T) => number), write: () => Promise<T>): Promise<T> {
+    const step = this.#deps.observer?.step
+    const base = { kind: 'write', resource: guard.resource, token: guard.token, what } as const
+    try {
+      const result = await write()
+      step?.({ ...base, outcome: 'accepted', orderId: typeof orderId === 'number' ? orderId : orderId(result), storedToken: undefined })
+      return result
+    } catch (error) {
+      if (error instanceof StaleFencingTokenError) step?.({ ...base, outcome: 'refused', orderId: typeof orderId === 'number' ? orderId : null, storedToken: error.storedToken })
+      throw error
+    }
   }
 
   /** Pays order `orderId` under the lock `order:<id>`; a second payment of a paid order is a no-op. */
@@ -211,7 +232,7 @@ export class ShopService {
 
     const row = { model: 'Order', where: { id: orderId } } as const
     return protection.run(lockResource.order(orderId), async (guard) => {
-      const order = await guard.transaction(row, async (tx) => {
+      const order = await this.#recorded(guard, 'intent', orderId, () => guard.transaction(row, async (tx) => {
         const found = await tx.order.findUnique({
           where: { id: orderId },
           include: { product: { select: { priceCents: true } } },
@@ -225,29 +246,33 @@ export class ShopService {
           where: { id: orderId },
           data: { paymentKey: found.reference, paymentIntentAt: new Date(), amountCents },
         })
-      })
+      }))
       if (order === null) return { kind: 'unknown-order', orderId }
       if (order.status === 'paid') return { kind: 'already-paid', orderId }
       if (order.status === 'cancelled') return { kind: 'cancelled', orderId }
 
       const amountCents = order.amountCents as number
       observer?.externalCall({ operation: 'charge', resource: guard.resource, token: guard.token })
-      let charge: { chargeId: string }
+      let charge: { chargeId: string; replayed: boolean }
+      const answered = { kind: 'charge', resource: guard.resource, token: guard.token, orderId } as const
       try {
         charge = await gateway.charge({ orderId, amountCents }, guard.outsideCall(order.reference))
       } catch (error) {
+        const outcome = error instanceof GatewayError ? (error.isStaleToken ? 'refused-stale' : error.isKeyReused ? 'key-reused' : 'failed') : 'failed'
+        observer?.step?.({ ...answered, outcome, chargeId: null })
         if (error instanceof GatewayError && error.isKeyReused) return { kind: 'reconciling', orderId }
         throw error
       }
+      observer?.step?.({ ...answered, outcome: charge.replayed ? 'replayed' : 'charged', chargeId: charge.chargeId })
       observer?.chargeAnswered?.({ orderId, chargeId: charge.chargeId })
 
-      const payment = await guard.write(row, async (tx) => {
+      const payment = await this.#recorded(guard, 'payment', orderId, () => guard.write(row, async (tx) => {
         // The order's (fenced) update first: a stale holder's transaction stops there.
         await tx.order.update({ where: { id: orderId }, data: { status: 'paid' } })
         return tx.payment.create({
           data: { orderId, amountCents, instance: instanceId, gatewayChargeId: charge.chargeId },
         })
-      })
+      }))
       return {
         kind: 'paid',
         orderId,

@@ -71,6 +71,7 @@ export class Supervisor {
   readonly #listeners = new Set<(call: ExternalCall) => void>()
   readonly #exitListeners = new Set<(id: string, pid: number | undefined) => void>()
   #statsWaiters = new Map<number, (stats: InstanceStats) => void>()
+  readonly #finalStats = new Map<string, InstanceStats>()
   #stopping: Promise<void> | undefined
   #options: SupervisorOptions | undefined
   /** Instances killed by {@link Supervisor.kill} and restarted by {@link Supervisor.restart}. */
@@ -198,7 +199,17 @@ export class Supervisor {
     } else if (m.type === 'stats') {
       const pid = child.process.pid
       if (pid !== undefined) this.#statsWaiters.get(pid)?.(m.stats)
+    } else if (m.type === 'final-stats') {
+      this.#finalStats.set(child.id, m.stats)
     }
+  }
+
+  /**
+   * The stats each instance sent once drained, right before it exited ({@link Supervisor.stop}),
+   * by instance id; an instance killed or still running has none.
+   */
+  get finalStats(): ReadonlyMap<string, InstanceStats> {
+    return this.#finalStats
   }
 
   /** The running instances. */

@@ -38,6 +38,7 @@ describe('flash sale on real processes', () => {
   it('fenced + pause, 5 seeds: never charged twice at the gateway; charges = payments = paid orders; exactly the stock sold; no lost update', async () => {
     const pausedOperations: string[] = []
     let rejected = 0
+    let refusedIncidents = 0
     for (const seed of [1, 2, 3, 4, 5]) {
       const options = { ...small, buyers: 120, stock: 20, mode: 'fenced', chaos: 'pause', seed } as const
       const report = await run(options)
@@ -54,10 +55,16 @@ describe('flash sale on real processes', () => {
       expect(report.violations).toBe(0)
       pausedOperations.push(...report.pauses.map((p) => p.operation))
       rejected += report.staleWritesRejected
+      // The incident drawn from the sale's records never shows a stale write or charge landing.
+      expect(['refused', 'incomplete', undefined]).toContain(report.incident.incident?.ending)
+      if (report.incident.incident?.ending === 'refused') refusedIncidents++
+      expect(report.chargedTwice).toEqual({ orders: [], total: 0 })
     }
     // The chaos did bite where the money moves: holders were frozen inside their charge.
     expect(pausedOperations).toContain('charge')
     expect(rejected).toBeGreaterThan(0)
+    // And a refusal is drawn: A frozen, B with a newer token, A's write or charge refused.
+    expect(refusedIncidents).toBeGreaterThan(0)
   }, 400_000)
 
   it('lock + pause: an order charged twice at the gateway in at least one of 5 seeds', async () => {
@@ -71,6 +78,16 @@ describe('flash sale on real processes', () => {
       }
     }
     expect(found.length).toBeGreaterThan(0)
+    // The drill-down: each order charged twice, each charge by an instance holding its own token
+    // (a second charge under the lock alone comes from a holder whose lease had gone).
+    const [report] = found as [FlashSaleReport]
+    expect(report.chargedTwice.total).toBe(report.doubleChargedOrders)
+    for (const order of report.chargedTwice.orders) {
+      expect(order.charges.length).toBeGreaterThan(1)
+      expect(order.charges.every((c) => c.instance !== null && c.token !== null)).toBe(true)
+      expect(new Set(order.charges.map((c) => c.token)).size).toBe(order.charges.length)
+    }
+    expect(['second-charge', 'stale-write-accepted', 'incomplete']).toContain(report.incident.incident?.ending)
   }, 400_000)
 
   it('unsafe without chaos: oversell, and orders charged twice at the gateway', async () => {
@@ -79,5 +96,8 @@ describe('flash sale on real processes', () => {
     expect(report.oversoldUnits).toBeGreaterThan(0)
     expect(report.sold).toBeGreaterThan(report.initialStock)
     expect(report.doubleChargedOrders).toBeGreaterThan(0)
+    // No lock, no token: the drill-down names the instances only, and there is no incident.
+    expect(report.chargedTwice.orders[0]?.charges.every((c) => c.instance !== null && c.token === null)).toBe(true)
+    expect(report.incident.incident).toBeNull()
   }, 150_000)
 })

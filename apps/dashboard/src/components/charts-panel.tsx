@@ -1,4 +1,4 @@
-import { useMemo } from 'react'
+import { useMemo, useState } from 'react'
 import type uPlot from 'uplot'
 import { formatMs, formatPercent, formatRate } from '../format'
 import type { MetricsPoint } from '../wire'
@@ -10,11 +10,24 @@ const ms = (v: number) => (v >= 1000 ? `${(v / 1000).toFixed(v >= 10_000 ? 0 : 1
 const pct = (v: number) => `${Math.round(v * 100)} %`
 const num = (v: number) => (Number.isInteger(v) ? String(v) : v.toFixed(1))
 
-/** The lock metrics of the last minutes, summed over every instance watched. */
+type Figures = Omit<MetricsPoint, 'atMs' | 'sale'>
+
+/**
+ * The lock metrics of the last minutes: the live shop's, or the sales' (each from its own
+ * instances only; the two are never summed).
+ */
 export function ChartsPanel({ points }: { points: readonly MetricsPoint[] }) {
+  const saleIds = useMemo(() => [...new Set(points.flatMap((p) => (p.sale ? [p.sale.runId] : [])))], [points])
+  const [chosen, setChosen] = useState<'live' | 'sale'>('live')
+  const view = chosen === 'sale' && saleIds.length > 0 ? 'sale' : 'live'
   const columns = useMemo(() => {
     const x = points.map((p) => p.atMs / 1000)
-    const col = (f: (p: MetricsPoint) => number | null) => points.map(f)
+    const figures = (p: MetricsPoint): Figures | null => (view === 'live' ? p : (p.sale ?? null))
+    const col = (f: (p: Figures) => number | null) =>
+      points.map((p) => {
+        const of = figures(p)
+        return of === null ? null : f(of)
+      })
     return {
       x,
       rate: col((p) => p.acquireRate),
@@ -25,8 +38,10 @@ export function ChartsPanel({ points }: { points: readonly MetricsPoint[] }) {
       lost: col((p) => p.lostLocks),
       rejections: col((p) => p.fencingRejections),
     }
-  }, [points])
-  const last = points[points.length - 1]
+  }, [points, view])
+  const lastPoint = points[points.length - 1]
+  const last: Figures | undefined = view === 'live' ? lastPoint : (lastPoint?.sale ?? undefined)
+  const saleLabel = saleIds.length === 1 ? `Sale #${saleIds[0]}` : saleIds.length > 1 ? `Sales #${saleIds.join(', #')}` : 'Sale'
   const data = (...cols: Array<Array<number | null>>): uPlot.AlignedData => [columns.x, ...cols] as uPlot.AlignedData
   const lostTotal = columns.lost.reduce<number>((a, v) => a + (v ?? 0), 0)
   const rejectedTotal = columns.rejections.reduce<number>((a, v) => a + (v ?? 0), 0)
@@ -34,8 +49,19 @@ export function ChartsPanel({ points }: { points: readonly MetricsPoint[] }) {
   return (
     <section className="panel" aria-labelledby="charts-title">
       <h2 id="charts-title">
-        Lock metrics <span className="hint">last {Math.max(1, Math.round(points.length / 60))} min · rates and quantiles over 5 s · every instance</span>
+        Lock metrics{' '}
+        <span className="hint">
+          {view === 'live' ? 'live shop' : `${saleLabel.toLowerCase()}, its own instances`} · last {Math.max(1, Math.round(points.length / 60))} min · rates and quantiles over 5 s
+        </span>
       </h2>
+      <div className="chart-switch" role="group" aria-label="Whose lock metrics">
+        <button type="button" aria-pressed={view === 'live'} onClick={() => setChosen('live')}>
+          Live shop
+        </button>
+        <button type="button" aria-pressed={view === 'sale'} onClick={() => setChosen('sale')} disabled={saleIds.length === 0} title={saleIds.length === 0 ? 'No sale in the last minutes' : undefined}>
+          {saleLabel}
+        </button>
+      </div>
       {last ? (
         <p className="hint instances">
           Instances answering: {last.instancesUp} of {last.instancesWatched}

@@ -36,6 +36,7 @@ function RunProgress({ run }: { run: RunView }) {
       <p>
         <strong>
           Flash sale #{run.id}: {MODE_LABELS[run.mode]}, chaos {CHAOS_SHORT[run.chaos]}
+          {run.segments > 1 ? `, ${run.segments} segments` : ''}
         </strong>{' '}
         — {phase}
       </p>
@@ -65,6 +66,7 @@ export function RunControls({
   const [chaos, setChaos] = useState<WireChaos>('pause')
   const [buyers, setBuyers] = useState<string>('')
   const [stock, setStock] = useState<string>('')
+  const [segments, setSegments] = useState<number>(1)
   const [error, setError] = useState<string | null>(null)
   const [posting, setPosting] = useState(false)
 
@@ -77,7 +79,7 @@ export function RunControls({
     event.preventDefault()
     setError(null)
     setPosting(true)
-    const message = await startRun({ mode, chaos, buyers: buyersValue, stock: stockValue })
+    const message = await startRun({ mode, chaos, buyers: buyersValue, stock: stockValue, segments })
     setPosting(false)
     if (message !== null) setError(message)
   }
@@ -138,6 +140,18 @@ export function RunControls({
             disabled={busy}
           />
         </div>
+        <div className="field field-small">
+          <label htmlFor="run-segments" title="--segments N: the stock split over N rows, each under its own lock and fence">
+            Segments
+          </label>
+          <select id="run-segments" value={segments} onChange={(e) => setSegments(Number(e.target.value))} disabled={busy}>
+            {(limits?.segments ?? [1]).map((n) => (
+              <option key={n} value={n}>
+                {n}
+              </option>
+            ))}
+          </select>
+        </div>
         <button type="submit" className="primary" disabled={disabled}>
           {posting ? 'Starting…' : activeRun ? 'A sale is running' : 'Start the sale'}
         </button>
@@ -152,6 +166,7 @@ export function RunControls({
       ) : (
         <p className="hint">
           {limits ? `${limits.instances} shop instances, each buyer buys one unit once; ` : ''}the live shop’s crowd waits while a sale runs. One sale at a time.
+          {segments > 1 ? ` The stock is split over ${segments} rows, each under its own lock and fence: up to ${segments} purchases at once.` : ''}
           {chaos === 'redis-restart' ? ' A Redis restart lets a second holder in only while the first is inside a slow charge: these sales use a 300-600 ms gateway.' : ''}
         </p>
       )}

@@ -2,7 +2,7 @@ import { CHAOS_SHORT, FIGURE_LABELS, formatCount, formatMoney, formatMs, MODE_LA
 import { chaosLanded, runVerdict } from '../verdict'
 import type { RunView } from '../wire'
 
-function Count({ value, bad, col, label }: { value: number | undefined; bad?: boolean; col: string; label: string }) {
+function Count({ value, bad, col, label, onOpen }: { value: number | undefined; bad?: boolean; col: string; label: string; onOpen?: (() => void) | undefined }) {
   if (value === undefined)
     return (
       <td className="num" data-col={col} data-label={label}>
@@ -11,7 +11,13 @@ function Count({ value, bad, col, label }: { value: number | undefined; bad?: bo
     )
   return (
     <td className={`num${bad && value > 0 ? ' cell-bad' : ''}${bad && value === 0 ? ' cell-ok' : ''}`} data-col={col} data-label={label}>
-      {formatCount(value)}
+      {onOpen && value > 0 ? (
+        <button type="button" className="count-button" onClick={onOpen} title="The orders, with the instances and tokens of each charge">
+          {formatCount(value)}
+        </button>
+      ) : (
+        formatCount(value)
+      )}
     </td>
   )
 }
@@ -22,8 +28,23 @@ function statusText(run: RunView): string {
   return run.status
 }
 
-/** The last runs side by side: mode, chaos and what the shop's database and the gateway's ledger counted after each. */
-export function RunsComparison({ runs }: { runs: readonly RunView[] }) {
+/**
+ * The last runs side by side: mode, chaos and what the shop's database and the gateway's ledger
+ * counted after each. A "charged twice" count above 0 opens its orders (`onChargedTwice`); a run's
+ * "timeline" button draws its incident (`onTimeline`).
+ */
+export function RunsComparison({
+  runs,
+  onChargedTwice,
+  onTimeline,
+  timelineRun = null,
+}: {
+  runs: readonly RunView[]
+  onChargedTwice?: (runId: number) => void
+  onTimeline?: (runId: number) => void
+  /** The run whose incident is drawn. */
+  timelineRun?: number | null
+}) {
   return (
     <section className="panel" aria-labelledby="runs-title">
       <h2 id="runs-title">Runs</h2>
@@ -75,6 +96,12 @@ export function RunsComparison({ runs }: { runs: readonly RunView[] }) {
                     <th scope="row" data-label="Run">
                       {run.id}
                       {run.comparison !== null ? <span className="run-of"> (comparison {run.comparison}, seed {run.seed})</span> : null}
+                      {run.segments > 1 ? <span className="run-of"> · {run.segments} segments</span> : null}
+                      {onTimeline && run.status === 'done' && run.mode !== 'unsafe' ? (
+                        <button type="button" className="count-button timeline-button" aria-pressed={timelineRun === run.id} onClick={() => onTimeline(run.id)} title="Draw this sale's incident">
+                          timeline
+                        </button>
+                      ) : null}
                     </th>
                     <td data-col="mode" data-label="Mode">
                       {MODE_LABELS[run.mode]}
@@ -86,7 +113,13 @@ export function RunsComparison({ runs }: { runs: readonly RunView[] }) {
                       {r ? `${formatCount(r.sold)} / ${formatCount(run.stock)}` : `– / ${formatCount(run.stock)}`}
                     </td>
                     <Count col="oversold" label="Oversold" value={r?.oversold} bad />
-                    <Count col="charged-twice" label={FIGURE_LABELS.chargedTwice} value={r?.doubleChargedOrders} bad />
+                    <Count
+                      col="charged-twice"
+                      label={FIGURE_LABELS.chargedTwice}
+                      value={r?.doubleChargedOrders}
+                      bad
+                      onOpen={onChargedTwice && run.status === 'done' ? () => onChargedTwice(run.id) : undefined}
+                    />
                     <Count col="lost-updates" label="Lost updates" value={r?.lostUpdates} bad />
                     <td className={`num${r && r.overchargedCents > 0 ? ' cell-bad' : ''}`} data-col="overcharged" data-label="Overcharged">
                       {r ? formatMoney(r.overchargedCents) : '–'}

@@ -11,6 +11,7 @@ const limits: RunLimits = {
   stock: { min: 1, max: 500, default: 20 },
   instances: 3,
   compare: { buyers: 1000, stock: 100 },
+  segments: [1, 2, 4, 8],
   redisRestart: true,
 }
 

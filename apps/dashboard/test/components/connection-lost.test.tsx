@@ -41,7 +41,7 @@ const snapshot = (atMs: number) =>
     activeRun: null,
     runs: [],
     comparison: [],
-    limits: { buyers: { min: 10, max: 2000, default: 300 }, stock: { min: 1, max: 500, default: 30 }, instances: 3, compare: { buyers: 1000, stock: 100 }, redisRestart: true },
+    limits: { buyers: { min: 10, max: 2000, default: 300 }, stock: { min: 1, max: 500, default: 30 }, instances: 3, compare: { buyers: 1000, stock: 100 }, segments: [1, 2, 4, 8], redisRestart: true },
   }) satisfies DashboardSnapshot
 
 function Harness() {

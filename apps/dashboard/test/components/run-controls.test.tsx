@@ -6,17 +6,18 @@ import { run } from './fixtures'
 
 afterEach(cleanup)
 
-const limits: RunLimits = { buyers: { min: 10, max: 2000, default: 300 }, stock: { min: 1, max: 500, default: 30 }, instances: 3, compare: { buyers: 1000, stock: 100 }, redisRestart: false }
+const limits: RunLimits = { buyers: { min: 10, max: 2000, default: 300 }, stock: { min: 1, max: 500, default: 30 }, instances: 3, compare: { buyers: 1000, stock: 100 }, segments: [1, 2, 4, 8], redisRestart: false }
 
 describe('RunControls', () => {
-  it('labels every control and sends the chosen mode, chaos and sizes', async () => {
+  it('labels every control and sends the chosen mode, chaos, sizes and segments', async () => {
     const startRun = vi.fn<StartRun>(async () => null)
     render(<RunControls limits={limits} activeRun={null} startRun={startRun} />)
     fireEvent.change(screen.getByLabelText('Mode'), { target: { value: 'unsafe' } })
     fireEvent.change(screen.getByLabelText('Chaos'), { target: { value: 'none' } })
     fireEvent.change(screen.getByLabelText('Buyers'), { target: { value: '120' } })
+    fireEvent.change(screen.getByLabelText('Segments'), { target: { value: '4' } })
     fireEvent.click(screen.getByRole('button', { name: 'Start the sale' }))
-    await waitFor(() => expect(startRun).toHaveBeenCalledWith({ mode: 'unsafe', chaos: 'none', buyers: 120, stock: 30 }))
+    await waitFor(() => expect(startRun).toHaveBeenCalledWith({ mode: 'unsafe', chaos: 'none', buyers: 120, stock: 30, segments: 4 }))
     expect(screen.queryByRole('alert')).toBeNull()
   })
 

@@ -2,7 +2,8 @@
 // dashboard server, real Redis and PostgreSQL in a schema of its own) serving a production build
 // of the dashboard, driven in Debian's Chromium. A fenced sale with a holder paused past its TTL
 // sells nothing twice and charges every order once at the gateway (its ledger); an unsafe one
-// oversells and charges orders twice. Screenshots at 1280×800 and at phone width go to
+// oversells and charges orders twice. A fenced sale's incident timeline is drawn from its records,
+// and "charged twice" opens its orders. Screenshots at 1280×800 and at phone width go to
 // the system's temp directory, never into the repository. Then the demo is stopped and the page
 // must say the connection is lost. Everything started is stopped by PID.
 import { spawn, spawnSync, type ChildProcess } from 'node:child_process'
@@ -120,7 +121,8 @@ describe('the dashboard in Chromium', () => {
       for (const col of ['mode', 'chaos', 'sold', 'oversold', 'charged-twice', 'lost-updates', 'overcharged', 'gateway-charges', 'payments', 'stale-rejected', 'chaos-landed', 'verdict']) {
         cells[col] = (await rowOf(id).locator(`[data-col="${col}"]`).textContent()) ?? ''
       }
-      cells.run = (await rowOf(id).locator('th').textContent()) ?? ''
+      // The row's header without its "timeline" button.
+      cells.run = (await rowOf(id).locator('th').evaluate((th) => [...th.childNodes].filter((n) => n.nodeName !== 'BUTTON').map((n) => n.textContent).join(''))) ?? ''
       return cells
     }
     const [unsafe, lock, fenced] = [await cellsOf(1), await cellsOf(2), await cellsOf(3)]
@@ -158,6 +160,48 @@ describe('the dashboard in Chromium', () => {
     expect(await fold('tr[data-run-id="3"]')).toBeLessThan(800 - 20)
 
     await page.screenshot({ path: join(shots, 'desktop-1280x800-full.png'), fullPage: true })
+
+    // The incident timeline of a fenced sale in which a stale write was refused: a sale of its own
+    // with chaos pause, big enough that pauses land on lock holders (several of them).
+    await page.getByLabel('Mode', { exact: true }).selectOption('fenced')
+    await page.getByLabel('Chaos', { exact: true }).selectOption('pause')
+    await page.getByLabel('Buyers', { exact: true }).fill('120')
+    await page.getByLabel('Stock', { exact: true }).fill('20')
+    await page.getByRole('button', { name: 'Start the sale' }).click()
+    // Waited on through the API: the run is done when its report is in.
+    const runView = async (id: number) => ((await (await fetch(new URL('api/runs', url))).json()) as { runs: Array<{ id: number; status: string; result: { staleWritesRejected: number } | null }> }).runs.find((r) => r.id === id)
+    await expect.poll(async () => (await runView(4))?.status, { timeout: 150_000, interval: 500 }).toBe('done')
+    mark('fenced sale for the incident done')
+    expect((await runView(4))?.result?.staleWritesRejected, 'the pauses of sale #4 refused no stale write').toBeGreaterThan(0)
+    const { incident } = (await (await fetch(new URL('api/runs/4/incident', url))).json()) as { incident: { ending: string; holderA: { instance: string; token: string }; holderB: { instance: string; token: string } | null; steps: Array<{ kind: string; outcome: string; token: string | null; actor: string }> } | null }
+    timings.push(`  incident of run 4: ${JSON.stringify(incident)}`)
+    expect(incident?.ending).toBe('refused')
+    expect(BigInt(incident?.holderB?.token ?? '0')).toBeGreaterThan(BigInt(incident?.holderA.token ?? '0'))
+    expect(incident?.steps.map((step) => step.kind)).toEqual(expect.arrayContaining(['frozen', 'lease-expired', 'acquired', 'resumed', 'write']))
+    // The page draws it: the newest finished sale with a lock is drawn unasked.
+    const timeline = page.locator('section.incident[data-run-id="4"]')
+    const refused = timeline.locator('.timeline li[data-outcome="refused"]').first()
+    await refused.waitFor({ timeout: 15_000 })
+    expect(await refused.textContent()).toContain(`token ${incident?.holderA.token}`)
+    expect(await timeline.locator('.incident-summary').textContent()).toMatch(/^Fencing held/)
+    await timeline.scrollIntoViewIfNeeded()
+    await timeline.screenshot({ path: join(shots, 'incident-1280.png') })
+
+    // The drill-down from "charged twice" (no lock, run 1): the orders, each charge's instance.
+    await rowOf(1).locator('[data-col="charged-twice"] button').click()
+    const drill = page.locator('section.drill[data-run-id="1"]')
+    await drill.locator('li[data-order-id]').first().waitFor({ timeout: 15_000 })
+    expect(await drill.locator('li[data-order-id]').count()).toBe(Math.min(50, Number(unsafe['charged-twice'])))
+    expect(await drill.locator('.drill-charges li').first().textContent()).toMatch(/ms: charge ch_\w+ by shop-\d/)
+    await drill.scrollIntoViewIfNeeded()
+    await drill.screenshot({ path: join(shots, 'charged-twice-1280.png') })
+    // The charts: the live shop's by default, the sale's (its own instances) at a click.
+    const switchToSale = page.getByRole('group', { name: 'Whose lock metrics' }).getByRole('button', { name: /^Sales? #/ })
+    await switchToSale.click()
+    expect(await page.locator('#charts-title .hint').textContent()).toMatch(/^sales? #[\d, #]+, its own instances/)
+    expect(await page.locator('.chart canvas').count()).toBe(6)
+    mark('incident and drill-down checked')
+    await page.evaluate(() => window.scrollTo(0, 0))
     // No horizontal overflow at any of these widths: the page, and no table hiding columns in a scroll.
     const overflow: Record<number, [number, number]> = {}
     for (const width of [1280, 1024, 800, 390]) {
@@ -168,6 +212,11 @@ describe('the dashboard in Chromium', () => {
         Math.max(0, ...[...document.querySelectorAll('.table-wrap')].map((t) => t.scrollWidth - t.clientWidth)),
       ])
       overflow[width] = [pageWidth as number, widestTable as number]
+      if ((pageWidth as number) > width) {
+        // Name what sticks out, for the failure below.
+        const wide = await page.evaluate((w) => [...document.querySelectorAll('body *')].filter((e) => e.getBoundingClientRect().right > w + 1).slice(-5).map((e) => `${e.tagName.toLowerCase()}.${[...e.classList].join('.')} right ${Math.round(e.getBoundingClientRect().right)}`), width)
+        timings.push(`  wider than ${width} px: ${wide.join('; ')}`)
+      }
       if (width !== 390) await page.screenshot({ path: join(shots, `desktop-${width}x800.png`) })
     }
     timings.push(`  scrollWidth / table overflow by width: ${JSON.stringify(overflow)}`)
@@ -176,6 +225,7 @@ describe('the dashboard in Chromium', () => {
       expect(widestTable, `a table's hidden columns at ${width} px`).toBe(0)
     }
     await page.screenshot({ path: join(shots, 'phone-390x844.png') })
+    await timeline.screenshot({ path: join(shots, 'incident-390.png') })
     await page.screenshot({ path: join(shots, 'phone-390x844-full.png'), fullPage: true })
 
     // The shop goes away: the page says so, and keeps trying.

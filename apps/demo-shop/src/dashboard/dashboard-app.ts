@@ -23,7 +23,7 @@ import { join } from 'node:path'
 import { fileURLToPath } from 'node:url'
 import express, { type ErrorRequestHandler, type Express, type Request, type Response } from 'express'
 import type { DashboardSampler } from './dashboard-sampler.js'
-import { FlashSaleRunError, InvalidRunRequestError, parseComparisonRequest, parseRunRequest, RunInProgressError, type FlashSaleRuns } from './flash-sale-runs.js'
+import { FlashSaleRunError, InvalidRunRequestError, RUN_HISTORY, parseComparisonRequest, parseRunRequest, RunInProgressError, type FlashSaleRuns } from './flash-sale-runs.js'
 import type { ApiError } from './wire.js'
 
 /** Largest body of `POST /api/runs`. */
@@ -114,6 +114,16 @@ export function createDashboardApp(deps: DashboardAppDeps): Express {
   app.get('/api/runs', (_req, res) => {
     res.setHeader('Cache-Control', 'no-store')
     res.json({ active: runs.active ?? null, runs: runs.runs, limits: runs.limits })
+  })
+
+  // A finished run's incident timeline and its charged-twice drill-down (kept while the run is listed).
+  app.get(['/api/runs/:id/incident', '/api/runs/:id/charged-twice'], (req, res) => {
+    res.setHeader('Cache-Control', 'no-store')
+    const raw = String(req.params.id)
+    const id = /^[1-9][0-9]{0,8}$/.test(raw) ? Number(raw) : undefined
+    const answer = id === undefined ? undefined : req.path.endsWith('/incident') ? runs.incident(id) : runs.chargedTwice(id)
+    if (answer === undefined) return fail(res, 404, 'no_such_run', `no run ${JSON.stringify(raw.slice(0, 20))} is listed (the last ${RUN_HISTORY} runs and the last comparison's are)`)
+    res.json(answer)
   })
 
   app.post(['/api/runs', '/api/comparisons'], (req, res, next) => {

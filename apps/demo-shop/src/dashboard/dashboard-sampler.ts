@@ -153,7 +153,9 @@ export class DashboardSampler {
   readonly #historySamples: number
   readonly #timeoutMs: number
   readonly #fetch: typeof fetch
+  /** The live shop's window; a sale's has its own, made when the sale starts. */
   readonly #window = new MetricsWindow()
+  #saleWindow: { runId: number; window: MetricsWindow } | undefined
   readonly #points: MetricsPoint[] = []
   readonly #listeners = new Set<(json: string) => void>()
   // Which instance of a shop answered /api/state last: asked first next time.
@@ -223,23 +225,32 @@ export class DashboardSampler {
       const liveInstances = this.#deps.live?.instances() ?? []
       const run = this.#deps.runs.active
       const runInstances = run ? this.#deps.runs.activeInstances : []
-      const targets = [...liveInstances, ...runInstances]
       const runSource = run ? `run-${run.id}` : undefined
-      const [scrapes, liveState, runState] = await Promise.all([
-        Promise.all(targets.map(async (i) => [`${i.url}#${i.pid}`, await this.#scrape(i)] as const)),
+      const scrape = (instances: readonly InstanceProcess[]) => Promise.all(instances.map(async (i) => [`${i.url}#${i.pid}`, await this.#scrape(i)] as const))
+      const [liveScrapes, runScrapes, liveState, runState] = await Promise.all([
+        scrape(liveInstances),
+        scrape(runInstances),
         this.#state('live', liveInstances),
         runSource === undefined ? Promise.resolve(undefined) : this.#state(runSource, runInstances),
       ])
-      const point = this.#window.add(atMs, new Map(scrapes))
+      // The live shop and the sale apart: a chart of their sum showed the sale's rejections as the live shop's.
+      if (run !== undefined && this.#saleWindow?.runId !== run.id) this.#saleWindow = { runId: run.id, window: new MetricsWindow() }
+      const live = this.#window.add(atMs, new Map(liveScrapes))
+      let sale: MetricsPoint['sale'] = null
+      if (run !== undefined && this.#saleWindow !== undefined) {
+        const { atMs: _at, sale: _none, ...figures } = this.#saleWindow.window.add(atMs, new Map(runScrapes))
+        sale = { runId: run.id, ...figures }
+      }
+      const point: MetricsPoint = { ...live, sale }
       this.#points.push(point)
       if (this.#points.length > this.#historySamples) this.#points.shift()
 
       const invariants: InvariantsView[] = []
       const locks: HeldLockView[] = []
-      const live = liveState ?? this.#lastState.get('live')
-      if (live !== undefined && this.#deps.live !== undefined) {
-        invariants.push(invariantsOf(live.state, 'live', 'Live shop · drop after drop', live.atMs))
-        if (atMs - live.atMs <= STALE_LOCKS_MS) locks.push(...locksOf(live.state, 'live'))
+      const liveNow = liveState ?? this.#lastState.get('live')
+      if (liveNow !== undefined && this.#deps.live !== undefined) {
+        invariants.push(invariantsOf(liveNow.state, 'live', 'Live shop · drop after drop', liveNow.atMs))
+        if (atMs - liveNow.atMs <= STALE_LOCKS_MS) locks.push(...locksOf(liveNow.state, 'live'))
       }
       if (run !== undefined && runSource !== undefined) {
         const current = runState ?? this.#lastState.get(runSource)

@@ -9,7 +9,7 @@ import { FLASH_SALE_DEFAULTS, type FlashSaleOptions, type FlashSaleProgress, typ
 import { PROTECTION_MODES, type ProtectionMode } from '../protection.js'
 import type { RedisEndpoint } from '@fencelock/devkit/redis-endpoint'
 import type { InstanceProcess } from '../supervisor.js'
-import type { ComparisonRequest, RunLimits, RunRequest, RunView } from './wire.js'
+import type { ChargedTwiceAnswer, ComparisonRequest, IncidentAnswer, RunLimits, RunRequest, RunView } from './wire.js'
 
 /** How many finished runs are kept. */
 export const RUN_HISTORY = 10
@@ -18,10 +18,13 @@ export const RUN_HISTORY = 10
 export const RUN_LIMITS_DEFAULTS = Object.freeze({
   buyers: Object.freeze({ min: 10, max: 2_000, default: 300 }),
   stock: Object.freeze({ min: 1, max: 500, default: 30 }),
-  instances: 3,
+  // As the live shop and `--once`: 4 instances, so a sale from the page is the one the terminal shows.
+  instances: 4,
   // 1000 buyers / 100 units on the embedded database: the lock alone oversells and charges twice
   // under a paused holder (issue 27: 37 oversold vs 0 with 6 stale writes rejected); 200 / 20 was noise.
   compare: Object.freeze({ buyers: 1_000, stock: 100 }),
+  // `--segments N` of the CLI, the values bench:shop measures.
+  segments: Object.freeze([1, 2, 4, 8]),
 })
 
 /** The modes of a comparison, in the order they run and are shown. */
@@ -73,8 +76,8 @@ export class ChaosUnavailableError extends FlashSaleRunError {
   }
 }
 
-const RUN_REQUEST_FIELDS = new Set(['mode', 'chaos', 'buyers', 'stock'])
-const COMPARISON_REQUEST_FIELDS = new Set(['chaos', 'buyers', 'stock'])
+const RUN_REQUEST_FIELDS = new Set(['mode', 'chaos', 'buyers', 'stock', 'segments'])
+const COMPARISON_REQUEST_FIELDS = new Set(['chaos', 'buyers', 'stock', 'segments'])
 
 function boundedInteger(body: Record<string, unknown>, field: 'buyers' | 'stock', bounds: { min: number; max: number; default: number }): number {
   const value = body[field]
@@ -90,11 +93,11 @@ function boundedInteger(body: Record<string, unknown>, field: 'buyers' | 'stock'
  * integers within `limits`, no other field.
  * @throws InvalidRunRequestError naming the field at fault.
  */
-export function parseRunRequest(body: unknown, limits: Pick<RunLimits, 'buyers' | 'stock'>): Required<RunRequest> {
+export function parseRunRequest(body: unknown, limits: Pick<RunLimits, 'buyers' | 'stock'> & Partial<Pick<RunLimits, 'segments'>>): Required<RunRequest> {
   if (body === null || typeof body !== 'object' || Array.isArray(body)) throw new InvalidRunRequestError('body', 'the body must be a JSON object {mode, chaos, buyers?, stock?}')
   const record = body as Record<string, unknown>
   for (const key of Object.keys(record)) {
-    if (!RUN_REQUEST_FIELDS.has(key)) throw new InvalidRunRequestError(key.slice(0, 40), `unknown field ${JSON.stringify(key.slice(0, 40))} (fields: mode, chaos, buyers, stock)`)
+    if (!RUN_REQUEST_FIELDS.has(key)) throw new InvalidRunRequestError(key.slice(0, 40), `unknown field ${JSON.stringify(key.slice(0, 40))} (fields: mode, chaos, buyers, stock, segments)`)
   }
   const { mode, chaos } = record
   if (typeof mode !== 'string' || !(PROTECTION_MODES as readonly string[]).includes(mode)) {
@@ -108,7 +111,15 @@ export function parseRunRequest(body: unknown, limits: Pick<RunLimits, 'buyers' 
     chaos: chaos as ChaosKind,
     buyers: boundedInteger(record, 'buyers', limits.buyers),
     stock: boundedInteger(record, 'stock', limits.stock),
+    segments: segmentsOf(record, limits.segments ?? RUN_LIMITS_DEFAULTS.segments),
   }
+}
+
+function segmentsOf(body: Record<string, unknown>, allowed: readonly number[]): number {
+  const value = body.segments
+  if (value === undefined) return 1
+  if (typeof value !== 'number' || !allowed.includes(value)) throw new InvalidRunRequestError('segments', `segments must be one of ${allowed.join(', ')}`)
+  return value
 }
 
 /**
@@ -116,15 +127,16 @@ export function parseRunRequest(body: unknown, limits: Pick<RunLimits, 'buyers' 
  * `limits` (default: `limits.compare`), no other field.
  * @throws InvalidRunRequestError naming the field at fault.
  */
-export function parseComparisonRequest(body: unknown, limits: Pick<RunLimits, 'buyers' | 'stock' | 'compare'>): Required<ComparisonRequest> {
+export function parseComparisonRequest(body: unknown, limits: Pick<RunLimits, 'buyers' | 'stock' | 'compare'> & Partial<Pick<RunLimits, 'segments'>>): Required<ComparisonRequest> {
   if (body === null || typeof body !== 'object' || Array.isArray(body)) throw new InvalidRunRequestError('body', 'the body must be a JSON object {chaos, buyers?, stock?}')
   const record = body as Record<string, unknown>
   for (const key of Object.keys(record)) {
-    if (!COMPARISON_REQUEST_FIELDS.has(key)) throw new InvalidRunRequestError(key.slice(0, 40), `unknown field ${JSON.stringify(key.slice(0, 40))} (fields: chaos, buyers, stock)`)
+    if (!COMPARISON_REQUEST_FIELDS.has(key)) throw new InvalidRunRequestError(key.slice(0, 40), `unknown field ${JSON.stringify(key.slice(0, 40))} (fields: chaos, buyers, stock, segments)`)
   }
   const { mode: _mode, ...run } = parseRunRequest({ ...record, mode: 'fenced' }, {
     buyers: { ...limits.buyers, default: limits.compare.buyers },
     stock: { ...limits.stock, default: limits.compare.stock },
+    ...(limits.segments === undefined ? {} : { segments: limits.segments }),
   })
   return run
 }
@@ -163,6 +175,12 @@ interface RunRecord {
   done: Promise<void>
 }
 
+/** What a finished run's report holds beyond its view: its incident and its charged-twice orders. */
+interface RunDetails {
+  readonly incident: IncidentAnswer
+  readonly chargedTwice: ChargedTwiceAnswer
+}
+
 /**
  * The runs of the dashboard.
  * @example
@@ -176,6 +194,8 @@ export class FlashSaleRuns {
   readonly #deps: FlashSaleRunsDeps
   readonly #now: () => number
   readonly #history: RunView[] = []
+  /** Details of the finished runs still listed ({@link FlashSaleRuns.runs}), by run id. */
+  readonly #details = new Map<number, RunDetails>()
   readonly #abort = new AbortController()
   #active: RunRecord | undefined
   #nextId = 1
@@ -191,6 +211,7 @@ export class FlashSaleRuns {
       stock: deps.limits?.stock ?? RUN_LIMITS_DEFAULTS.stock,
       instances: deps.limits?.instances ?? RUN_LIMITS_DEFAULTS.instances,
       compare: deps.limits?.compare ?? RUN_LIMITS_DEFAULTS.compare,
+      segments: deps.limits?.segments ?? RUN_LIMITS_DEFAULTS.segments,
       redisRestart: deps.limits?.redisRestart ?? !process.env.REDIS_URL,
     }
   }
@@ -268,6 +289,7 @@ export class FlashSaleRuns {
       chaos: request.chaos,
       buyers: request.buyers,
       stock: request.stock,
+      segments: request.segments,
       seed: comparison?.seed ?? id,
       gatewayLatencyMs: request.chaos === 'redis-restart' ? REDIS_RESTART_GATEWAY_LATENCY_MS : base.gatewayLatencyMs,
     }
@@ -280,6 +302,7 @@ export class FlashSaleRuns {
         buyers: options.buyers,
         stock: options.stock,
         instances: options.instances,
+        segments: options.segments ?? 1,
         seed: options.seed,
         comparison: comparison?.id ?? null,
         gatewayLatencyMs: options.gatewayLatencyMs,
@@ -350,6 +373,10 @@ export class FlashSaleRuns {
               acquireP99Ms: report.acquireP99Ms,
             },
           }
+          this.#details.set(id, {
+            incident: { incident: report.incident.incident === null ? null : { ...report.incident.incident, runId: id }, reason: report.incident.reason },
+            chargedTwice: { runId: id, orders: report.chargedTwice.orders, total: report.chargedTwice.total },
+          })
         },
         (error: unknown) => {
           const aborted = this.#abort.signal.aborted
@@ -367,6 +394,8 @@ export class FlashSaleRuns {
         record.instances = []
         this.#history.unshift(record.view)
         this.#history.length = Math.min(this.#history.length, RUN_HISTORY)
+        const listed = new Set(this.runs.map((r) => r.id))
+        for (const kept of this.#details.keys()) if (!listed.has(kept)) this.#details.delete(kept)
         this.#active = undefined
         if (comparison !== undefined) comparison.runs = comparison.runs.map((r) => (r.id === record.view.id ? record.view : r))
         const next = comparison?.queued.shift()
@@ -385,6 +414,22 @@ export class FlashSaleRuns {
         this.#deps.onActiveChange?.(false)
       })
     return record.view
+  }
+
+  /**
+   * The incident of run `id` (incident.ts), or why there is none; undefined for a run not listed.
+   */
+  incident(id: number): IncidentAnswer | undefined {
+    const run = this.runs.find((r) => r.id === id)
+    if (run === undefined) return undefined
+    return this.#details.get(id)?.incident ?? { incident: null, reason: run.status === 'running' ? 'The sale is still running: its incident is drawn from its report.' : `The sale ended ${run.status}: there is no report to draw from.` }
+  }
+
+  /** The orders run `id` charged more than once (charged-twice.ts); undefined for a run not listed. */
+  chargedTwice(id: number): ChargedTwiceAnswer | undefined {
+    const run = this.runs.find((r) => r.id === id)
+    if (run === undefined) return undefined
+    return this.#details.get(id)?.chargedTwice ?? { runId: id, orders: [], total: 0 }
   }
 
   /** Resolves when the run going on (if any) has ended. */

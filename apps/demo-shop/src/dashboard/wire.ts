@@ -31,7 +31,15 @@ export interface MetricsPoint {
   /** Instances whose /metrics answered this sample, and instances watched. */
   readonly instancesUp: number
   readonly instancesWatched: number
+  /**
+   * The same figures for the sale going on, from its own instances only (the fields above are the
+   * live shop's alone); null or absent without a sale.
+   */
+  readonly sale?: SaleMetricsPoint | null
 }
+
+/** A sale's lock metrics in one sample: the figures of {@link MetricsPoint}, from the sale's instances. */
+export type SaleMetricsPoint = Omit<MetricsPoint, 'atMs' | 'sale'> & { readonly runId: number }
 
 /**
  * The shop's invariants: stock and orders counted from its database, charges from the payment
@@ -105,6 +113,8 @@ export interface RunRequest {
   /** Default and bounds: `RunLimits`. */
   readonly buyers?: number
   readonly stock?: number
+  /** Stock segments (`--segments N`): one of `RunLimits.segments`; default 1. */
+  readonly segments?: number
 }
 
 /** The same sale in the three modes, one after the other (`POST /api/comparisons`): one seed, one chaos, one size. */
@@ -112,6 +122,7 @@ export interface ComparisonRequest {
   readonly chaos: WireChaos
   readonly buyers?: number
   readonly stock?: number
+  readonly segments?: number
 }
 
 /** Bounds of a run from the browser, as the server enforces them. */
@@ -119,6 +130,8 @@ export interface RunLimits {
   readonly buyers: { readonly min: number; readonly max: number; readonly default: number }
   readonly stock: { readonly min: number; readonly max: number; readonly default: number }
   readonly instances: number
+  /** The stock segments a run may ask for (`--segments N`: the stock split over N rows, each its own lock and fence). */
+  readonly segments: readonly number[]
   /** The size of a comparison by default: one that bites (the lock alone fails visibly). */
   readonly compare: { readonly buyers: number; readonly stock: number }
   /** False when the chaos `redis-restart` cannot run here (REDIS_URL is set: no Redis of our own to restart). */
@@ -134,6 +147,8 @@ export interface RunView {
   readonly buyers: number
   readonly stock: number
   readonly instances: number
+  /** Stock segments of the sale (1: the stock on the product, under one lock). */
+  readonly segments: number
   readonly seed: number
   /** The comparison this run belongs to (the same sale in the three modes), or null for a single sale. */
   readonly comparison: number | null
@@ -205,6 +220,91 @@ export interface DashboardHistory {
   readonly points: MetricsPoint[]
   /** Seconds between samples. */
   readonly intervalMs: number
+}
+
+/**
+ * One step of a sale's incident, drawn from what the sale recorded: the chaos (pause, resume),
+ * the instances' lock events, the gateway's answers to their charges and the database's answers
+ * to their writes. `atMs` is ms from the sale's start (its first buyer).
+ */
+export interface IncidentStep {
+  readonly atMs: number
+  /** `A`: the holder that is frozen; `B`: the holder that takes over; `chaos`: the fault injector. */
+  readonly actor: 'A' | 'B' | 'chaos'
+  readonly instance: string | null
+  /** The fencing token the actor held (decimal string), null without one. */
+  readonly token: string | null
+  readonly kind: 'acquired' | 'frozen' | 'lease-expired' | 'charge' | 'write' | 'resumed' | 'lost'
+  /**
+   * `ok`: it happened and was right; `refused`: the database or the gateway refused a stale
+   * holder; `replayed`: the gateway answered from the key's idempotency record (no new charge);
+   * `stale-accepted`: a holder whose lease was gone changed something (the lock alone).
+   */
+  readonly outcome: 'ok' | 'refused' | 'replayed' | 'stale-accepted'
+  /** What happened, in one sentence. */
+  readonly text: string
+}
+
+/** One incident of a sale (`GET /api/runs/:id/incident`): holder A frozen, B takes over, A wakes. */
+export interface IncidentView {
+  readonly runId: number
+  readonly mode: WireMode
+  /** The lock resource both held, e.g. `order:41` or `product:flash-1`. */
+  readonly resource: string
+  /** What A was doing when frozen. */
+  readonly operation: 'authorize' | 'charge'
+  readonly holderA: { readonly instance: string; readonly token: string }
+  readonly holderB: { readonly instance: string; readonly token: string } | null
+  /** Lease of the run's locks, ms. */
+  readonly ttlMs: number
+  readonly steps: readonly IncidentStep[]
+  /** How it ended: A's write refused (fenced), or what A's stale write did (lock only). */
+  readonly ending: 'refused' | 'stale-write-accepted' | 'second-charge' | 'incomplete'
+  /** One sentence: what the incident proves. */
+  readonly summary: string
+  /** Pauses that landed on a lock holder in this sale; this incident is one of them. */
+  readonly pausesOnHolders: number
+}
+
+/** `GET /api/runs/:id/incident`: the incident, or why there is none. */
+export interface IncidentAnswer {
+  readonly incident: IncidentView | null
+  /** Why there is no incident (no lock in this mode, no pause landed, the run is not finished). */
+  readonly reason: string | null
+}
+
+/** One charge of an order in the gateway's ledger, with who made it. */
+export interface LedgerChargeView {
+  readonly chargeId: string
+  /** When the ledger row was written, ms from the sale's start. */
+  readonly atMs: number
+  readonly amountCents: number
+  readonly idempotencyKey: string | null
+  /** The instance that sent the charge and the token it held (decimal string); null when unknown. */
+  readonly instance: string | null
+  readonly token: string | null
+  /** The shop recorded a payment for this charge (its `gatewayChargeId`). */
+  readonly paymentRecorded: boolean
+}
+
+/** An order the gateway charged more than once (`GET /api/runs/:id/charged-twice`). */
+export interface ChargedTwiceOrder {
+  readonly orderId: number
+  readonly status: string
+  readonly amountCents: number | null
+  /** The order row's fence (decimal string): "0" when nothing fenced wrote it. */
+  readonly fenceToken: string
+  readonly charges: readonly LedgerChargeView[]
+  /** Payments the shop recorded for the order: instance and the charge each names. */
+  readonly payments: readonly { readonly instance: string; readonly chargeId: string | null; readonly atMs: number }[]
+}
+
+/** `GET /api/runs/:id/charged-twice`. */
+export interface ChargedTwiceAnswer {
+  readonly runId: number
+  readonly orders: readonly ChargedTwiceOrder[]
+  /** Orders charged twice in all (the list stops at 50). */
+  readonly total: number
 }
 
 /** Error answers of the dashboard API: `{error, message}`. */

@@ -45,6 +45,8 @@ function controllableRunner() {
       expiredLocks: 0,
       acquireP99Ms: 12,
       chaosEvents: 2,
+      incident: { incident: null, reason: 'no pause landed on a lock holder' },
+      chargedTwice: { orders: [], total: 0 },
       ...over,
     }) as FlashSaleReport
   return { runner, pending, report }
@@ -84,6 +86,8 @@ describe('dashboard API', () => {
       [{ mode: 'fenced', chaos: 'none', buyers: 2.5 }, 400, 'invalid_run_request'],
       [{ mode: 'fenced', chaos: 'none', stock: '10' }, 400, 'invalid_run_request'],
       [{ mode: 'fenced', chaos: 'none', instances: 32 }, 400, 'invalid_run_request'],
+      [{ mode: 'fenced', chaos: 'none', segments: 3 }, 400, 'invalid_run_request'],
+      [{ mode: 'fenced', chaos: 'none', segments: '2' }, 400, 'invalid_run_request'],
       [{ mode: 'fenced', chaos: 'none', resource: 'product:drop-1' }, 400, 'invalid_run_request'],
       [['fenced', 'none'], 400, 'invalid_run_request'],
       [{ mode: 'fenced', chaos: 'redis-restart' }, 422, 'chaos_unavailable'],
@@ -103,11 +107,12 @@ describe('dashboard API', () => {
   })
 
   it('starts one run at a time (409 meanwhile), and keeps the finished ones for comparison', async () => {
-    const first = await postRun(JSON.stringify({ mode: 'fenced', chaos: 'pause', buyers: 50, stock: 5 }), { 'content-type': 'application/json', origin: base.slice(0, -1) })
+    const first = await postRun(JSON.stringify({ mode: 'fenced', chaos: 'pause', buyers: 50, stock: 5, segments: 4 }), { 'content-type': 'application/json', origin: base.slice(0, -1) })
     expect(first.status).toBe(202)
     const started = (await first.json()) as RunView
-    expect([started.id, started.mode, started.chaos, started.buyers, started.stock, started.status]).toEqual([1, 'fenced', 'pause', 50, 5, 'running'])
-    expect(pending[0]?.options).toMatchObject({ mode: 'fenced', chaos: 'pause', buyers: 50, stock: 5, instances: 3 })
+    expect([started.id, started.mode, started.chaos, started.buyers, started.stock, started.segments, started.status]).toEqual([1, 'fenced', 'pause', 50, 5, 4, 'running'])
+    // The segments setting reaches the sale (`--segments N`); a sale from the page runs on 4 instances.
+    expect(pending[0]?.options).toMatchObject({ mode: 'fenced', chaos: 'pause', buyers: 50, stock: 5, segments: 4, instances: 4 })
     // The demo's Redis is shared by every chaos but redis-restart.
     expect(pending[0]?.services.redis).toBe(redis)
 
@@ -132,6 +137,10 @@ describe('dashboard API', () => {
       [2, 'unsafe', 'done', 40, 35, 0],
       [1, 'fenced', 'done', 5, 0, 3],
     ])
+    // A finished run's incident and charged-twice drill-down, kept with it; an unlisted run is a 404.
+    expect(await (await fetch(`${base}api/runs/1/incident`)).json()).toEqual({ incident: null, reason: 'no pause landed on a lock holder' })
+    expect(await (await fetch(`${base}api/runs/2/charged-twice`)).json()).toEqual({ runId: 2, orders: [], total: 0 })
+    for (const path of ['api/runs/99/incident', 'api/runs/x/charged-twice', 'api/runs/0/incident']) expect((await fetch(`${base}${path}`)).status).toBe(404)
     // The double-charge figure is the report's, from the gateway's ledger; charges and payments travel apart.
     expect(after.runs.map((r) => [r.result?.doubleChargedOrders, r.result?.extraCharges, r.result?.gatewayCharges, r.result?.payments, r.result?.paidOrders])).toEqual([
       [1, 1, 31, 30, 30],
@@ -238,6 +247,30 @@ describe('sampler on a real shop instance', () => {
     expect(invariants[0]).toMatchObject({ doubleChargedOrders: 1, extraCharges: 1, gatewayCharges: 2, payments: 1, paidOrders: 1 })
     expect(locks).toEqual([])
     expect(sampler.history().points).toHaveLength(2)
+  })
+
+  it('keeps the lock metrics of a sale going on apart from the live shop’s', async () => {
+    // A sale whose only instance is the one above, and no live shop: its acquires are the sale's alone.
+    const runner: FlashSaleRunner = (options, onProgress, _services, signal) =>
+      new Promise((_resolve, reject) => {
+        onProgress({ phase: 'selling', done: 0, buyers: options.buyers, chaosCount: 0, instances: [{ id: 'shop-1', pid: process.pid, port: 0, url }] })
+        signal.addEventListener('abort', () => reject(new Error('stopped')))
+      })
+    const runs = new FlashSaleRuns({ runner, redis, database })
+    const sampler = new DashboardSampler({ runs })
+    const run = runs.start({ mode: 'fenced', chaos: 'none', buyers: 10, stock: 1, segments: 1 })
+    try {
+      await sampler.sample()
+      const res = await fetch(`${url}/api/products/drop-1/purchase`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ buyerId: 'b3' }) })
+      expect(res.status).toBeLessThan(500)
+      await sampler.sample()
+      const { point } = sampler.snapshot
+      expect([point.acquireRate, point.instancesWatched]).toEqual([0, 0])
+      expect(point.sale).toMatchObject({ runId: run.id, instancesUp: 1, instancesWatched: 1 })
+      expect(point.sale?.acquireRate).toBeGreaterThan(0)
+    } finally {
+      await runs.close()
+    }
   })
 })
 
