@@ -45,9 +45,4 @@ export {
 } from './election/election-options.js'
 export type { LockInspection, NodeInspection } from './family/inspect.js'
 export { MAX_RESOURCES, type MultiLock } from './family/multi-lock.js'
-export {
-  MAX_PERMITS,
-  type Semaphore,
-  type SemaphoreOptions,
-  type SemaphoreInspection,
-} from './family/semaphore.js'
+export { MAX_PERMITS, type Semaphore, type SemaphoreOptions, type SemaphoreInspection } from './family/semaphore.js'
