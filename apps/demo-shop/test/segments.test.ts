@@ -127,11 +127,14 @@ describe('picking a segment', () => {
       if (ref.segment === 0 || ref.segment === 2) return Promise.resolve({ kind: 'empty' })
       if (how.waitMs === 0) return Promise.reject(new LockTimeoutError(`stock:x:${ref.segment}`, 0))
       return new Promise((resolve, reject) => {
-        how.signal?.addEventListener('abort', () => {
+        const onAbort = () => {
           outcomes.push(`${ref.segment} aborted`)
           reject(new LockAbortedError(`stock:x:${ref.segment}`, 0, undefined))
-        })
+        }
+        how.signal?.addEventListener('abort', onAbort)
         freeing.set(ref.segment, () => {
+          // Granted: the signal no longer concerns this acquire (as the lock's wait stops listening).
+          how.signal?.removeEventListener('abort', onAbort)
           const claimed = how.claim()
           outcomes.push(`${ref.segment} ${claimed ? 'claimed' : 'yielded'}`)
           resolve(claimed ? { kind: 'sold', value: ref.segment } : { kind: 'yielded' })
@@ -142,7 +145,8 @@ describe('picking a segment', () => {
     while (freeing.size < 2) await new Promise((r) => setImmediate(r))
     freeing.get(3)?.()
     expect(await sold).toBe(3)
-    expect(outcomes).toEqual(['3 claimed', '1 aborted'])
+    // The claim aborts the other wait at once, before its own caller goes on.
+    expect(outcomes).toEqual(['1 aborted', '3 claimed'])
   })
 
   it('a racer granted after another claimed the sale sells nothing (yielded), and the claimed one is the answer', async () => {
