@@ -178,21 +178,40 @@ describe('picking a segment', () => {
     const { runId } = uniqueRun('seg-race')
     const prefix = `fencelock:${runId}:`
     const clients = [new Redis(REDIS_URL), new Redis(REDIS_URL), new Redis(REDIS_URL)]
-    const [holder, buyer, third] = clients.map((c) => new Locker(c, { prefix, ttlMs: 10_000, waitMs: 10_000 })) as [Locker, Locker, Locker]
+    const [holder, buyer, third] = clients.map((c) => new Locker(c, { prefix, ttlMs: 10_000, waitMs: 10_000 })) as [
+      Locker,
+      Locker,
+      Locker,
+    ]
     try {
       const pair: SegmentRef[] = [0, 1].map((segment) => ({ id: segment, segment }))
       const name = (ref: SegmentRef) => `stock:race:${ref.segment}`
       const held = await Promise.all(pair.map((ref) => holder.acquire(name(ref))))
-      const protection = createProtection('lock', { stores: {} as ShopStores, locker: buyer, ttlMs: 10_000, waitMs: 10_000 })
-      let waiting = 0
-      const sold = sellFromSegments(pair, () => 0, (ref, how) => {
-        if (how.waitMs === undefined) waiting++
-        return protection.run(
-          name(ref),
-          async (guard) => (how.claim() ? { kind: 'sold' as const, value: { segment: ref.segment, token: guard.token } } : { kind: 'yielded' as const }),
-          { ...(how.waitMs === undefined ? {} : { waitMs: how.waitMs }), ...(how.signal === undefined ? {} : { signal: how.signal }) },
-        )
+      const protection = createProtection('lock', {
+        stores: {} as ShopStores,
+        locker: buyer,
+        ttlMs: 10_000,
+        waitMs: 10_000,
       })
+      let waiting = 0
+      const sold = sellFromSegments(
+        pair,
+        () => 0,
+        (ref, how) => {
+          if (how.waitMs === undefined) waiting++
+          return protection.run(
+            name(ref),
+            async (guard) =>
+              how.claim()
+                ? { kind: 'sold' as const, value: { segment: ref.segment, token: guard.token } }
+                : { kind: 'yielded' as const },
+            {
+              ...(how.waitMs === undefined ? {} : { waitMs: how.waitMs }),
+              ...(how.signal === undefined ? {} : { signal: how.signal }),
+            },
+          )
+        },
+      )
       // Both waits queued in Redis (one locker each), then segment 1 is freed.
       for (;;) {
         const queued = await Promise.all(pair.map((ref) => holder.inspect(name(ref))))
