@@ -4,13 +4,16 @@
  * one product run at once instead of queueing behind one lock.
  *
  * A buyer starts at a random segment and goes round the ring: each segment gets one try of its
- * lock (`waitMs: 0`); a busy one and an empty one are passed over. When a round found every
- * segment that still has stock busy, the buyer waits on all of them at once (a race: one
- * acquire per segment, the normal wait, one AbortController): the first holder that finds stock
- * claims the sale and aborts the other waits; a racer granted before the abort landed sells
- * nothing and releases at once. Waiting on one segment in turn kept a buyer queued behind a slow
- * holder while another segment freed (bench:shop, docs/BENCHMARKS.md). The product is sold out
- * when every segment was found empty. A segment found empty stays empty for the buyer (stock only
+ * lock (`waitMs: 0`); an empty one is passed over, and so are busy ones, up to
+ * {@link PROBES_BEFORE_RACE} of them. Then the buyer waits on every segment not found empty at once
+ * (a race: one acquire per segment, the normal wait, one AbortController; each acquire's first
+ * try takes a free segment at once): the first holder claims the sale and aborts the other waits;
+ * a racer granted before the abort landed sells nothing and releases at once. Waiting on one
+ * segment in turn kept a buyer queued behind a slow holder while another segment freed; trying
+ * every busy segment once before the race cost 7-8 failed acquires (Redis round trips) per unit
+ * sold at 8 segments, each tried again by the race's first tries (bench:shop, docs/BENCHMARKS.md).
+ * A claimed segment found empty ends the race; the buyer goes on with it known empty. The product
+ * is sold out when every segment was found empty. A segment found empty stays empty for the buyer (stock only
  * goes down, but for the reconciler's give-back of a cancelled order's unit: a buyer may then say
  * sold out while one unit is back, as with one segment).
  *
@@ -46,9 +49,9 @@ export interface SegmentTry {
   /** Aborts the wait (LockAbortedError): another segment of the race sold. Absent on one-try rounds. */
   readonly signal?: AbortSignal
   /**
-   * Called under the segment's lock once its stock is found above 0, before anything is written
-   * or called out: true for the one try that sells; false when another segment of the race
-   * claimed the sale first — then sell nothing (the lock is released).
+   * Called under the segment's lock as soon as it is granted, before the segment is read: true for
+   * the one try that may sell; false when another segment of the race claimed the sale first —
+   * then read and sell nothing (the lock is released).
    */
   readonly claim: () => boolean
 }
@@ -57,8 +60,11 @@ export interface SegmentTry {
 export type SegmentAttempt<T> =
   | { readonly kind: 'sold'; readonly value: T }
   | { readonly kind: 'empty' }
-  /** The segment had stock, but another one of the race had claimed the sale. */
+  /** Granted after another segment of the race had claimed the sale: nothing read or sold. */
   | { readonly kind: 'yielded' }
+
+/** Busy segments a buyer tries once (`waitMs: 0`) before it waits on all the segments left. */
+export const PROBES_BEFORE_RACE = 2
 
 const alwaysClaim = () => true
 
@@ -77,8 +83,8 @@ export async function sellFromSegments<T>(
   const start = Math.min(n - 1, Math.floor(random() * n))
   const empty = new Set<number>()
   for (;;) {
-    const busy: SegmentRef[] = []
-    for (let i = 0; i < n; i++) {
+    let busy = 0
+    for (let i = 0; i < n && busy < PROBES_BEFORE_RACE; i++) {
       const segment = segments[(start + i) % n] as SegmentRef
       if (empty.has(segment.segment)) continue
       let result: SegmentAttempt<T>
@@ -87,7 +93,7 @@ export async function sellFromSegments<T>(
       } catch (error) {
         // Busy: the next segment, and this one is in the race if no segment sells this round.
         if (error instanceof LockTimeoutError) {
-          busy.push(segment)
+          busy++
           continue
         }
         throw error
@@ -95,26 +101,30 @@ export async function sellFromSegments<T>(
       if (result.kind === 'sold') return result.value
       empty.add(segment.segment)
     }
-    if (busy.length === 0) return 'sold-out'
-    const raced = await race(busy, attempt)
+    // Every segment not found empty, in ring order from the start.
+    const left = Array.from({ length: n }, (_, i) => segments[(start + i) % n] as SegmentRef).filter(
+      (s) => !empty.has(s.segment),
+    )
+    if (left.length === 0) return 'sold-out'
+    const raced = await race(left, attempt)
     if (raced.kind === 'sold') return raced.value
     for (const segment of raced.empty) empty.add(segment)
-    // Every racer found its segment empty (the last units went meanwhile): a one-try round again.
+    // The claimed segment was empty (the last units went meanwhile): a one-try round again.
   }
 }
 
 /**
- * Waits on every segment of `busy` at once, as {@link sellFromSegments} says. Settles when every
+ * Waits on every segment of `racers` at once, as {@link sellFromSegments} says. Settles when every
  * racer has (so no racer's lock is still held when the purchase answers).
  */
 async function race<T>(
-  busy: readonly SegmentRef[],
+  racers: readonly SegmentRef[],
   attempt: (segment: SegmentRef, how: SegmentTry) => Promise<SegmentAttempt<T>>,
 ): Promise<{ kind: 'sold'; value: T } | { kind: 'none'; empty: number[] }> {
   const controller = new AbortController()
   let winner: SegmentRef | undefined
   const results = await Promise.allSettled(
-    busy.map((segment) =>
+    racers.map((segment) =>
       attempt(segment, {
         waitMs: undefined,
         signal: controller.signal,
@@ -130,7 +140,7 @@ async function race<T>(
   const empty: number[] = []
   let failure: { error: unknown } | undefined
   for (const [i, result] of results.entries()) {
-    const segment = busy[i] as SegmentRef
+    const segment = racers[i] as SegmentRef
     if (result.status === 'fulfilled') {
       if (result.value.kind === 'sold') return { kind: 'sold', value: result.value.value }
       if (result.value.kind === 'empty') empty.push(segment.segment)

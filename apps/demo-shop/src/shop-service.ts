@@ -175,11 +175,12 @@ export class ShopService {
       return protection.run(
         lockResource.stockSegment(sku, ref.segment),
         async (guard) => {
+          // Racers of one purchase run at once: only the one that claims the sale reads, sells and
+          // marks the timer (a claimed segment found empty ends the race: the time goes to `lock`).
+          if (!how.claim()) return { kind: 'yielded' as const }
           const grantedAt = performance.now()
           const segment = await guard.read(row)
           if (segment === null || segment.stock <= 0) return { kind: 'empty' as const }
-          // Racers of one purchase run at once: only the one that claims the sale marks the timer.
-          if (!how.claim()) return { kind: 'yielded' as const }
           timer?.mark('lock', grantedAt)
           timer?.mark('read')
 

@@ -16,7 +16,13 @@ import {
 import { parseFlashSaleArgs, UsageError } from '../src/flash-sale-args.js'
 import { databaseTarget, splitStock } from '../src/database.js'
 import { createProtection, type ShopStores } from '../src/protection.js'
-import { sellFromSegments, type SegmentAttempt, type SegmentRef, type SegmentTry } from '../src/segments.js'
+import {
+  PROBES_BEFORE_RACE,
+  sellFromSegments,
+  type SegmentAttempt,
+  type SegmentRef,
+  type SegmentTry,
+} from '../src/segments.js'
 import { REDIS_URL, uniqueRun } from './services.js'
 
 const services: FlashSaleServices = {
@@ -116,6 +122,18 @@ describe('picking a segment', () => {
     busy.clear()
     expect(await sellFromSegments(ring, () => 0.99, attempt)).toBe('sold-out')
     expect(tries).toEqual(['3:0', '0:0', '1:0', '2:0'])
+  })
+
+  it(`tries at most ${PROBES_BEFORE_RACE} busy segments once, then waits on every segment not found empty, the untried ones too`, async () => {
+    const tries: string[] = []
+    const attempt = async (ref: SegmentRef, how: SegmentTry): Promise<SegmentAttempt<number>> => {
+      tries.push(`${ref.segment}:${how.waitMs ?? 'wait'}`)
+      if (how.waitMs === 0) throw new LockTimeoutError(`stock:x:${ref.segment}`, 0)
+      return how.claim() ? { kind: 'sold', value: ref.segment } : { kind: 'yielded' }
+    }
+    // Start at segment 1 (random 0.25 of 4): 1 and 2 busy, then the race on 1, 2, 3, 0.
+    expect(await sellFromSegments(ring, () => 0.25, attempt)).toBe(1)
+    expect(tries).toEqual(['1:0', '2:0', '1:wait', '2:wait', '3:wait', '0:wait'])
   })
 
   it('when every segment with stock is busy, waits on all at once: the first one freed sells, the other waits are aborted', async () => {
