@@ -1,7 +1,8 @@
 // `npm run bench:shop -- --segments 1,2,4,8 [--rounds R ...]`: the same sale with the stock split
 // over 1, 2, 4, 8 segments (issue 23, apps/demo-shop/src/segments.ts), lock and fenced each, all
 // in one run, interleaved; units/s and the ratio to 1 segment per mode; plus where the time of one
-// purchase goes at 1 segment (SHOP_SALE_TIMERS=1, apps/demo-shop/src/sale-timings.ts). Writes the
+// purchase goes at the first and the last count (SHOP_SALE_TIMERS=1, apps/demo-shop/src/sale-timings.ts)
+// and the CPU each unit sold cost, the instances' and the machine's (/proc, Linux). Writes the
 // bench:shop-segments section.
 //
 // `npm run bench:shop [-- --rounds R --buyers N --instances I --no-docs]`: what the whole protection
@@ -23,7 +24,7 @@ import { integerFlag, runCommand, UsageError, type CliSpec, type CliValues } fro
 import { SALE_PHASES, sumSaleTimings, type SaleTimingTotals } from '@fencelock/demo-shop/sale-timings'
 import { sharedRedisUrl } from '@fencelock/devkit/redis-url'
 import { writeMarkedSection } from './support/docs-section.js'
-import { cpuBusyShare, loadAverage, machineInfo } from './support/machine.js'
+import { cpuBusyShare, descendantPids, loadAverage, machineCpuSeconds, machineInfo, processCpuSeconds } from './support/machine.js'
 
 const root = join(dirname(fileURLToPath(import.meta.url)), '..')
 const TARGET_RATIO = 0.8
@@ -205,22 +206,59 @@ interface SegmentSample {
   readonly unitsPerSecond: number
   readonly violations: number
   readonly timings: SaleTimingTotals | undefined
+  readonly cpu: SellingCpu
 }
 
-/** One sale, timed over its selling phase. */
+/**
+ * CPU seconds used over a sale's selling phase (/proc times): by the shop instances; by the rest of
+ * the run's own processes (the payment gateway and this process, the load generator); and by the
+ * whole machine (those, PostgreSQL, Redis, and whatever else runs on the shared machine), of
+ * `capacity` (CPUs × seconds).
+ */
+interface SellingCpu {
+  readonly instances: number
+  readonly gatewayAndLoad: number
+  readonly machine: number
+  readonly capacity: number
+}
+
+/** One sale, timed over its selling phase, with the CPU its processes used meanwhile. */
 async function timedSale(options: FlashSaleOptions, services: FlashSaleServices) {
   let sellingFrom: number | undefined
   let sellingTo: number | undefined
+  let pids: number[] = []
+  let others: number[] = []
+  let from = { instances: 0, others: 0, machine: machineCpuSeconds() }
+  let cpu: SellingCpu = { instances: Number.NaN, gatewayAndLoad: Number.NaN, machine: Number.NaN, capacity: Number.NaN }
+  const cpuOf = (list: readonly number[]) => list.reduce((sum, pid) => sum + processCpuSeconds(pid), 0)
   const report = await runFlashSale(
     options,
     (p) => {
-      if (p.phase === 'selling' && sellingFrom === undefined) sellingFrom = performance.now()
-      if (p.phase === 'draining' && sellingTo === undefined) sellingTo = performance.now()
+      if (p.phase === 'selling' && sellingFrom === undefined) {
+        sellingFrom = performance.now()
+        pids = (p.instances ?? []).map((i) => i.pid)
+        // This process and its other descendants: the gateway (its supervisor's child), helpers.
+        others = [process.pid, ...descendantPids(process.pid).filter((pid) => !pids.includes(pid))]
+        from = { instances: cpuOf(pids), others: cpuOf(others), machine: machineCpuSeconds() }
+      }
+      if (p.phase === 'draining' && sellingTo === undefined) {
+        sellingTo = performance.now()
+        const machine = machineCpuSeconds()
+        cpu = {
+          instances: cpuOf(pids) - from.instances,
+          gatewayAndLoad: cpuOf(others) - from.others,
+          machine: machine && from.machine ? machine.busy - from.machine.busy : Number.NaN,
+          capacity: machine && from.machine ? machine.total - from.machine.total : Number.NaN,
+        }
+      }
     },
     services,
   )
-  return { report, sellingMs: (sellingTo ?? performance.now()) - (sellingFrom ?? 0) }
+  return { report, sellingMs: (sellingTo ?? performance.now()) - (sellingFrom ?? 0), cpu }
 }
+
+/** A run's CPU seconds over its selling phase: the instances', the machine's. */
+const cpuCells = (s: SegmentSample) => [s.cpu.instances.toFixed(1), s.cpu.gatewayAndLoad.toFixed(1), s.cpu.machine.toFixed(1)]
 
 /** The segments sweep (see the file's comment). */
 async function segmentsSweep(args: Args, counts: readonly number[]): Promise<number> {
@@ -248,9 +286,9 @@ async function segmentsSweep(args: Args, counts: readonly number[]): Promise<num
         chaos: 'none',
         seed: round,
         gatewayLatencyMs: '0-0',
-        saleTimers: segments === 1,
+        saleTimers: true,
       }
-      const { report, sellingMs } = await timedSale(options, services)
+      const { report, sellingMs, cpu } = await timedSale(options, services)
       const sample: SegmentSample = {
         segments,
         mode,
@@ -260,9 +298,10 @@ async function segmentsSweep(args: Args, counts: readonly number[]): Promise<num
         unitsPerSecond: report.sold / (sellingMs / 1000),
         violations: report.violations,
         timings: report.saleTimings,
+        cpu,
       }
       samples.push(sample)
-      console.error(`[bench:shop] round ${round} segments ${segments} ${mode}: ${sample.sold} units in ${(sellingMs / 1000).toFixed(2)} s = ${sample.unitsPerSecond.toFixed(1)} units/s, violations ${sample.violations}`)
+      console.error(`[bench:shop] round ${round} segments ${segments} ${mode}: ${sample.sold} units in ${(sellingMs / 1000).toFixed(2)} s = ${sample.unitsPerSecond.toFixed(1)} units/s, violations ${sample.violations}, CPU ${cpuCells(sample).join(' / ')}`)
     }
   }
   const loadAfter = loadAverage()
@@ -279,21 +318,37 @@ async function segmentsSweep(args: Args, counts: readonly number[]): Promise<num
     }),
   )
   const rows = samples.map(
-    (s) => `| ${s.round} | ${s.segments} | \`${s.mode}\` | ${s.sold} | ${(s.sellingMs / 1000).toFixed(2)} | ${s.unitsPerSecond.toFixed(1)} | ${s.violations} |`,
+    (s) =>
+      `| ${s.round} | ${s.segments} | \`${s.mode}\` | ${s.sold} | ${(s.sellingMs / 1000).toFixed(2)} | ${s.unitsPerSecond.toFixed(1)} | ${s.violations} | ${cpuCells(s).join(' | ')} |`,
   )
   const top = counts[counts.length - 1] as number
   const fencedRatio = median(rounds.map((r) => rateOf(r, top, 'fenced') / rateOf(r, base, 'fenced')))
-  const timingRows = MODES.map((mode) => {
-    const t = sumSaleTimings(samples.filter((s) => s.mode === mode && s.timings !== undefined).map((s) => s.timings as SaleTimingTotals))
-    const total = SALE_PHASES.reduce((a, p) => a + t[p], 0)
-    const held = t.read + t.gateway + t.write
-    return `| \`${mode}\` | ${t.sales} | ${SALE_PHASES.map((p) => `${(t[p] / Math.max(1, t.sales)).toFixed(1)} (${((100 * t[p]) / Math.max(1e-9, total)).toFixed(0)} %)`).join(' | ')} | ${(held / Math.max(1, t.sales)).toFixed(1)} |`
-  })
+  const timingRows = [...new Set([base, top])].flatMap((segments) =>
+    MODES.map((mode) => {
+      const of = samples.filter((s) => s.segments === segments && s.mode === mode && s.timings !== undefined)
+      const t = sumSaleTimings(of.map((s) => s.timings as SaleTimingTotals))
+      const total = SALE_PHASES.reduce((a, p) => a + t[p], 0)
+      const held = t.read + t.gateway + t.write
+      return `| ${segments} | \`${mode}\` | ${t.sales} | ${SALE_PHASES.map((p) => `${(t[p] / Math.max(1, t.sales)).toFixed(1)} (${((100 * t[p]) / Math.max(1e-9, total)).toFixed(0)} %)`).join(' | ')} | ${(held / Math.max(1, t.sales)).toFixed(1)} |`
+    }),
+  )
+  // CPU per unit sold over the selling phase, summed over a row's rounds (see SellingCpu).
+  const cpuRows = counts.flatMap((segments) =>
+    MODES.map((mode) => {
+      const of = samples.filter((s) => s.segments === segments && s.mode === mode)
+      const sum = (f: (s: SegmentSample) => number) => of.reduce((a, s) => a + f(s), 0)
+      const sold = Math.max(1, sum((s) => s.sold))
+      const seconds = sum((s) => s.sellingMs) / 1000
+      const perUnit = (f: (s: SegmentSample) => number) => ((1000 * sum(f)) / sold).toFixed(1)
+      return `| ${segments} | \`${mode}\` | ${perUnit((s) => s.cpu.instances)} | ${perUnit((s) => s.cpu.gatewayAndLoad)} | ${perUnit((s) => s.cpu.machine)} | ${(sum((s) => s.cpu.instances + s.cpu.gatewayAndLoad) / seconds).toFixed(2)} | ${(sum((s) => s.cpu.machine) / seconds).toFixed(2)} of ${(sum((s) => s.cpu.capacity) / seconds).toFixed(2)} |`
+    }),
+  )
   const markdown = `## Flash-sale shop: segmented stock
 
 \`npm run bench:shop -- --segments ${counts.join(',')} --rounds ${args.rounds} --buyers ${args.buyers} --instances ${args.instances}\` — ${new Date().toISOString().slice(0, 10)}.
 The same sale with the product's stock split over ${counts.join(', ')} segments (\`apps/demo-shop/src/segments.ts\`: each
-segment its own row, lock and fence; a buyer tries one at random, then the next), in \`lock\` and \`fenced\`
+segment its own row, lock and fence; a buyer tries one at random, then the next, one try each, and when
+all are busy waits on all of them at once, the first free one winning), in \`lock\` and \`fenced\`
 mode, every combination in each round, interleaved: ${args.instances} instance processes, ${args.buyers} buyers
 (${FLASH_SALE_DEFAULTS.concurrency} at once), ${args.buyers} units, each bought and paid, no chaos, the gateway answering at once
 (\`--gateway-latency-ms 0-0\`). Throughput: units sold (counted from the database) per second of the selling
@@ -310,19 +365,29 @@ ${summary.join('\n')}
 
 **Target: \`fenced\` at ${top} segments ≥ ×3 the units/s at ${base} — ${fencedRatio >= 3 ? 'met' : '**missed**'} (×${fencedRatio.toFixed(2)}).**
 
-Where the time of one purchase goes at ${base} segment${base === 1 ? '' : 's'} (\`SHOP_SALE_TIMERS=1\`, \`apps/demo-shop/src/sale-timings.ts\`;
+Where the time of one purchase goes at ${base} and ${top} segments (\`SHOP_SALE_TIMERS=1\`, \`apps/demo-shop/src/sale-timings.ts\`;
 mean ms per purchase that ordered a unit, share of the purchase): \`lock\` is the wait for the lock
-and the acquire's round trips, \`release\` the release's round trip; \`read\`, \`gateway\` (the
-authorization call) and \`write\` (stock and order transaction) run while the hot lock is held.
+and the acquire's round trips (with segments: the one-try probes of busy segments, the race's wait
+and the reads of segments found empty), \`release\` the release's round trip; \`read\`, \`gateway\`
+(the authorization call) and \`write\` (stock and order transaction) run while the lock is held.
 
-| mode | purchases timed | ${SALE_PHASES.join(' ms | ')} ms | held ms |
-| --- | ---: | ${SALE_PHASES.map(() => '---:').join(' | ')} | ---: |
+| segments | mode | purchases timed | ${SALE_PHASES.join(' ms | ')} ms | held ms |
+| ---: | --- | ---: | ${SALE_PHASES.map(() => '---:').join(' | ')} | ---: |
 ${timingRows.join('\n')}
+
+CPU over the selling phase (all rounds of a row; /proc times): per unit sold, by the ${args.instances} shop
+instances, by the gateway and the load generator (the bench's own process), and by the whole machine
+(those, PostgreSQL, Redis, and other users of the shared machine); and the CPUs busy on average,
+by the instances, gateway and load generator, and by the machine (it has ${availableParallelism()}).
+
+| segments | mode | instances CPU ms/unit | gateway + load CPU ms/unit | machine CPU ms/unit | run's CPUs busy | machine CPUs busy |
+| ---: | --- | ---: | ---: | ---: | ---: | ---: |
+${cpuRows.join('\n')}
 
 All runs:
 
-| round | segments | mode | units sold | selling s | units/s | violations |
-| ---: | ---: | --- | ---: | ---: | ---: | ---: |
+| round | segments | mode | units sold | selling s | units/s | violations | instances CPU s | gateway + load CPU s | machine CPU s |
+| ---: | ---: | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |
 ${rows.join('\n')}
 `
   console.log(markdown)

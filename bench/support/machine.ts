@@ -1,6 +1,6 @@
 // The machine a benchmark ran on, as written next to its numbers.
 import { execFileSync } from 'node:child_process'
-import { readFileSync } from 'node:fs'
+import { readdirSync, readFileSync } from 'node:fs'
 import { availableParallelism, loadavg, totalmem } from 'node:os'
 
 export interface MachineInfo {
@@ -51,6 +51,57 @@ export function loadAverage(): string {
   return loadavg()
     .map((l) => l.toFixed(2))
     .join(', ')
+}
+
+/** Jiffies per second of /proc's CPU times (USER_HZ, 100 on Linux). */
+const USER_HZ = 100
+
+/**
+ * CPU seconds one process has used (user + system), from /proc/<pid>/stat; NaN where unknown
+ * (not Linux, or the process is gone).
+ */
+export function processCpuSeconds(pid: number): number {
+  try {
+    const stat = readFileSync(`/proc/${pid}/stat`, 'utf8')
+    // After the command name in parentheses: state is field 3, utime 14, stime 15.
+    const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ')
+    return (Number(fields[11]) + Number(fields[12])) / USER_HZ
+  } catch {
+    return Number.NaN
+  }
+}
+
+/** Every descendant process of `pid` (children, their children, ...), from /proc; empty where unknown. */
+export function descendantPids(pid: number): number[] {
+  const found: number[] = []
+  const visit = (parent: number) => {
+    let tasks: string[] = []
+    try {
+      tasks = readdirSync(`/proc/${parent}/task`)
+    } catch {
+      return
+    }
+    for (const task of tasks) {
+      let children = ''
+      try {
+        children = readFileSync(`/proc/${parent}/task/${task}/children`, 'utf8')
+      } catch {
+        continue
+      }
+      for (const child of children.split(' ').filter(Boolean).map(Number)) {
+        found.push(child)
+        visit(child)
+      }
+    }
+  }
+  visit(pid)
+  return found
+}
+
+/** CPU seconds all CPUs have been busy and in all since boot, from /proc/stat; undefined where unknown. */
+export function machineCpuSeconds(): { busy: number; total: number } | undefined {
+  const t = cpuTimes()
+  return t && { busy: t.busy / USER_HZ, total: t.total / USER_HZ }
 }
 
 function cpuTimes(): { busy: number; total: number } | undefined {

@@ -64,7 +64,7 @@ export interface Protection {
   readonly mode: ProtectionMode
   /**
    * `options.waitMs` overrides the wait for a held lock (0: one try, LockTimeoutError when held);
-   * `unsafe` takes no lock and ignores it.
+   * `options.signal` gives the wait up (LockAbortedError); `unsafe` takes no lock and ignores both.
    */
   run<T>(resource: string, fn: (guard: Guard) => Promise<T>, options?: RunOptions): Promise<T>
 }
@@ -72,6 +72,8 @@ export interface Protection {
 /** Per-call options of {@link Protection.run}. */
 export interface RunOptions {
   readonly waitMs?: number
+  /** Aborts the wait for the lock (not the work once it holds it): a race of segments was won elsewhere. */
+  readonly signal?: AbortSignal
 }
 
 /** The shop's database as the protections use it: plain steps, and the same steps under a token. */
@@ -169,7 +171,11 @@ export function createProtection(mode: ProtectionMode, deps: ProtectionDeps): Pr
   })
   if (mode === 'unsafe') return { mode, run: (resource, fn) => fn(plainGuard(resource, undefined)) }
   if (locker === undefined) throw new Error(`mode ${mode} needs a locker`)
-  const limitsOf = (options: RunOptions | undefined) => ({ ttlMs: deps.ttlMs, waitMs: options?.waitMs ?? deps.waitMs })
+  const limitsOf = (options: RunOptions | undefined) => ({
+    ttlMs: deps.ttlMs,
+    waitMs: options?.waitMs ?? deps.waitMs,
+    ...(options?.signal === undefined ? {} : { signal: options.signal }),
+  })
   if (mode === 'lock')
     return { mode, run: (resource, fn, options) => locker.using(resource, (lock) => fn(plainGuard(resource, lock.token)), limitsOf(options)) }
   return {

@@ -11,6 +11,10 @@
  *
  * `lock` and `release` are lock time, the rest is held time: a hot product sells at most one unit
  * per `read + gateway + write` (plus the hand-over to the next waiter) per segment.
+ *
+ * With segments (segments.ts), `lock` runs from the purchase's start to the grant of the segment
+ * that sold, so it includes the one-try probes of busy segments, the race's wait and the reads
+ * of segments found empty; `release` runs until every racer of the purchase has settled.
  */
 
 /** The phases, in order. */
@@ -20,9 +24,12 @@ export type SalePhase = (typeof SALE_PHASES)[number]
 /** Sums of the timed sales' phases, in ms. */
 export type SaleTimingTotals = { sales: number } & Record<SalePhase, number>
 
-/** One sale being timed: `mark(phase)` closes the phase that ran since the previous mark. */
+/**
+ * One sale being timed: `mark(phase)` closes the phase that ran since the previous mark, at
+ * `at` (a `performance.now()` taken earlier, for a phase known to have ended before the mark) or now.
+ */
 export interface SaleTimer {
-  mark(phase: SalePhase): void
+  mark(phase: SalePhase, at?: number): void
   /** Counts the sale (a purchase that did not order a unit is never done, so never counted). */
   done(): void
 }
@@ -35,8 +42,8 @@ export class SaleTimings {
     const phases: Partial<Record<SalePhase, number>> = {}
     let last = performance.now()
     return {
-      mark: (phase) => {
-        const now = performance.now()
+      mark: (phase, at) => {
+        const now = at ?? performance.now()
         phases[phase] = (phases[phase] ?? 0) + (now - last)
         last = now
       },

@@ -173,16 +173,24 @@ export class ShopService {
    */
   async #purchaseSegment(sku: string, buyerId: string, product: SegmentedProduct): Promise<PurchaseResult> {
     const { protection, gateway, observer } = this.#deps
-    const sold = await sellFromSegments<PurchaseResult>(product.segments, this.#deps.random ?? Math.random, (ref, waitMs) => {
+    const timer = this.#deps.timings?.start()
+    const sold = await sellFromSegments<PurchaseResult>(product.segments, this.#deps.random ?? Math.random, (ref, how) => {
       const row = { model: 'StockSegment', where: { id: ref.id } } as const
       return protection.run(
         lockResource.stockSegment(sku, ref.segment),
         async (guard) => {
+          // Racers of one purchase run at once: only the one that claims the sale reads, sells and
+          // marks the timer (a claimed segment found empty ends the race: the time goes to `lock`).
+          if (!how.claim()) return { kind: 'yielded' as const }
+          const grantedAt = performance.now()
           const segment = await guard.read(row)
           if (segment === null || segment.stock <= 0) return { kind: 'empty' as const }
+          timer?.mark('lock', grantedAt)
+          timer?.mark('read')
 
           observer?.externalCall({ operation: 'authorize', resource: guard.resource, token: guard.token })
           await gateway.authorize({ buyerId, amountCents: product.priceCents })
+          timer?.mark('gateway')
 
           const stockLeft = segment.stock - 1
           const order = await this.#recorded(guard, 'order', (o) => o.id, () => guard.write(row, async (tx) => {
@@ -198,13 +206,19 @@ export class ShopService {
               },
             })
           }))
+          timer?.mark('write')
           const ordered: PurchaseResult = { kind: 'ordered', sku, orderId: order.id, stockLeft, token: guard.token, segment: ref.segment }
           return { kind: 'sold' as const, value: ordered }
         },
-        waitMs === undefined ? undefined : { waitMs },
+        { ...(how.waitMs === undefined ? {} : { waitMs: how.waitMs }), ...(how.signal === undefined ? {} : { signal: how.signal }) },
       )
     })
-    return sold === 'sold-out' ? { kind: 'sold-out', sku } : sold
+    if (sold === 'sold-out') return { kind: 'sold-out', sku }
+    if (timer !== undefined) {
+      timer.mark('release')
+      timer.done()
+    }
+    return sold
   }
 
   /**

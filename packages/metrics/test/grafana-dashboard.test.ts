@@ -31,6 +31,8 @@ describe('grafana/fencelock.json', () => {
       ['Lost locks', /fencelock_lost_total/],
       ['Fencing rejections', /fencelock_fencing_rejections_total/],
       ['Held locks', /fencelock_held\{/],
+      ['Leaders', /sum by \(group\) \(fencelock_is_leader\{/],
+      ['Leader changes', /increase\(fencelock_leader_changes_total\{/],
     ]
     for (const [title, query] of wanted) expect(byTitle.get(title), title).toMatch(query)
     const ids = allPanels(dashboard).map((p) => p.id)

@@ -30,10 +30,17 @@ describe('prometheus/alerts.yml', () => {
     expect(status, output).toBe(0)
   })
 
-  it('has the four alerts, each with for:, a severity label, summary, description and a runbook_url to its section of docs/METRICS.md', () => {
+  it('has the six alerts, each with for:, a severity label, summary, description and a runbook_url to its section of docs/METRICS.md', () => {
     const text = readFileSync(join(dir, 'alerts.yml'), 'utf8')
     const metricsDoc = readFileSync(join(dir, '..', '..', '..', 'docs', 'METRICS.md'), 'utf8')
-    const alerts = ['FenceLockLowAcquireSuccess', 'FenceLockHighWaitP99', 'FenceLockHighExpiryRate', 'FenceLockFencingRejectionsRising']
+    const alerts = [
+      'FenceLockLowAcquireSuccess',
+      'FenceLockHighWaitP99',
+      'FenceLockHighExpiryRate',
+      'FenceLockFencingRejectionsRising',
+      'FenceLockNoLeader',
+      'FenceLockLeaderFlapping',
+    ]
     expect([...text.matchAll(/- alert: (\w+)/g)].map((m) => m[1])).toEqual(alerts)
     for (const alert of alerts) {
       const block = text.slice(text.indexOf(`- alert: ${alert}`)).split(/\n {6}- alert: /)[0]!
