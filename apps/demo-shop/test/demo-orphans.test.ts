@@ -1,4 +1,4 @@
-// Not in `npm test` (it starts the whole live demo: about a minute): `npm run test:orphans -w @fencelock/demo-shop`.
+// In `npm test`; alone: `npm run test:orphans -w @fencelock/demo-shop` (it starts the whole live demo: ~5 s on a quiet machine, a minute at load 30).
 // `npm run demo` killed outright (SIGKILL: no signal reaches the demo) must leave nothing behind:
 // the demo sees itself re-parented and stops what it started — the live shop's instances, their
 // payment gateway — as on SIGTERM. Without that watch (demo.ts with it removed, run once by hand

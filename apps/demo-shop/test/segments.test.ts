@@ -1,4 +1,4 @@
-// Not in `npm test` (CI is near its 20 minutes): `npm run test:segments -w @fencelock/demo-shop` (~30 s).
+// In `npm test`; alone: `npm run test:segments -w @fencelock/demo-shop` (~20 s at load 3-8).
 // Segmented stock (issue 23, segments.ts) on real processes, real Redis, real PostgreSQL and the
 // gateway process: the stock of one product split over 4 rows, each its own lock and fence.
 // Counted from the database and the gateway ledger after the instances have exited. Sizes are
