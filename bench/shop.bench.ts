@@ -38,6 +38,12 @@ const CLI: CliSpec = {
     buyers: { type: 'string', value: '<n>', description: 'buyers (and units) per sale, 1-100000', default: 600 },
     instances: { type: 'string', value: '<n>', description: 'shop instances, 1-16', default: 4 },
     segments: { type: 'string', value: '<list>', description: 'stock segments to compare, e.g. 1,2,4,8 (each 1-64): the segments sweep instead of lock vs fenced' },
+    'gateway-latency-ms': {
+      type: 'string',
+      value: '<a-b>',
+      description: "with --segments: the gateway's answer time, ms, uniform in a-b (0-10000); other than 0-0 the sweep writes a section of its own",
+      default: '0-0',
+    },
     'no-docs': { type: 'boolean', description: 'leave docs/BENCHMARKS.md untouched' },
   },
   notes: 'REDIS_URL (default redis://127.0.0.1:6379), DATABASE_URL (default postgresql://postgres@127.0.0.1:5432/test). A missed target is reported, and the exit code stays 0.',
@@ -50,6 +56,7 @@ interface Args {
   instances: number
   docs: boolean
   segments: number[] | undefined
+  gatewayLatencyMs: string
 }
 
 function segmentsList(value: unknown): number[] | undefined {
@@ -61,13 +68,24 @@ function segmentsList(value: unknown): number[] | undefined {
 }
 
 function parseCli(values: CliValues): Args {
+  if (values['gateway-latency-ms'] !== undefined && values.segments === undefined)
+    throw new UsageError('--gateway-latency-ms is for the segments sweep: give --segments too')
   return {
     rounds: integerFlag(values, 'rounds', 3, 1, 20),
     buyers: integerFlag(values, 'buyers', 600, 1, 100_000),
     instances: integerFlag(values, 'instances', 4, 1, 16),
     docs: values['no-docs'] !== true,
     segments: segmentsList(values.segments),
+    gatewayLatencyMs: latencyRange(values['gateway-latency-ms']),
   }
+}
+
+function latencyRange(value: unknown): string {
+  if (value === undefined) return '0-0'
+  const match = /^(\d{1,5})-(\d{1,5})$/.exec(String(value))
+  if (!match || Number(match[1]) > Number(match[2]) || Number(match[2]) > 10_000)
+    throw new UsageError(`--gateway-latency-ms must be a-b in ms with 0 <= a <= b <= 10000 (got ${JSON.stringify(value)})`)
+  return `${Number(match[1])}-${Number(match[2])}`
 }
 
 interface Sample {
@@ -285,7 +303,7 @@ async function segmentsSweep(args: Args, counts: readonly number[]): Promise<num
         mode,
         chaos: 'none',
         seed: round,
-        gatewayLatencyMs: '0-0',
+        gatewayLatencyMs: args.gatewayLatencyMs,
         saleTimers: true,
       }
       const { report, sellingMs, cpu } = await timedSale(options, services)
@@ -343,15 +361,16 @@ async function segmentsSweep(args: Args, counts: readonly number[]): Promise<num
       return `| ${segments} | \`${mode}\` | ${perUnit((s) => s.cpu.instances)} | ${perUnit((s) => s.cpu.gatewayAndLoad)} | ${perUnit((s) => s.cpu.machine)} | ${(sum((s) => s.cpu.instances + s.cpu.gatewayAndLoad) / seconds).toFixed(2)} | ${(sum((s) => s.cpu.machine) / seconds).toFixed(2)} of ${(sum((s) => s.cpu.capacity) / seconds).toFixed(2)} |`
     }),
   )
-  const markdown = `## Flash-sale shop: segmented stock
+  const instant = args.gatewayLatencyMs === '0-0'
+  const markdown = `## Flash-sale shop: segmented stock${instant ? '' : `, the gateway answering in ${args.gatewayLatencyMs} ms`}
 
-\`npm run bench:shop -- --segments ${counts.join(',')} --rounds ${args.rounds} --buyers ${args.buyers} --instances ${args.instances}\` — ${new Date().toISOString().slice(0, 10)}.
+\`npm run bench:shop -- --segments ${counts.join(',')} --rounds ${args.rounds} --buyers ${args.buyers} --instances ${args.instances}${instant ? '' : ` --gateway-latency-ms ${args.gatewayLatencyMs}`}\` — ${new Date().toISOString().slice(0, 10)}.
 The same sale with the product's stock split over ${counts.join(', ')} segments (\`apps/demo-shop/src/segments.ts\`: each
 segment its own row, lock and fence; a buyer tries one at random, then the next, one try each, and when
 all are busy waits on all of them at once, the first free one winning), in \`lock\` and \`fenced\`
 mode, every combination in each round, interleaved: ${args.instances} instance processes, ${args.buyers} buyers
-(${FLASH_SALE_DEFAULTS.concurrency} at once), ${args.buyers} units, each bought and paid, no chaos, the gateway answering at once
-(\`--gateway-latency-ms 0-0\`). Throughput: units sold (counted from the database) per second of the selling
+(${FLASH_SALE_DEFAULTS.concurrency} at once), ${args.buyers} units, each bought and paid, no chaos, ${instant ? 'the gateway answering at once' : `the gateway answering each call in ${args.gatewayLatencyMs} ms (so a purchase holds its lock mostly waiting, not computing)`}
+(\`--gateway-latency-ms ${args.gatewayLatencyMs}\`). Throughput: units sold (counted from the database) per second of the selling
 phase, payments included. Redis and PostgreSQL on loopback.
 
 Machine: ${m.nproc} × ${m.cpuModel}, ${m.totalMemGiB} GiB, ${m.os}, Node ${m.node}, ${availableParallelism()} CPUs; load average ${loadBefore}
@@ -392,7 +411,7 @@ ${rows.join('\n')}
 `
   console.log(markdown)
   if (args.docs) {
-    writeMarkedSection(join(root, 'docs', 'BENCHMARKS.md'), 'bench:shop-segments', markdown)
+    writeMarkedSection(join(root, 'docs', 'BENCHMARKS.md'), instant ? 'bench:shop-segments' : 'bench:shop-segments-latency', markdown)
     console.error('[bench:shop] written to docs/BENCHMARKS.md')
   }
   return 0
