@@ -105,15 +105,39 @@ const median = (values: readonly number[]) => {
   return s.length % 2 === 1 ? (s[mid] as number) : ((s[mid - 1] as number) + (s[mid] as number)) / 2
 }
 
-async function main(values: CliValues): Promise<number> {
-  const args = parseCli(values)
-  if (args.segments !== undefined) return segmentsSweep(args, args.segments)
+/** The machine's Redis and PostgreSQL, as every sale of the bench uses them. */
+function sharedServices(): FlashSaleServices {
   const redisUrl = sharedRedisUrl()
   const { connectionString } = databaseTarget()
-  const services: FlashSaleServices = {
+  return {
     redis: { url: redisUrl, origin: redisUrl, owned: undefined, stop: async () => {} },
     database: { connectionString, origin: redact(connectionString) },
   }
+}
+
+/** One sale of the bench: `buyers` units for as many buyers, no chaos, the round as its seed. */
+function saleOptions(
+  args: Args,
+  mode: (typeof MODES)[number],
+  round: number,
+  more: Partial<FlashSaleOptions>,
+): FlashSaleOptions {
+  return {
+    ...FLASH_SALE_DEFAULTS,
+    instances: args.instances,
+    buyers: args.buyers,
+    stock: args.buyers,
+    mode,
+    chaos: 'none',
+    seed: round,
+    ...more,
+  }
+}
+
+async function main(values: CliValues): Promise<number> {
+  const args = parseCli(values)
+  if (args.segments !== undefined) return segmentsSweep(args, args.segments)
+  const services = sharedServices()
   const busyBefore = await cpuBusyShare(2_000)
   const loadBefore = loadAverage()
   const samples: Sample[] = []
@@ -121,16 +145,7 @@ async function main(values: CliValues): Promise<number> {
     // Alternate which mode goes first, so a drift of the machine's load spreads over both.
     const order = round % 2 === 1 ? MODES : [...MODES].reverse()
     for (const mode of order) {
-      const options: FlashSaleOptions = {
-        ...FLASH_SALE_DEFAULTS,
-        instances: args.instances,
-        buyers: args.buyers,
-        stock: args.buyers,
-        mode,
-        chaos: 'none',
-        seed: round,
-        gatewayLatencyMs: '0-0',
-      }
+      const options = saleOptions(args, mode, round, { gatewayLatencyMs: '0-0' })
       let sellingFrom: number | undefined
       let sellingTo: number | undefined
       const report = await runFlashSale(
@@ -280,12 +295,7 @@ const cpuCells = (s: SegmentSample) => [s.cpu.instances.toFixed(1), s.cpu.gatewa
 
 /** The segments sweep (see the file's comment). */
 async function segmentsSweep(args: Args, counts: readonly number[]): Promise<number> {
-  const redisUrl = sharedRedisUrl()
-  const { connectionString } = databaseTarget()
-  const services: FlashSaleServices = {
-    redis: { url: redisUrl, origin: redisUrl, owned: undefined, stop: async () => {} },
-    database: { connectionString, origin: redact(connectionString) },
-  }
+  const services = sharedServices()
   const busyBefore = await cpuBusyShare(2_000)
   const loadBefore = loadAverage()
   const samples: SegmentSample[] = []
@@ -294,18 +304,7 @@ async function segmentsSweep(args: Args, counts: readonly number[]): Promise<num
     const order = counts.flatMap((segments) => MODES.map((mode) => ({ segments, mode })))
     if (round % 2 === 0) order.reverse()
     for (const { segments, mode } of order) {
-      const options: FlashSaleOptions = {
-        ...FLASH_SALE_DEFAULTS,
-        instances: args.instances,
-        buyers: args.buyers,
-        stock: args.buyers,
-        segments,
-        mode,
-        chaos: 'none',
-        seed: round,
-        gatewayLatencyMs: args.gatewayLatencyMs,
-        saleTimers: true,
-      }
+      const options = saleOptions(args, mode, round, { segments, gatewayLatencyMs: args.gatewayLatencyMs, saleTimers: true })
       const { report, sellingMs, cpu } = await timedSale(options, services)
       const sample: SegmentSample = {
         segments,

@@ -145,17 +145,7 @@ export class ShopService {
       const stockLeft = product.stock - 1
       const order = await this.#recorded(guard, 'order', (o) => o.id, () => guard.write(row, async (tx) => {
         await tx.product.update({ where: { sku }, data: { stock: stockLeft } })
-        // The reference (the charge's key) and the amount are fixed here, in the order's first
-        // transaction: a payment can only ever charge this amount under this key.
-        return tx.order.create({
-          data: {
-            productId: product.id,
-            buyerId,
-            quantity: 1,
-            reference: newOrderReference(),
-            amountCents: product.priceCents,
-          },
-        })
+        return tx.order.create({ data: newOrder(product, buyerId) })
       }))
       timer?.mark('write')
       return { kind: 'ordered', sku, orderId: order.id, stockLeft, token: guard.token }
@@ -195,16 +185,7 @@ export class ShopService {
           const stockLeft = segment.stock - 1
           const order = await this.#recorded(guard, 'order', (o) => o.id, () => guard.write(row, async (tx) => {
             await tx.stockSegment.update({ where: { id: ref.id }, data: { stock: stockLeft } })
-            return tx.order.create({
-              data: {
-                productId: product.id,
-                buyerId,
-                quantity: 1,
-                reference: newOrderReference(),
-                amountCents: product.priceCents,
-                segment: ref.segment,
-              },
-            })
+            return tx.order.create({ data: { ...newOrder(product, buyerId), segment: ref.segment } })
           }))
           timer?.mark('write')
           const ordered: PurchaseResult = { kind: 'ordered', sku, orderId: order.id, stockLeft, token: guard.token, segment: ref.segment }
@@ -297,4 +278,12 @@ export class ShopService {
       }
     })
   }
+}
+
+/**
+ * The order of one unit. Its reference (the charge's key) and amount are fixed here, in the
+ * order's first transaction: a payment can only ever charge this amount under this key.
+ */
+function newOrder(product: { readonly id: number; readonly priceCents: number }, buyerId: string) {
+  return { productId: product.id, buyerId, quantity: 1, reference: newOrderReference(), amountCents: product.priceCents }
 }

@@ -42,21 +42,10 @@ export interface MetricsPoint {
 export type SaleMetricsPoint = Omit<MetricsPoint, 'atMs' | 'sale'> & { readonly runId: number }
 
 /**
- * The shop's invariants: stock and orders counted from its database, charges from the payment
- * gateway's own ledger — where the money moves, not the shop's payment rows, which a stale
- * holder may fail to write after its charge went through.
+ * What a sale sold and charged, counted where each effect lands: units and orders in the shop's
+ * database, charges in the payment gateway's own ledger. Shared by the live counts and a run's report.
  */
-export interface InvariantsView {
-  /** `live` (the shop left running) or `run-<n>` (a flash sale from the dashboard). */
-  readonly source: string
-  readonly title: string
-  /** `live`: counted now; `final`: counted after the run's instances drained and exited. */
-  readonly kind: 'live' | 'final'
-  readonly mode: WireMode
-  /** Units on sale at the start (summed over the live shop's drops). */
-  readonly initialStock: number
-  /** Units left in the database. */
-  readonly stock: number
+export interface SaleCounts {
   readonly sold: number
   readonly oversold: number
   /** Orders charged more than once at the gateway (its ledger). */
@@ -79,6 +68,24 @@ export interface InvariantsView {
   readonly cancelledOrders: number
   /** Each broken invariant once (the shop's own count). */
   readonly violations: number
+}
+
+/**
+ * The shop's invariants: stock and orders counted from its database, charges from the payment
+ * gateway's own ledger — where the money moves, not the shop's payment rows, which a stale
+ * holder may fail to write after its charge went through.
+ */
+export interface InvariantsView extends SaleCounts {
+  /** `live` (the shop left running) or `run-<n>` (a flash sale from the dashboard). */
+  readonly source: string
+  readonly title: string
+  /** `live`: counted now; `final`: counted after the run's instances drained and exited. */
+  readonly kind: 'live' | 'final'
+  readonly mode: WireMode
+  /** Units on sale at the start (summed over the live shop's drops). */
+  readonly initialStock: number
+  /** Units left in the database. */
+  readonly stock: number
   /** When the counts were taken, epoch ms. */
   readonly atMs: number
   /** A run's chaos and what of it landed (absent for the live shop). */
@@ -166,35 +173,14 @@ export interface RunView {
   readonly chaosEvents: number
   readonly durationMs: number | null
   /** From the report (database counts; charges from the gateway's ledger), once done. */
-  readonly result: {
+  readonly result: (SaleCounts & {
     readonly remainingStock: number
-    readonly sold: number
-    readonly oversold: number
-    /** Orders charged more than once at the gateway (its ledger). */
-    readonly doubleChargedOrders: number
-    /** Charges beyond the first of each order, at the gateway. */
-    readonly extraCharges: number
-    readonly lostUpdates: number
-    /** Charges in the gateway's ledger, payments recorded in the shop, orders paid there. */
-    readonly gatewayCharges: number
-    readonly payments: number
-    readonly paidOrders: number
-    /** Money, the gateway's ledger against the orders: charged and not paid, paid and not charged, charged another amount, charges of no order. */
-    readonly chargedUnpaidOrders: number
-    readonly paidUnchargedOrders: number
-    readonly amountMismatchOrders: number
-    readonly unmatchedCharges: number
-    /** What the reconciler settled: payments recorded from the ledger, orders cancelled. */
-    readonly reconciledPaid: number
-    readonly cancelledOrders: number
-    /** Each broken invariant once (the shop's own count). */
-    readonly violations: number
     readonly staleWritesRejected: number
     readonly expiredLocks: number
     /** Money charged beyond the first charge of each order, at the gateway, in cents (extra charges × the price). */
     readonly overchargedCents: number
     readonly acquireP99Ms: number | null
-  } | null
+  }) | null
   /** Why a run failed. */
   readonly error: string | null
 }

@@ -166,7 +166,7 @@ export class Semaphore {
     const locker = this.#host.locker()
     let queue: Lock
     try {
-      queue = await locker.acquire(this.#names.queue, this.#queueOptions(o, o.waitMs))
+      queue = await locker.acquire(this.#names.queue, this.#queueOptions(o))
     } catch (error) {
       throw this.#failed(error, start, o.signal)
     }
@@ -365,8 +365,8 @@ export class Semaphore {
   }
 
   /** The queue lock's options: the caller's wait and signal, a short lease, always renewed. */
-  #queueOptions(o: ResolvedAcquire, waitMs: number): AcquireOptions {
-    return { ttlMs: this.#queueTtl(o), waitMs, signal: o.signal, autoExtend: true }
+  #queueOptions(o: ResolvedAcquire): AcquireOptions {
+    return { ttlMs: this.#queueTtl(o), waitMs: o.waitMs, signal: o.signal, autoExtend: true }
   }
 
   #queueTtl(o: ResolvedAcquire): number {
