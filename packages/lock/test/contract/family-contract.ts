@@ -170,11 +170,15 @@ export function familyContract(name: string, deployment: ContractDeployment, sto
 
       // The control: two callers take [x, y] and [y, x] one by one; each holds its first when it asks for its second.
       const [x, y] = pool
+      // Neither lets go of its first until both second attempts have ended: a release in between would hand
+      // the other its second (a late timer on a loaded machine), which is not what the control is about.
       const bothHoldOne = barrier(2)
+      const bothAsked = barrier(2)
       const byHand = async (locker: (typeof lockers)[number], order: string[]) => {
         const first = await locker.acquire(order[0]!, { ttlMs: 5_000 })
         await bothHoldOne()
         const second = await settle(locker.acquire(order[1]!, { waitMs: 400 }))
+        await bothAsked()
         await first.release()
         if (second.value) await second.value.release()
         return second.error
