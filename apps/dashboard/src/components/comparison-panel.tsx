@@ -150,6 +150,7 @@ export function ComparisonPanel({
   const [chaos, setChaos] = useState<WireChaos>('pause')
   const [buyers, setBuyers] = useState('')
   const [stock, setStock] = useState('')
+  const [segments, setSegments] = useState(1)
   const [error, setError] = useState<string | null>(null)
   const [posting, setPosting] = useState(false)
   const disabled = busy || posting || offline || limits === null
@@ -162,6 +163,7 @@ export function ComparisonPanel({
       chaos,
       ...(buyers === '' ? {} : { buyers: Number(buyers) }),
       ...(stock === '' ? {} : { stock: Number(stock) }),
+      ...(segments === 1 ? {} : { segments }),
     }
     const message = await startComparison(request)
     setPosting(false)
@@ -209,6 +211,19 @@ export function ComparisonPanel({
             disabled={busy}
             size={6}
           />
+          <select
+            aria-label="Comparison segments"
+            title="--segments N: the stock split over N rows, each under its own lock and fence"
+            value={segments}
+            onChange={(e) => setSegments(Number(e.target.value))}
+            disabled={busy}
+          >
+            {(limits?.segments ?? [1]).map((n) => (
+              <option key={n} value={n}>
+                {n === 1 ? '1 segment' : `${n} segments`}
+              </option>
+            ))}
+          </select>
           <button type="submit" className="primary" disabled={disabled}>
             Compare the three modes
           </button>
@@ -239,6 +254,7 @@ export function ComparisonPanel({
             <li className="hint">
               seed {first.seed} · chaos {CHAOS_SHORT[first.chaos]} · {formatCount(first.buyers)} buyers /{' '}
               {formatCount(first.stock)} units
+              {first.segments > 1 ? ` · ${first.segments} segments` : ''}
               {first.chaos === 'redis-restart'
                 ? ` · gateway ${first.gatewayLatencyMs} ms (a restart bites only during a slow charge)`
                 : ''}

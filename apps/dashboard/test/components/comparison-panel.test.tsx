@@ -98,7 +98,7 @@ describe('ComparisonPanel', () => {
     expect(screen.getByTestId('proves').textContent).toMatch(/the chaos missed the fenced sale/)
   })
 
-  it('posts the chaos and, when given, the size; refuses while a sale runs', async () => {
+  it('posts the chaos and, when given, the size and the segments; refuses while a sale runs', async () => {
     const sent: ComparisonRequest[] = []
     const { rerender } = render(
       <ComparisonPanel
@@ -111,6 +111,10 @@ describe('ComparisonPanel', () => {
     fireEvent.change(screen.getByLabelText('Comparison buyers'), { target: { value: '60' } })
     fireEvent.click(screen.getByRole('button', { name: 'Compare the three modes' }))
     await waitFor(() => expect(sent).toEqual([{ chaos: 'pause', buyers: 60 }]))
+    expect([...(screen.getByLabelText('Comparison segments') as HTMLSelectElement).options].map((o) => o.value)).toEqual(['1', '2', '4', '8'])
+    fireEvent.change(screen.getByLabelText('Comparison segments'), { target: { value: '4' } })
+    fireEvent.click(screen.getByRole('button', { name: 'Compare the three modes' }))
+    await waitFor(() => expect(sent).toEqual([{ chaos: 'pause', buyers: 60 }, { chaos: 'pause', buyers: 60, segments: 4 }]))
     rerender(<ComparisonPanel limits={limits} comparison={[]} busy={true} />)
     expect((screen.getByRole('button', { name: 'Compare the three modes' }) as HTMLButtonElement).disabled).toBe(true)
   })
