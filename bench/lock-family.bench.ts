@@ -10,7 +10,7 @@
 //
 //   npm run bench:lock-family                      full run (5 rounds × 3 s per row)
 //   npm run bench:lock-family -- --quick --no-write  (1 round × 1 s), file untouched
-import { commandLineOrExit, type CliSpec } from '@fencelock/devkit/cli'
+import { commandLineOrExit, EXIT_CODES, type CliSpec } from '@fencelock/devkit/cli'
 import { Locker } from '@fencelock/lock'
 import { Redis } from 'ioredis'
 import { dirname, join } from 'node:path'
@@ -65,6 +65,10 @@ async function rate(ms: number, op: () => Promise<void>): Promise<number> {
 }
 
 const server = await startRedisServer()
+// Interrupted (Ctrl-C, or bench:lock stopping): exit with the signal's code; the redis-server goes with the process.
+for (const [signal, code] of [['SIGINT', EXIT_CODES.interrupted], ['SIGTERM', EXIT_CODES.terminated]] as const) {
+  process.once(signal, () => process.exit(code))
+}
 const redis = new Redis({ host: server.host, port: server.port })
 const locker = new Locker(redis)
 try {
@@ -179,7 +183,7 @@ try {
   const f = (x: number) => Math.round(x).toLocaleString('en-US')
   const body = `## The lock family (issue 22)
 
-- Command: \`npm run bench:lock-family${quick ? ' -- --quick' : ''}\` (\`node --import tsx bench/lock-family.bench.ts\`): ${rounds} round(s) × ${roundMs / 1000} s per row, one worker, one Locker, a redis-server of its own; medians of the rounds.
+- Command: \`npm run bench:lock-family${quick ? ' -- --quick' : ''}\` (\`node --import tsx bench/lock-family.bench.ts\`; also run at the end of \`npm run bench:lock\`): ${rounds} round(s) × ${roundMs / 1000} s per row, one worker, one Locker, a redis-server of its own; medians of the rounds.
 - Machine: ${m.nproc} CPUs (${m.cpuModel}), ${m.totalMemGiB} GiB, Node ${m.node}, ${m.redisServer}, ${m.os}; load average at the end ${loadAverage()} (shared with other work: compare rows of this run only).
 
 | row | ops/s (median) | Redis round trips per op |

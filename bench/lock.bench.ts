@@ -14,6 +14,7 @@
 //            window with 2 of 5 servers down)  --down-try-seconds 30 (3 of 5 down: when to give
 //            up on an acquire that has not settled)
 //            --no-script-costs (skip the per-script INFO commandstats probe)
+//            --no-family (skip the lock family's rows, run at the end as bench:lock-family)
 //            --contenders-module <file.ts> (extra contenders, see lock-contenders.ts)
 //            --workers 1,50 (uncontended worker counts)  --cpu-prof <dir> (V8 CPU profile of
 //            every child)  --no-write  --save <file.json> (raw results; default: a temp file)
@@ -24,7 +25,7 @@
 //
 // Every measurement is a fresh child process (bench/lock-child.ts), one contender at a time, in
 // interleaved rounds whose order rotates, so drift on a shared machine hits every contender alike.
-import { execFileSync, fork, spawnSync, type ChildProcess } from 'node:child_process'
+import { execFileSync, fork, spawn, spawnSync, type ChildProcess } from 'node:child_process'
 import { randomBytes } from 'node:crypto'
 import { readFileSync, writeFileSync } from 'node:fs'
 import { tmpdir } from 'node:os'
@@ -61,6 +62,10 @@ const CLI: CliSpec = {
     'contenders-module': { type: 'string', value: '<a.ts,b.ts>', description: 'modules with extra contenders (see bench/lock-contenders.ts)' },
     scenarios: { type: 'string', value: '<a,b>', description: SCENARIO_NAMES.join(', '), default: SCENARIO_NAMES.join(',') },
     'no-script-costs': { type: 'boolean', description: "skip the per-script INFO commandstats probe" },
+    'no-family': {
+      type: 'boolean',
+      description: "skip the lock family's rows at the end (bench/lock-family.bench.ts, as npm run bench:lock-family; skipped too when --scenarios names a part)",
+    },
     'cpu-prof': { type: 'string', value: '<dir>', description: 'V8 CPU profile of every child, into <dir>' },
     workers: { type: 'string', value: '<n,m>', description: 'uncontended worker counts (quorum-uncontended too), each 1-1000', default: '1,50' },
     'quorum-nodes': { type: 'string', value: '<n,m>', description: 'quorum-uncontended: redis-servers in the quorum, each 3-15', default: '3,5' },
@@ -99,6 +104,7 @@ const args = commandLineOrExit(CLI, process.argv.slice(2), (values) => {
     'contenders-module': listFlag(values, 'contenders-module') ?? [],
     scenarios: scenarios as Scenario[],
     'no-script-costs': values['no-script-costs'] === true,
+    family: values['no-family'] !== true && values.scenarios === undefined,
     'cpu-prof': stringFlag(values, 'cpu-prof'),
     workers: workers?.map(Number),
     'quorum-nodes': quorumNodes?.map(Number),
@@ -112,9 +118,9 @@ const args = commandLineOrExit(CLI, process.argv.slice(2), (values) => {
 })
 
 function publish(report: Report): void {
-  // The lock family's rows run apart (their own redis-server and workers): where to find them.
+  // The lock family's rows run at the end, in a process of their own (their own redis-server and workers), into their own section.
   const FAMILY_POINTER =
-    "The lock family's rows — a reentrant re-acquire (no round trip), `acquireAll` of 3 against 3 sequential acquires, a semaphore with 3 permits under 20 workers — are measured by `npm run bench:lock-family`: [The lock family](#the-lock-family-issue-22) below.\n"
+    "The lock family's rows — a reentrant re-acquire (no round trip), `acquireAll` of 3 against 3 sequential acquires, a semaphore with 3 permits under 20 workers — are measured at the end of `npm run bench:lock` (unless `--no-family` or `--scenarios`), or alone by `npm run bench:lock-family`: [The lock family](#the-lock-family-issue-22) below.\n"
   const markdown = [renderReport(report), renderQuorumReport(report), FAMILY_POINTER].filter((part) => part !== '').join('\n')
   console.log(markdown)
   if (!args['no-write']) {
@@ -227,6 +233,7 @@ let server: BenchRedisServer | undefined
 /** The quorum scenarios' servers (the first N of them for a quorum of N). */
 const quorumServers: BenchRedisServer[] = []
 let child: ChildProcess | undefined
+let familyChild: ChildProcess | undefined
 let interrupted = false
 
 async function stopServers(): Promise<void> {
@@ -237,6 +244,8 @@ for (const [signal, code] of [['SIGINT', EXIT_CODES.interrupted], ['SIGTERM', EX
   process.on(signal, () => {
     interrupted = true
     if (child?.pid !== undefined && child.exitCode === null) process.kill(child.pid, 'SIGKILL')
+    // The family's process stops its own redis-server on a signal of its own.
+    if (familyChild?.pid !== undefined && familyChild.exitCode === null) process.kill(familyChild.pid, signal)
     void stopServers().finally(() => process.exit(code))
   })
 }
@@ -554,3 +563,13 @@ const saved = args.save ?? join(tmpdir(), `bench-lock-${runId}.json`)
 writeFileSync(saved, JSON.stringify(report))
 console.error(`[bench:lock] raw results in ${saved} (re-render with --render ${saved})`)
 publish(report)
+if (args.family && !interrupted) process.exitCode = await runFamilyRows()
+
+/** The lock family's rows (issue 22): bench/lock-family.bench.ts in a process of its own, which writes its own section. */
+function runFamilyRows(): Promise<number> {
+  const flags = [...(quick ? ['--quick'] : []), ...(args['no-write'] ? ['--no-write'] : [])]
+  console.error(`[bench:lock] the lock family's rows: bench/lock-family.bench.ts ${flags.join(' ')}`)
+  const family = spawn(process.execPath, ['--import', 'tsx', join(here, 'lock-family.bench.ts'), ...flags], { cwd: root, stdio: 'inherit' })
+  familyChild = family
+  return new Promise((resolve) => family.on('exit', (code) => resolve(code ?? EXIT_CODES.failed)))
+}
