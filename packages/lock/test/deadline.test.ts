@@ -13,7 +13,7 @@ describe('Deadlines.race', () => {
 
   it('rejects with DeadlineExceededError after ms when the promise hangs', async () => {
     const deadlines = new Deadlines()
-    const { error, ms } = await settle(deadlines.race(new Promise(() => {}), 50))
+    const { error, ms } = await settle(() => deadlines.race(new Promise(() => {}), 50))
     expect(error).toBeInstanceOf(DeadlineExceededError)
     expect((error as DeadlineExceededError).ms).toBe(50)
     expect(ms).toBeGreaterThanOrEqual(49)

@@ -73,7 +73,7 @@ export function lockerContract(name: string, deployment: ContractDeployment): vo
       const r = unique('c-timeout')
       const held = await deployment.locker().acquire(r, { ttlMs: 10_000 })
       const waiter = deployment.locker()
-      const { error, ms } = await settle(waiter.acquire(r, { waitMs: 300 }))
+      const { error, ms } = await settle(() => waiter.acquire(r, { waitMs: 300 }))
       expect(error).toBeInstanceOf(LockTimeoutError)
       expect(ms).toBeGreaterThanOrEqual(295)
       expect(ms).toBeLessThan(1_000)
