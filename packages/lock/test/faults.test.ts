@@ -312,7 +312,7 @@ describe('a stopped (SIGSTOP) Redis', () => {
   })
 })
 
-describe('a Redis that stalls (DEBUG SLEEP) while lockers wait', () => {
+describe('a Redis that stalls (CLIENT PAUSE ALL) while lockers wait', () => {
   it('a release that times out while others are queued still hands the lock on once Redis answers (not after the whole TTL)', async () => {
     // Issue 13, defect 2: the hand-off step was chained only on a reply that came in time, so a
     // marked key ('<owner>+') stayed until its TTL ran out (11.7 s of a 12 s TTL in the report).
@@ -324,8 +324,8 @@ describe('a Redis that stalls (DEBUG SLEEP) while lockers wait', () => {
     const holder = await holderLocker.acquire(resource, { ttlMs: 12_000 })
     const waiting = settle(waiterLocker.acquire(resource, { waitMs: 6_000 }))
     await waitUntil(async () => (await admin.zcard(keys.queue)) === 1, { what: 'the waiter to queue' })
-    admin.debug('SLEEP', '1.5').catch(() => {})
-    await sleep(20)
+    // The server stalls 1500 ms from the moment it answers (CLIENT PAUSE ALL: every client's commands wait).
+    await admin.client('PAUSE', 1500, 'ALL')
     const releasedAt = performance.now()
     const release = await settle(holder.release())
     expect(release.error).toBeInstanceOf(LockUnavailableError) // 500 ms into the 1.5 s stall
@@ -347,7 +347,7 @@ describe('a Redis that stalls (DEBUG SLEEP) while lockers wait', () => {
     const queued = new AbortController()
     const waiting = settle(waiters.acquire(resource, { waitMs: 5_000, signal: queued.signal }))
     await sleep(100) // queued, and trying every ~10 ms
-    admin.debug('SLEEP', '1.5').catch(() => {})
+    await admin.client('PAUSE', 1_500, 'ALL')
     await sleep(200) // a try is in flight, blocked
     const abortedAt = performance.now()
     queued.abort()
@@ -357,8 +357,8 @@ describe('a Redis that stalls (DEBUG SLEEP) while lockers wait', () => {
     // The first attempt of an acquire, in flight when its signal aborts.
     await sleep(1_500)
     await holder.release()
-    admin.debug('SLEEP', '1').catch(() => {})
-    await sleep(20)
+    // The server stalls 1000 ms from the moment it answers (CLIENT PAUSE ALL: every client's commands wait).
+    await admin.client('PAUSE', 1000, 'ALL')
     const first = new AbortController()
     const firstWaiting = settle(waiters.acquire(resource, { waitMs: 5_000, signal: first.signal }))
     await sleep(200)

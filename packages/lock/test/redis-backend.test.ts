@@ -126,8 +126,8 @@ describe('RedisBackend: the round trips', () => {
     const r = h.backend.resource(unique('late-release'))
     const held = granted(await h.backend.acquire(r, request()))
     await w.backend.acquire(r, request({ queue: 'join' }))
-    env.admin.debug('SLEEP', '0.5').catch(() => {})
-    await sleep(20)
+    // The server stalls 500 ms from the moment it answers (CLIENT PAUSE ALL: every client's commands wait).
+    await env.admin.client('PAUSE', 500, 'ALL')
     expect((await settle(h.backend.release(r, held.ownerId))).error).toBeDefined()
     await waitUntil(async () => (await env.admin.get(r.keys.lock)) === `~${w.backend.lockerId}`, {
       timeoutMs: 2_000,
@@ -139,8 +139,8 @@ describe('RedisBackend: the round trips', () => {
     const { backend } = backendOn()
     const r = backend.resource(unique('late-grant'))
     await backend.acquire(backend.resource(unique('warm')), request()) // measured: later tries are not "first"
-    env.admin.debug('SLEEP', '0.3').catch(() => {})
-    await sleep(20)
+    // The server stalls 300 ms from the moment it answers (CLIENT PAUSE ALL: every client's commands wait).
+    await env.admin.client('PAUSE', 300, 'ALL')
     const sentAt = performance.now()
     const outcome = await backend.acquire(r, request({ sentAt, waitUntil: sentAt + 50, first: false }))
     expect(outcome).toMatchObject({ granted: false, cut: true })
