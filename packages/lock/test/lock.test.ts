@@ -139,7 +139,8 @@ describe('expiry', () => {
 
 describe('the watchdog (acquire with autoExtend)', () => {
   it('keeps the lock across 5x its TTL, isHeld() true throughout; control: without it the lock is gone after one TTL', async () => {
-    const ttlMs = 300
+    // 600 ms: a renewal every 200 ms, so a stall of the test process under ~400 ms loses nothing.
+    const ttlMs = 600
     const kept = await mine.acquire(unique('watchdog'), { ttlMs, autoExtend: true })
     const keptToo = (await mine.tryAcquire(unique('watchdog-try'), { ttlMs, autoExtend: true }))!
     const control = await mine.acquire(unique('no-watchdog'), { ttlMs })

@@ -269,7 +269,8 @@ describe('abort', () => {
 describe('using()', () => {
   it('keeps the lock across 5x its TTL with the watchdog, returns what fn returns, then releases', async () => {
     const resource = unique('using')
-    const ttlMs = 200
+    // 500 ms: a renewal every ~167 ms, so a stall of the test process under ~330 ms loses nothing.
+    const ttlMs = 500
     let samples = 0
     const result = await locker.using(
       resource,
@@ -435,7 +436,7 @@ describe('close()', () => {
     expect(baseline).toBe(1)
 
     const held = await closing.acquire(unique('held'), { ttlMs: 5_000 })
-    const watched = await closing.acquire(unique('watched'), { ttlMs: 300, autoExtend: true })
+    const watched = await closing.acquire(unique('watched'), { ttlMs: 3_000, autoExtend: true })
     const busy = await holder.acquire(unique('busy'), { ttlMs: 5_000 })
     const blocked = settle(closing.acquire(busy.resource, { waitMs: 5_000 }))
     await l.next('contended', { resource: busy.resource })
