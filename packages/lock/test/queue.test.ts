@@ -101,7 +101,9 @@ describe('the wait queue in Redis (one locker per process)', () => {
     const holder = await holderLocker.acquire(resource, { ttlMs: 10_000 })
     const first = lockerOn({ pollMs: 5_000 })
     const second = lockerOn({ pollMs: 5_000 })
-    const gaveUp = settle(first.acquire(resource, { waitMs: 400 }))
+    // Its wait outlasts the second waiter's queueing (a new subscriber connection and a join) by far,
+    // even on a loaded machine: the queue holds both before the first gives up.
+    const gaveUp = settle(first.acquire(resource, { waitMs: 1_500 }))
     await waitUntil(async () => (await env.admin.zcard(keys.queue)) === 1, { what: 'the first waiter to queue' })
     const secondWaits = second.acquire(resource, { waitMs: 5_000 })
     await waitUntil(async () => (await env.admin.zcard(keys.queue)) === 2, { what: 'the second waiter to queue' })

@@ -67,6 +67,7 @@ export function familyContract(name: string, deployment: ContractDeployment, sto
       const r = unique('f-reenter-off')
       const a = deployment.locker()
       const b = deployment.locker()
+      await (await b.acquire(unique('f-warm'))).release() // a new quorum Locker's node checks, before the timed wait
       await a.using(r, async () => {
         expect((await settle(b.acquire(r, { waitMs: 300 }))).error).toBeInstanceOf(LockTimeoutError)
       })
