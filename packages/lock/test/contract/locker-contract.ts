@@ -98,8 +98,9 @@ export function lockerContract(name: string, deployment: ContractDeployment): vo
     })
 
     it('the fair queue holds across Lockers: 6 Lockers looping on one key are all served, none waits past 1.5× the fair wait', async () => {
-      // The fair wait is measured, not assumed: the back of the queue waits for the n − 1 lockers
-      // before it, each a hold plus a hand-off (longer on a loaded machine).
+      // The fair wait counted in grants, not milliseconds (a loaded machine stretches holds and
+      // hand-offs alike): while one Locker waits, the others are served about once each (n − 1);
+      // a starved waiter would see them served again and again.
       const n = 6
       const holdMs = 150
       const lockers = Array.from({ length: n }, () => deployment.locker({ pollMs: 300, commandTimeoutMs: 500 }))
@@ -107,16 +108,17 @@ export function lockerContract(name: string, deployment: ContractDeployment): vo
       const r = unique('c-fair')
       const grants = lockers.map(() => 0)
       const failures: unknown[] = []
-      let longestWaitMs = 0
-      const start = performance.now()
-      const until = start + 3_000
+      let served = 0
+      let mostServedMeanwhile = 0
+      const until = performance.now() + 3_000
       await Promise.all(
         lockers.map(async (locker, i) => {
           while (performance.now() < until) {
-            const asked = performance.now()
+            const servedBefore = served
             try {
               const lock = await locker.acquire(r, { ttlMs: 5_000, waitMs: 15_000 })
-              longestWaitMs = Math.max(longestWaitMs, performance.now() - asked)
+              mostServedMeanwhile = Math.max(mostServedMeanwhile, served - servedBefore)
+              served++
               grants[i]!++
               await sleep(holdMs)
               await lock.release()
@@ -126,10 +128,8 @@ export function lockerContract(name: string, deployment: ContractDeployment): vo
           }
         }),
       )
-      const cycleMs = (performance.now() - start) / grants.reduce((a, b) => a + b, 0)
       expect({ failures, neverServed: grants.filter((g) => g === 0).length }).toEqual({ failures: [], neverServed: 0 })
-      expect(cycleMs).toBeGreaterThanOrEqual(holdMs)
-      expect(longestWaitMs).toBeLessThanOrEqual(1.5 * (n - 1) * cycleMs)
+      expect(mostServedMeanwhile).toBeLessThanOrEqual(Math.floor(1.5 * (n - 1)))
     })
 
     it('the watchdog keeps a lock past 3 TTLs; a lock lost behind its back aborts lock.signal with LockLostError, and its release says false', async () => {
