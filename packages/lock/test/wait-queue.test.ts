@@ -80,7 +80,9 @@ describe('the wait queue', () => {
       await sleep(50)
     }
     const gaps = tries.slice(1).map((t, i) => t.at - tries[i]!.at)
-    expect(Math.max(...gaps.slice(1))).toBeLessThanOrEqual(200 * 1.2 + 40)
+    // At most a poll (× 1.2 jitter) plus timer delay; a loaded machine's delay is given room up to
+    // well below what the defect looked like (every hand-off pushing the try 501 ms on: no try at all).
+    expect(Math.max(...gaps.slice(1))).toBeLessThanOrEqual(200 * 1.2 + 150)
     expect(tries.every((t, i) => i === 0 || t.queue === 'join')).toBe(true)
     expect((await waiting).error).toBeInstanceOf(LockTimeoutError)
     stop()
@@ -96,7 +98,7 @@ describe('the wait queue', () => {
     queues.handedElsewhere('r', 100)
     await waitUntil(() => tries.length === 3, { timeoutMs: 1_000, what: 'the hinted try' })
     expect(tries[2]!.at - hintedAt).toBeGreaterThanOrEqual(95)
-    expect(tries[2]!.at - hintedAt).toBeLessThan(200)
+    expect(tries[2]!.at - hintedAt).toBeLessThan(600) // the poll alone: 5 s
     await waiting
     stop()
   })
