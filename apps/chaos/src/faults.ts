@@ -72,21 +72,35 @@ function loop(gapMs: () => number, step: (stopped: () => boolean) => Promise<voi
 /** 0 to 3 × TTL. */
 const upTo3Ttl = (ttlMs: number) => Math.random() * 3 * ttlMs
 
-/** SIGSTOP of a worker that is inside a gateway call under a lock, for 0-3 × TTL, then SIGCONT. */
+/**
+ * SIGSTOP of a worker that is inside a gateway call under a lock, for 0-3 × TTL, then SIGCONT.
+ *
+ * `enough` resolves once a freeze has landed: another worker made an external call on the frozen
+ * holder's resource, under a later token, while it was stopped (its lease had gone and someone
+ * else held the lock; the token rules out a call of an earlier holder whose message came late).
+ * Only such a freeze tests anything, and whether one comes is chance (a freeze shorter than the
+ * TTL, or no other worker wanting that resource then): 4 s of faults gave 4 freezes and none
+ * landed in one CI run of the lock-only control. The overlap itself is still found by the checker
+ * from the workers' own records, never from this signal.
+ */
 export function sigstopHolder(ctx: FaultContext): Injector {
   let armedAt = performance.now() + ctx.ttlMs
-  let current: { pid: number; wake: () => void } | undefined
+  let current: { pid: number; resource: string; token: bigint | undefined; wake: () => void } | undefined
   let running: Promise<void> = Promise.resolve()
   let stopped = false
+  let landed!: () => void
+  const enough = new Promise<void>((resolve) => (landed = resolve))
   const unsubscribe = ctx.supervisor.onExternalCall((call) => {
+    const token = call.token === null ? undefined : BigInt(call.token)
+    if (current !== undefined && call.pid !== current.pid && call.resource === current.resource && (token === undefined || current.token === undefined || token > current.token)) landed()
     if (stopped || current !== undefined || performance.now() < armedAt || Math.random() > 0.5) return
     if (!ctx.supervisor.freeze(call.pid)) return
     const ms = upTo3Ttl(ctx.ttlMs)
     const start = monoNow()
-    current = { pid: call.pid, wake: () => {} }
+    current = { pid: call.pid, resource: call.resource, token, wake: () => {} }
     running = new Promise<void>((resolve) => {
       const timer = setTimeout(resolve, ms)
-      current = { pid: call.pid, wake: () => (clearTimeout(timer), resolve()) }
+      current = { pid: call.pid, resource: call.resource, token, wake: () => (clearTimeout(timer), resolve()) }
     }).then(() => {
       ctx.supervisor.thaw(call.pid)
       ctx.recorder.record({ k: 'fault', kind: 'sigstop', start, end: monoNow(), detail: `${call.instance} in ${call.resource} for ${Math.round(ms)} ms` })
@@ -101,6 +115,7 @@ export function sigstopHolder(ctx: FaultContext): Injector {
       current?.wake()
       await running
     },
+    enough,
   }
 }
 
