@@ -6,6 +6,13 @@ import { useScriptedServer } from './support/scripted-server.js'
 import { settle, sleep, waitUntil } from './support/timing.js'
 
 // The wait queue in Redis: a release hands the lock to the locker that has waited longest.
+/**
+ * How soon after a release a live waiter behind a dead or departed one is served: under the 500 ms
+ * a lock stays handed to a queue head that does not take it (handoffMs, the defect), with room for
+ * a loaded 2-core machine (it was 200 ms).
+ */
+const HANDED_ON_WITHIN_MS = 400
+
 const env = useScriptedServer()
 const lockerOn = env.lockerOn
 
@@ -64,7 +71,7 @@ describe('the wait queue in Redis (one locker per process)', () => {
     const releasedAt = performance.now()
     await holder.release()
     const lock = await waiting
-    expect(performance.now() - releasedAt).toBeLessThan(200)
+    expect(performance.now() - releasedAt).toBeLessThan(HANDED_ON_WITHIN_MS)
     expect(await env.admin.zrange(keys.queue, '0', '-1')).toEqual([])
     expect(await env.admin.hgetall(keys.leases)).toEqual({})
     expect(await lock.release()).toBe(true)
@@ -113,7 +120,7 @@ describe('the wait queue in Redis (one locker per process)', () => {
     const releasedAt = performance.now()
     await holder.release()
     const lock = await secondWaits
-    expect(performance.now() - releasedAt).toBeLessThan(200)
+    expect(performance.now() - releasedAt).toBeLessThan(HANDED_ON_WITHIN_MS)
     expect(await lock.release()).toBe(true)
     expect(await env.admin.exists(keys.lock, keys.queue, keys.leases)).toBe(0)
   })
