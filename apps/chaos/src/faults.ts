@@ -97,10 +97,11 @@ export function sigstopHolder(ctx: FaultContext): Injector {
     if (!ctx.supervisor.freeze(call.pid)) return
     const ms = upTo3Ttl(ctx.ttlMs)
     const start = monoNow()
-    current = { pid: call.pid, resource: call.resource, token, wake: () => {} }
+    const frozen = { pid: call.pid, resource: call.resource, token, wake: () => {} }
+    current = frozen
     running = new Promise<void>((resolve) => {
       const timer = setTimeout(resolve, ms)
-      current = { pid: call.pid, resource: call.resource, token, wake: () => (clearTimeout(timer), resolve()) }
+      frozen.wake = () => (clearTimeout(timer), resolve())
     }).then(() => {
       ctx.supervisor.thaw(call.pid)
       ctx.recorder.record({ k: 'fault', kind: 'sigstop', start, end: monoNow(), detail: `${call.instance} in ${call.resource} for ${Math.round(ms)} ms` })

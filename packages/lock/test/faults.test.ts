@@ -14,7 +14,7 @@ import {
   type Lock,
 } from '../src/index.js'
 import { newOwnerId } from '../src/owner-id.js'
-import { commandCalls, connect, makeLocker, ready, unique } from './support/connections.js'
+import { commandCalls, connect, makeLocker, ready, stallServer, unique } from './support/connections.js'
 import { eventLog } from './support/events.js'
 import { startLatencyProxy } from './support/latency-proxy.js'
 import { startRedisServer, type RedisServer } from './support/redis-server.js'
@@ -324,8 +324,7 @@ describe('a Redis that stalls (CLIENT PAUSE ALL) while lockers wait', () => {
     const holder = await holderLocker.acquire(resource, { ttlMs: 12_000 })
     const waiting = settle(waiterLocker.acquire(resource, { waitMs: 6_000 }))
     await waitUntil(async () => (await admin.zcard(keys.queue)) === 1, { what: 'the waiter to queue' })
-    // The server stalls 1500 ms from the moment it answers (CLIENT PAUSE ALL: every client's commands wait).
-    await admin.client('PAUSE', 1500, 'ALL')
+    await stallServer(admin, 1_500)
     const releasedAt = performance.now()
     const release = await settle(holder.release())
     expect(release.error).toBeInstanceOf(LockUnavailableError) // 500 ms into the 1.5 s stall
@@ -347,7 +346,7 @@ describe('a Redis that stalls (CLIENT PAUSE ALL) while lockers wait', () => {
     const queued = new AbortController()
     const waiting = settle(waiters.acquire(resource, { waitMs: 5_000, signal: queued.signal }))
     await sleep(100) // queued, and trying every ~10 ms
-    await admin.client('PAUSE', 1_500, 'ALL')
+    await stallServer(admin, 1_500)
     await sleep(200) // a try is in flight, blocked
     const abortedAt = performance.now()
     queued.abort()
@@ -357,8 +356,7 @@ describe('a Redis that stalls (CLIENT PAUSE ALL) while lockers wait', () => {
     // The first attempt of an acquire, in flight when its signal aborts.
     await sleep(1_500)
     await holder.release()
-    // The server stalls 1000 ms from the moment it answers (CLIENT PAUSE ALL: every client's commands wait).
-    await admin.client('PAUSE', 1000, 'ALL')
+    await stallServer(admin, 1_000)
     const first = new AbortController()
     const firstWaiting = settle(waiters.acquire(resource, { waitMs: 5_000, signal: first.signal }))
     await sleep(200)

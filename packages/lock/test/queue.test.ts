@@ -3,16 +3,9 @@ import { LockAbortedError, LockTimeoutError, resourceKeys, type Locker } from '.
 import { commandCalls, unique } from './support/connections.js'
 import { eventLog } from './support/events.js'
 import { useScriptedServer } from './support/scripted-server.js'
-import { settle, sleep, waitUntil } from './support/timing.js'
+import { HANDOFF_BOUND_MS, settle, sleep, waitUntil } from './support/timing.js'
 
 // The wait queue in Redis: a release hands the lock to the locker that has waited longest.
-/**
- * How soon after a release a live waiter behind a dead or departed one is served: under the 500 ms
- * a lock stays handed to a queue head that does not take it (handoffMs, the defect), with room for
- * a loaded 2-core machine (it was 200 ms).
- */
-const HANDED_ON_WITHIN_MS = 400
-
 const env = useScriptedServer()
 const lockerOn = env.lockerOn
 
@@ -71,7 +64,7 @@ describe('the wait queue in Redis (one locker per process)', () => {
     const releasedAt = performance.now()
     await holder.release()
     const lock = await waiting
-    expect(performance.now() - releasedAt).toBeLessThan(HANDED_ON_WITHIN_MS)
+    expect(performance.now() - releasedAt).toBeLessThan(HANDOFF_BOUND_MS)
     expect(await env.admin.zrange(keys.queue, '0', '-1')).toEqual([])
     expect(await env.admin.hgetall(keys.leases)).toEqual({})
     expect(await lock.release()).toBe(true)
@@ -120,7 +113,7 @@ describe('the wait queue in Redis (one locker per process)', () => {
     const releasedAt = performance.now()
     await holder.release()
     const lock = await secondWaits
-    expect(performance.now() - releasedAt).toBeLessThan(HANDED_ON_WITHIN_MS)
+    expect(performance.now() - releasedAt).toBeLessThan(HANDOFF_BOUND_MS)
     expect(await lock.release()).toBe(true)
     expect(await env.admin.exists(keys.lock, keys.queue, keys.leases)).toBe(0)
   })

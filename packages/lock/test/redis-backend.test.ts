@@ -10,7 +10,7 @@ import { Deadlines } from '../src/deadline.js'
 import { releaseMessage } from '../src/fair-queue/formats.js'
 import { InvalidLockOptionError, LOCK_DEFAULTS } from '../src/index.js'
 import { RedisBackend, type RedisBackendOptions } from '../src/backend/redis-backend.js'
-import { commandCalls, connect, ready, unique } from './support/connections.js'
+import { commandCalls, connect, ready, stallServer, unique } from './support/connections.js'
 import { startLatencyProxy } from './support/latency-proxy.js'
 import { useScriptedServer } from './support/scripted-server.js'
 import { settle, sleep, waitUntil } from './support/timing.js'
@@ -126,8 +126,7 @@ describe('RedisBackend: the round trips', () => {
     const r = h.backend.resource(unique('late-release'))
     const held = granted(await h.backend.acquire(r, request()))
     await w.backend.acquire(r, request({ queue: 'join' }))
-    // The server stalls 500 ms from the moment it answers (CLIENT PAUSE ALL: every client's commands wait).
-    await env.admin.client('PAUSE', 500, 'ALL')
+    await stallServer(env.admin, 500)
     expect((await settle(h.backend.release(r, held.ownerId))).error).toBeDefined()
     await waitUntil(async () => (await env.admin.get(r.keys.lock)) === `~${w.backend.lockerId}`, {
       timeoutMs: 2_000,
@@ -139,8 +138,7 @@ describe('RedisBackend: the round trips', () => {
     const { backend } = backendOn()
     const r = backend.resource(unique('late-grant'))
     await backend.acquire(backend.resource(unique('warm')), request()) // measured: later tries are not "first"
-    // The server stalls 300 ms from the moment it answers (CLIENT PAUSE ALL: every client's commands wait).
-    await env.admin.client('PAUSE', 300, 'ALL')
+    await stallServer(env.admin, 300)
     const sentAt = performance.now()
     const outcome = await backend.acquire(r, request({ sentAt, waitUntil: sentAt + 50, first: false }))
     expect(outcome).toMatchObject({ granted: false, cut: true })

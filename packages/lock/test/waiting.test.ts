@@ -11,17 +11,12 @@ import {
 import { commandCalls, unique } from './support/connections.js'
 import { eventLog } from './support/events.js'
 import { useScriptedServer } from './support/scripted-server.js'
-import { settle, sleep, waitUntil } from './support/timing.js'
+import { HANDOFF_BOUND_MS, settle, sleep, waitUntil } from './support/timing.js'
 
 // A waiter's safety poll runs every pollMs x [0.8, 1.2]. With pollMs 5 000 nothing can be granted
-// sooner than 4 s by polling, so a grant soon after a release came from the release message
-// (pub/sub) or the local hand-off. The bound below is 10x under the fastest poll and under the
-// 500 ms a lock stays handed to a waiter that does not take it (handoffMs, the other defect it
-// tells apart); measured here: 1-5 ms. It was 100 ms: a test process kept off the CPU for a
-// few hundred ms on a loaded 2-core machine (measured: stalls of ~190 ms beside 3 CPU hogs)
-// would fail it without any defect.
+// sooner than 4 s by polling, so a grant within HANDOFF_BOUND_MS of a release came from the
+// release message (pub/sub) or the local hand-off.
 const SLOW_POLL_MS = 5_000
-const HANDOFF_BOUND_MS = 400
 
 const env = useScriptedServer()
 const lockerOn = env.lockerOn

@@ -73,6 +73,15 @@ export async function commandCalls(client: Redis): Promise<Record<string, number
 }
 
 /**
+ * Stalls the server `client` is on for `ms`: every client's commands wait (CLIENT PAUSE ALL). In
+ * force once this resolves — unlike a DEBUG SLEEP sent without waiting for its reply, which a
+ * command sent next may overtake on a loaded machine.
+ */
+export async function stallServer(client: Redis, ms: number): Promise<void> {
+  await client.client('PAUSE', ms, 'ALL')
+}
+
+/**
  * The number of client connections the server has now (CLIENT LIST), or only those named `name`
  * (ioredis `connectionName`; `duplicate()` copies it, so a Locker's subscriber carries it too).
  */

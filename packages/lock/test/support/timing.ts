@@ -1,5 +1,14 @@
 /** Small timing helpers; all on the monotonic clock. */
 
+/**
+ * How soon after a release a waiter must be served by the release message (pub/sub) or the local
+ * hand-off. The defects it tells apart are slower by far: a waiter woken only by its safety poll
+ * (4 s and more with the tests' 5 s poll) or a lock left handed to a queue head that does not
+ * take it (`handoffMs`, 500 ms). Measured: 1-5 ms; the room is for a loaded 2-core machine, which
+ * can keep the test process off the CPU for a few hundred ms (it was 100-200 ms, and broke there).
+ */
+export const HANDOFF_BOUND_MS = 400
+
 export const sleep = (ms: number): Promise<void> => new Promise((resolve) => setTimeout(resolve, ms))
 
 /** Polls `probe` every `everyMs` until it returns true; rejects after `timeoutMs`. */
