@@ -1,6 +1,6 @@
 #!/usr/bin/env node
-// The `fencelock-guard` command of the package (its `bin`): see guard-cli.ts.
-import { runGuardCli } from './guard-cli.js'
+// The `fencelock-guard` command of the package (its `bin`): see guard/guard-cli.ts.
+import { runGuardCli } from './guard/guard-cli.js'
 
 const { code, stdout, stderr } = runGuardCli(process.argv.slice(2))
 process.stdout.write(stdout)

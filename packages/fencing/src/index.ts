@@ -1,4 +1,4 @@
-export { fencing } from './extension.js'
+export { fencing } from './prisma/extension.js'
 export {
   fencedTransaction,
   type FencedClient,
@@ -6,20 +6,22 @@ export {
   type ModelNameOf,
   type WhereUniqueOf,
   type RowOf,
-} from './fenced-transaction.js'
-export { withFenceToken, currentFenceToken } from './ambient-token.js'
+} from './prisma/fenced-transaction.js'
+export { withFenceToken, currentFenceToken } from './shared/ambient-token.js'
+export { fenceGuardSql, fenceGuardUpgradeSql, fenceGuardObjects, type FenceGuardOptions, type FenceGuardObjects } from './guard/fence-guard.js'
 export {
-  fenceGuardSql,
-  fenceGuardUpgradeSql,
-  fenceGuardObjects,
   FENCE_GUARD_SQLSTATE,
   FENCE_TOKEN_SETTING,
-  type FenceGuardOptions,
-  type FenceGuardObjects,
-} from './fence-guard.js'
-export { fenceGuardPrismaModel } from './tombstone-model.js'
-export { assertFenceGuard, type AssertFenceGuardOptions } from './assert-fence-guard.js'
-export { isFenceGuardError } from './guard-error.js'
+  FENCE_TXID_SETTING,
+  FENCE_TOKEN_SCOPE_SQLSTATE,
+  FENCE_CASCADE_SQLSTATE,
+  FENCE_STRICT_SQLSTATE,
+  FENCE_NO_TOKEN_PATH_SQLSTATE,
+  SET_FENCE_TOKEN_SQL,
+} from './guard/protocol.js'
+export { fenceGuardPrismaModel } from './guard/tombstone-model.js'
+export { assertFenceGuard, type AssertFenceGuardOptions } from './prisma/assert-fence-guard.js'
+export { isFenceGuardError } from './guard/refusal.js'
 export {
   fencingHeaders,
   readFencingHeaders,
@@ -29,8 +31,8 @@ export {
   type FencingClaim,
   type TokenHolder,
   type HeaderReader,
-} from './fencing-headers.js'
-export { withFencedResource, type FencedResourceOptions } from './fenced-resource.js'
+} from './http/fencing-headers.js'
+export { withFencedResource, type FencedResourceOptions } from './http/fenced-resource.js'
 export {
   fencingMiddleware,
   fencingErrorHandler,
@@ -40,8 +42,8 @@ export {
   type FencingRequest,
   type FencingResponse,
   type FencingNext,
-} from './fencing-middleware.js'
-export { parseFenceToken, MAX_FENCE_TOKEN, type FenceTokenInput } from './fence-token.js'
+} from './http/fencing-middleware.js'
+export { parseFenceToken, MAX_FENCE_TOKEN, type FenceTokenInput } from './shared/fence-token.js'
 export {
   FencingError,
   StaleFencingTokenError,
@@ -51,12 +53,15 @@ export {
   InvalidFencingOptionError,
   InvalidFencingHeaderError,
   MissingFenceGuardError,
+  FenceTransactionLostError,
+  type FenceTransactionLostReason,
   type MissingGuardObject,
   type UnsupportedFencedWriteReason,
-} from './errors.js'
+} from './shared/errors.js'
 export {
   FENCING_DEFAULTS,
   type FencingOptions,
+  type FencedWriteReport,
   type FencingRejection,
   type FencedTransactionOptions,
   type FencedModels,
@@ -66,5 +71,5 @@ export {
   type NoFenceColumn,
   type ClientModelName,
   type BigIntFieldOf,
-} from './options.js'
-export type { TransactionLimits } from './fenced-transaction.js'
+} from './prisma/options.js'
+export type { TransactionLimits } from './prisma/fenced-transaction.js'

@@ -9,7 +9,7 @@ import { Prisma } from '@prisma/client/extension'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { fencing, isFenceGuardError, StaleFencingTokenError, UnsupportedFencedWriteError } from '../src/index.js'
 import { ADVERSARIAL_MODELS, createAdversarialDatabase, type AdversarialDatabase, type AdversarialPrismaClient } from './support/adversarial.js'
-import { createTestDatabase, GUARD_UPGRADE_MIGRATION, settle, uniqueSku, type TestDatabase } from './support/database.js'
+import { createTestDatabase, GUARD_UPGRADES, settle, uniqueSku, type TestDatabase } from './support/database.js'
 
 let g: AdversarialDatabase
 let u: AdversarialDatabase
@@ -39,7 +39,7 @@ describe('1. a re-keyed key under a newer token cannot be taken back by an older
 
   let first: TestDatabase
   beforeAll(async () => {
-    first = await createTestDatabase('rekey_first', { leaveOut: [GUARD_UPGRADE_MIGRATION] })
+    first = await createTestDatabase('rekey_first', { leaveOut: GUARD_UPGRADES })
   })
   afterAll(async () => {
     await first?.close()

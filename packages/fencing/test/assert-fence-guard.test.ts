@@ -8,7 +8,7 @@ import { PrismaPg } from '@prisma/adapter-pg'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { assertFenceGuard, InvalidFencingOptionError, MissingFenceGuardError, StaleFencingTokenError, type MissingGuardObject } from '../src/index.js'
 import { ADVERSARIAL_MODELS, createAdversarialDatabase, type AdversarialDatabase } from './support/adversarial.js'
-import { createTestDatabase, FENCED_MODELS, GUARD_UPGRADE_MIGRATION, PrismaClient, seedProduct, settle, type TestDatabase } from './support/database.js'
+import { createTestDatabase, FENCED_MODELS, GUARD_UPGRADES, PrismaClient, seedProduct, settle, type TestDatabase } from './support/database.js'
 
 const GUARD = (table: string) => ({
   tombstones: `${table}_fence_tombstones`,
@@ -38,7 +38,7 @@ describe('assertFenceGuard', () => {
     ;[guarded, unguarded, firstGuard] = await Promise.all([
       createTestDatabase('assert_guarded'),
       createTestDatabase('assert_unguarded', { guard: false }),
-      createTestDatabase('assert_first_guard', { leaveOut: [GUARD_UPGRADE_MIGRATION] }),
+      createTestDatabase('assert_first_guard', { leaveOut: GUARD_UPGRADES }),
     ])
   })
 
@@ -76,7 +76,7 @@ describe('assertFenceGuard', () => {
     expect(error.name).toBe('MissingFenceGuardError')
     expect(error.model).toBeUndefined()
     expect(error.message).toContain(`Product (table ${unguarded.schema}.Product): the guard is not installed`)
-    expect(error.message).toContain('Install it in a migration: npx fencelock-guard --table Product --column fenceToken --key id (')
+    expect(error.message).toContain('Install it in a migration: npx fencelock-guard --table Product --column fenceToken --key id --migration product_fence_guard (')
     expect(Object.isFrozen(error.missing)).toBe(true)
   })
 

@@ -1,5 +1,5 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
-import { fencedTransaction, fencing, InvalidFenceTokenError, StaleFencingTokenError, type FencingRejection } from '../src/index.js'
+import { fencedTransaction, fencing, InvalidFenceTokenError, StaleFencingTokenError, type FencedWriteReport, type FencingRejection } from '../src/index.js'
 import { BAD_TOKENS } from './support/bad-tokens.js'
 import { createTestDatabase, FENCED_MODELS, seedProduct, settle, type TestDatabase } from './support/database.js'
 
@@ -119,5 +119,39 @@ describe('onRejection', () => {
       { model: 'Product', operation: 'update', token: 5n, storedToken: 7n },
       { model: 'Product', operation: 'update', token: 6n, storedToken: 7n },
     ])
+  })
+})
+
+describe('onFencedWrite', () => {
+  it('is called once per fenced write as it settles — accepted, refused with the stored token — with its duration; never for a write refused before any query; its exceptions and rejections are swallowed', async () => {
+    const seen: FencedWriteReport[] = []
+    let calls = 0
+    const db = t.base.$extends(
+      fencing({
+        models: FENCED_MODELS,
+        onFencedWrite: (w) => {
+          seen.push(w)
+          calls++
+          if (calls % 2 === 0) return Promise.reject(new Error('a broken async observer'))
+          throw new Error('a broken observer')
+        },
+      }),
+    )
+    const p = await seedProduct(t.base, 7n)
+    const accepted = await db.$fenced(8n).product.update({ where: { id: p.id }, data: { stock: 3 } })
+    const refused = await settle(db.$fenced(5n).product.update({ where: { id: p.id }, data: { stock: 0 } }))
+    // An unsupported shape is refused before any query: not a fenced write's outcome.
+    const unsupported = await settle(db.$fenced(9n).product.update({ where: { id: p.id }, data: { fenceToken: 1n } }))
+    const batch = await db.$transaction([db.$fenced(9n).product.update({ where: { id: p.id }, data: { stock: 4 } })])
+    expect(accepted.stock).toBe(3)
+    expect(refused.error).toBeInstanceOf(StaleFencingTokenError)
+    expect(unsupported.error).toBeDefined()
+    expect(batch[0]?.stock).toBe(4)
+    expect(seen.map(({ durationMs, ...w }) => ({ ...w, measured: durationMs >= 0 && durationMs < 60_000 }))).toEqual([
+      { model: 'Product', operation: 'update', token: 8n, outcome: 'accepted', storedToken: undefined, measured: true },
+      { model: 'Product', operation: 'update', token: 5n, outcome: 'refused', storedToken: 8n, measured: true },
+      { model: 'Product', operation: 'update', token: 9n, outcome: 'accepted', storedToken: undefined, measured: true },
+    ])
+    expect(await t.base.product.findUniqueOrThrow({ where: { id: p.id } })).toMatchObject({ stock: 4, fenceToken: 9n })
   })
 })

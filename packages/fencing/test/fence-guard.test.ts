@@ -10,8 +10,8 @@ import pg from 'pg'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { databaseTarget } from '@fencelock/devkit/database-url'
 import { applyMigrations, readMigrations } from '@fencelock/devkit/migrations'
-import { FENCE_GUARD_SQLSTATE, fenceGuardObjects, fenceGuardSql, fenceGuardUpgradeSql, InvalidFencingOptionError, isFenceGuardError } from '../src/index.js'
-import { GUARD_MIGRATION, GUARD_UPGRADE_MIGRATION, holdTransaction, openSession, settle, uniqueName } from './support/database.js'
+import { FENCE_CASCADE_SQLSTATE, SET_FENCE_TOKEN_SQL, FENCE_GUARD_SQLSTATE, fenceGuardObjects, fenceGuardSql, fenceGuardUpgradeSql, InvalidFencingOptionError, isFenceGuardError } from '../src/index.js'
+import { createTestDatabase, GUARD_MIGRATION, GUARD_ROUND4_MIGRATION, GUARD_UPGRADE_MIGRATION, holdTransaction, openSession, settle, uniqueName } from './support/database.js'
 
 /** The first 12 hex digits of the SHA-256 of the guard migration as first applied. */
 const GUARD_MIGRATION_SHA256 = '34f1a2de955b'
@@ -261,11 +261,16 @@ describe('fenceGuardSql', () => {
 
   it('the guard’s upgrade migrations are what fenceGuardUpgradeSql produces; the applied ones are left as they were', async () => {
     const migration = (name: string) => readFile(join(import.meta.dirname, '..', '..', '..', 'prisma', 'migrations', name, 'migration.sql'), 'utf8')
-    // On a mismatch, regenerate these files from these calls; never edit an applied migration, add one.
-    expect(await migration(GUARD_UPGRADE_MIGRATION)).toBe(
+    // On a mismatch, regenerate these files with `fencelock-guard --upgrade` for these options; never edit an applied migration, add one.
+    expect(await migration(GUARD_ROUND4_MIGRATION)).toBe(
       `${fenceGuardUpgradeSql({ table: 'Product', column: 'fenceToken', key: 'sku' })}\n${fenceGuardUpgradeSql({ table: 'Order', column: 'fenceToken', key: 'id' })}`,
     )
-    expect(await migration('20261201000100_gateway_fence_guard_token')).toBe(fenceGuardUpgradeSql({ table: 'GatewayFence', column: 'fenceToken', key: 'resource' }))
+    expect(await migration('20261205000100_gateway_fence_guard_round4')).toBe(fenceGuardUpgradeSql({ table: 'GatewayFence', column: 'fenceToken', key: 'resource' }))
+    expect(await migration('20261205000200_stock_segment_fence_guard_round4')).toBe(fenceGuardUpgradeSql({ table: 'StockSegment', column: 'fenceToken', key: 'id' }))
+    // The earlier upgrades, applied: their bytes must not change.
+    const sha = async (name: string) => createHash('sha256').update(await migration(name)).digest('hex').slice(0, 12)
+    expect(await sha(GUARD_UPGRADE_MIGRATION)).toBe('5339b4057420')
+    expect(await sha('20261201000100_gateway_fence_guard_token')).toBe('e3fa0a1fac58')
     // The guard as first installed (an applied migration: its bytes must not change, the runner checks them).
     const first = createHash('sha256').update(await migration(GUARD_MIGRATION)).digest('hex')
     expect(first.slice(0, 12)).toBe(GUARD_MIGRATION_SHA256)
@@ -303,12 +308,186 @@ describe('fenceGuardSql', () => {
   })
 })
 
+describe('a renamed table: the TRUNCATE trigger reads its own table, not the name it was installed on', () => {
+  it('after ALTER TABLE … RENAME, TRUNCATE works and keeps its rows’ fences; a new table under the old name is not read', async () => {
+    const t = await guardedTable()
+    await admin.query(`INSERT INTO "${t}" VALUES ('eu', 1, 0, 10)`)
+    await admin.query(`ALTER TABLE "${t}" RENAME TO "${t}_old"`)
+    await admin.query(`TRUNCATE "${t}_old"`)
+    expect(code((await settle(admin.query(`INSERT INTO "${t}_old" VALUES ('eu', 1, 0, 5)`))).error)).toBe(FENCE_GUARD_SQLSTATE)
+    // A new table takes the old name, with a row of a fence the renamed one never had.
+    await admin.query(`CREATE TABLE "${t}" (region text, code int, qty int NOT NULL DEFAULT 0, fence bigint NOT NULL DEFAULT 0, PRIMARY KEY (region, code))`)
+    await admin.query(`INSERT INTO "${t}" VALUES ('eu', 2, 0, 99)`)
+    await admin.query(`INSERT INTO "${t}_old" VALUES ('eu', 3, 0, 7)`)
+    await admin.query(`TRUNCATE "${t}_old"`)
+    expect((await admin.query(`SELECT region, code, fence FROM "${t}_fence_tombstones" ORDER BY code`)).rows).toEqual([
+      { region: 'eu', code: 1, fence: '10' },
+      { region: 'eu', code: 3, fence: '7' },
+    ])
+    // Under the transaction's token, the check of the newest fence reads the renamed table too.
+    await admin.query(`INSERT INTO "${t}_old" VALUES ('eu', 4, 0, 30)`)
+    const stale = await settle(admin.query(`BEGIN; ${SET_FENCE_TOKEN_SQL.replace('$1', "'20'")}; TRUNCATE "${t}_old"; COMMIT`))
+    await admin.query('ROLLBACK')
+    expect(code(stale.error)).toBe(FENCE_GUARD_SQLSTATE)
+  })
+
+  it('control, the round-3 guard (GatewayFence without its round-4 upgrade): after a rename every TRUNCATE fails', async () => {
+    const db = await createTestDatabase('guard_rename_r3', { leaveOut: ['20261205000100_gateway_fence_guard_round4'] })
+    try {
+      await db.admin.query(`SET search_path TO "${db.schema}"`)
+      await db.admin.query(`ALTER TABLE "GatewayFence" RENAME TO "GatewayFenceOld"`)
+      expect(code((await settle(db.admin.query(`TRUNCATE "GatewayFenceOld"`))).error)).toBe('42P01')
+    } finally {
+      await db.close()
+    }
+  })
+})
+
+describe('partitioned tables: the guard refuses to install on one, or on a partition', () => {
+  let n = 0
+  /** A table partitioned by region, with partitions eu and us, a row ('eu', 1) at fence 30. */
+  async function partitioned(): Promise<string> {
+    n += 1
+    const t = `parted_${n}`
+    await admin.query(`CREATE TABLE "${t}" (region text, code int, qty int NOT NULL DEFAULT 0, fence bigint NOT NULL DEFAULT 0, PRIMARY KEY (region, code)) PARTITION BY LIST (region)`)
+    await admin.query(`CREATE TABLE "${t}_eu" PARTITION OF "${t}" FOR VALUES IN ('eu'); CREATE TABLE "${t}_us" PARTITION OF "${t}" FOR VALUES IN ('us')`)
+    await admin.query(`INSERT INTO "${t}" VALUES ('eu', 1, 0, 30)`)
+    return t
+  }
+  const install = (sql: string) => settle(admin.query(`BEGIN; ${sql}; COMMIT`)).finally(() => admin.query('ROLLBACK'))
+
+  it('refused with feature_not_supported (0A000), saying why; nothing is created', async () => {
+    const t = await partitioned()
+    for (const table of [t, `${t}_eu`]) {
+      for (const sql of [fenceGuardSql({ table, column: 'fence', key: ['region', 'code'] }), fenceGuardUpgradeSql({ table, column: 'fence', key: ['region', 'code'] })]) {
+        const refused = await install(sql)
+        expect(code(refused.error), table).toBe('0A000')
+        expect((refused.error as Error).message).toMatch(/partition.*row.*another partition.*DELETE.*INSERT/s)
+      }
+    }
+    expect((await admin.query(`SELECT to_regclass($1) AS t`, [`"${t}_fence_tombstones"`])).rows).toEqual([{ t: null }])
+  })
+
+  it('control: the guard installed anyway lets an UPDATE that moves the row to another partition lower its fence, 30 to 5', async () => {
+    const t = await partitioned()
+    const sql = fenceGuardSql({ table: t, column: 'fence', key: ['region', 'code'] })
+    const withoutCheck = sql.replace(/DO \$fencelock\$[\s\S]*?\n\$fencelock\$;\n/, '')
+    expect(withoutCheck).not.toBe(sql)
+    expect((await install(withoutCheck)).error).toBeUndefined()
+    await admin.query(`UPDATE "${t}" SET region = 'us', fence = 5 WHERE code = 1`)
+    expect((await admin.query(`SELECT region, fence FROM "${t}"`)).rows).toEqual([{ region: 'us', fence: '5' }])
+  })
+})
+
+describe('least privilege: an application role with rights on the table only', () => {
+  /** Runs `fn` with a new role (rights: the schema, and `grants` on `table`), as that role in a session of its own; drops it after. */
+  async function asAppRole<T>(schemaName: string, table: string, fn: (session: pg.Client) => Promise<T>): Promise<T> {
+    const role = uniqueName('fencing_app')
+    await admin.query(`CREATE ROLE "${role}" NOLOGIN`)
+    const session = await openSession(schemaName)
+    try {
+      await admin.query(`GRANT USAGE ON SCHEMA "${schemaName}" TO "${role}"; GRANT SELECT, INSERT, UPDATE, DELETE, TRUNCATE ON "${schemaName}"."${table}" TO "${role}"`)
+      await session.query(`SET ROLE "${role}"`)
+      return await fn(session)
+    } finally {
+      await session.end()
+      await admin.query(`DROP OWNED BY "${role}"; DROP ROLE "${role}"`)
+    }
+  }
+
+  it('writes, deletes and truncates through the guard (its functions are SECURITY DEFINER, search_path fixed); the tombstones stay out of its reach', async () => {
+    const t = await guardedTable()
+    await asAppRole(schema, t, async (app) => {
+      await app.query(`INSERT INTO "${t}" VALUES ('eu', 1, 0, 10), ('eu', 2, 0, 10)`)
+      await app.query(`UPDATE "${t}" SET code = 3 WHERE code = 2`)
+      await app.query(`DELETE FROM "${t}" WHERE code = 1`)
+      expect(code((await settle(app.query(`INSERT INTO "${t}" VALUES ('eu', 1, 0, 5)`))).error)).toBe(FENCE_GUARD_SQLSTATE)
+      await app.query(`TRUNCATE "${t}"`)
+      await app.query('BEGIN')
+      await app.query(SET_FENCE_TOKEN_SQL, ['12'])
+      await app.query(`INSERT INTO "${t}" VALUES ('eu', 4, 0, 0)`)
+      await app.query('COMMIT')
+      // The tombstones: no rights of its own, neither to read nor to write.
+      expect(code((await settle(app.query(`DELETE FROM "${t}_fence_tombstones"`))).error)).toBe('42501')
+      expect(code((await settle(app.query(`INSERT INTO "${t}_fence_tombstones" VALUES ('eu', 9, 1)`))).error)).toBe('42501')
+    })
+    expect((await admin.query(`SELECT code, fence FROM "${t}_fence_tombstones" ORDER BY code`)).rows).toEqual([
+      { code: 1, fence: '10' },
+      { code: 2, fence: '10' },
+      { code: 3, fence: '10' },
+      { code: 4, fence: '12' },
+    ])
+    // Every function of the guard runs with a search_path of its own, pg_temp last.
+    const { rows } = await admin.query<{ name: string; definer: boolean; config: string[] | null }>(
+      `SELECT p.proname AS name, p.prosecdef AS definer, p.proconfig AS config FROM pg_proc p WHERE p.pronamespace = $1::regnamespace AND p.proname LIKE $2 ORDER BY 1`,
+      [`"${schema}"`, `${t}\\_fence\\_%`],
+    )
+    expect(rows.length).toBe(5)
+    for (const r of rows) expect(r.config, r.name).toEqual([`search_path=${schema}, pg_temp`])
+    expect(rows.filter((r) => r.definer).map((r) => r.name).sort()).toEqual([`${t}_fence_on_truncate`, `${t}_fence_remember`])
+  })
+
+  it('control, the round-3 guard (GatewayFence without its round-4 upgrade): the same role cannot INSERT nor DELETE at all', async () => {
+    const db = await createTestDatabase('guard_role_r3', { leaveOut: ['20261205000100_gateway_fence_guard_round4'] })
+    try {
+      await asAppRole(db.schema, 'GatewayFence', async (app) => {
+        expect(code((await settle(app.query(`INSERT INTO "GatewayFence" VALUES ('r', 1)`))).error)).toBe('42501')
+      })
+    } finally {
+      await db.close()
+    }
+  })
+})
+
+describe('cascades under the transaction’s token are decided as the Prisma path does: refused', () => {
+  let n = 0
+  /** A guarded parent and a guarded child (ON DELETE CASCADE), a child row at fence 7 from its own lock; `sql` makes the guard's SQL. */
+  async function family(sql: (options: Parameters<typeof fenceGuardSql>[0]) => string = fenceGuardSql) {
+    n += 1
+    const [parent, child] = [`cparent_${n}`, `cchild_${n}`]
+    await admin.query(`CREATE TABLE "${parent}" (id int PRIMARY KEY, fence bigint NOT NULL DEFAULT 0)`)
+    await admin.query(`CREATE TABLE "${child}" (id int PRIMARY KEY, parent int NOT NULL REFERENCES "${parent}" ON DELETE CASCADE, fence bigint NOT NULL DEFAULT 0)`)
+    await admin.query(`BEGIN; ${sql({ table: parent, column: 'fence', key: 'id' })}; ${sql({ table: child, column: 'fence', key: 'id' })}; COMMIT`)
+    await admin.query(`INSERT INTO "${parent}" VALUES (1, 5); INSERT INTO "${child}" VALUES (1, 1, 7)`)
+    const deleteParent = (token: string) => settle(admin.query(`BEGIN; ${SET_FENCE_TOKEN_SQL.replace('$1', `'${token}'`)}; DELETE FROM "${parent}" WHERE id = 1; COMMIT`)).finally(() => admin.query('ROLLBACK'))
+    return { parent, child, deleteParent }
+  }
+
+  it('a DELETE under a token that cascades to a guarded table is refused (FL003, naming the cascade), whatever the child’s fence; a plain DELETE cascades', async () => {
+    const f = await family()
+    for (const token of ['6', '1000']) {
+      const refused = await f.deleteParent(token)
+      expect(code(refused.error), token).toBe(FENCE_CASCADE_SQLSTATE)
+      expect((refused.error as Error).message).toMatch(/cascade/)
+    }
+    expect((await admin.query(`SELECT id, fence FROM "${f.child}"`)).rows).toEqual([{ id: 1, fence: '7' }])
+    expect((await admin.query(`SELECT id, fence FROM "${f.child}_fence_tombstones"`)).rows).toEqual([{ id: 1, fence: '7' }])
+    // The child deleted first under its own lock's token, then the parent under its own: both go.
+    await admin.query(`BEGIN; ${SET_FENCE_TOKEN_SQL.replace('$1', "'7'")}; DELETE FROM "${f.child}" WHERE id = 1; COMMIT`)
+    await admin.query(`BEGIN; ${SET_FENCE_TOKEN_SQL.replace('$1', "'6'")}; DELETE FROM "${f.parent}" WHERE id = 1; COMMIT`)
+    // Without a token, the cascade is any other write: the child's tombstone keeps its own fence.
+    await admin.query(`INSERT INTO "${f.parent}" VALUES (2, 6); INSERT INTO "${f.child}" VALUES (2, 2, 9)`)
+    await admin.query(`DELETE FROM "${f.parent}" WHERE id = 2`)
+    expect((await admin.query(`SELECT id, fence FROM "${f.child}_fence_tombstones" ORDER BY id`)).rows).toEqual([
+      { id: 1, fence: '7' },
+      { id: 2, fence: '9' },
+    ])
+  })
+
+  it('control, without the check: the parent’s token fences the child — refused under 6 (the child holds 7 of its own lock), and under 1000 the child’s tombstone keeps 1000', async () => {
+    const f = await family((options) => fenceGuardSql(options).replace('pg_trigger_depth() > 1', 'false'))
+    expect(code((await f.deleteParent('6')).error)).toBe(FENCE_GUARD_SQLSTATE)
+    expect((await f.deleteParent('1000')).error).toBeUndefined()
+    expect((await admin.query(`SELECT id, fence FROM "${f.child}_fence_tombstones"`)).rows).toEqual([{ id: 1, fence: '1000' }])
+  })
+})
+
 describe('the transaction’s token (fencelock.token): fencing for any client', () => {
   /** Runs `statements` in one transaction of `session` that set the token first; rolls back on failure. */
   async function underToken(session: pg.Client, token: string, ...statements: string[]) {
     await session.query('BEGIN')
     try {
-      await session.query(`SELECT set_config('fencelock.token', $1, true)`, [token])
+      await session.query(SET_FENCE_TOKEN_SQL, [token])
       for (const sql of statements) await session.query(sql)
       await session.query('COMMIT')
     } catch (error) {
@@ -356,9 +535,9 @@ describe('the transaction’s token (fencelock.token): fencing for any client', 
   async function behindNewer(t: string, key: number, stale: string) {
     const older = await openSession(schema)
     try {
-      const newer = await holdTransaction(schema, [`SELECT set_config('fencelock.token', '20', true)`], [`UPDATE "${t}" SET qty = 100, fence = 20 WHERE code = ${key}`])
+      const newer = await holdTransaction(schema, [SET_FENCE_TOKEN_SQL, ['20']], [`UPDATE "${t}" SET qty = 100, fence = 20 WHERE code = ${key}`])
       await older.query('BEGIN')
-      await older.query(`SELECT set_config('fencelock.token', '15', true)`)
+      await older.query(SET_FENCE_TOKEN_SQL, ['15'])
       const write = settle(older.query(stale))
       await waitForLock(older)
       await newer.commit()

@@ -25,7 +25,7 @@ import {
   type FencedRequest,
 } from '../src/index.js'
 import { BAD_TOKENS } from './support/bad-tokens.js'
-import { createTestDatabase, gate, PrismaClient, settle, type TestDatabase } from './support/database.js'
+import { createTestDatabase, gate, PrismaClient, settle, waitForLockWait, type TestDatabase } from './support/database.js'
 
 let t: TestDatabase
 let service: ReturnType<typeof serviceClient>
@@ -164,6 +164,9 @@ describe('readFencingHeaders (server side)', () => {
       [{ 'fencing-token': '1', 'fencing-resource': '%C3' }, 'Fencing-Resource'],
       [{ 'fencing-token': '1', 'fencing-resource': 'a%00b' }, 'Fencing-Resource'],
       [{ 'fencing-token': '1', 'fencing-resource': 'a b' }, 'Fencing-Resource'],
+      // Not exactly a token or a resource: whitespace of any kind around it (U+00A0 too, which trim() strips).
+      ...[' 5', '5 ', '\t5', '5\xA0', '\xA05', '5\u2003', '\uFEFF5', '5\u3000'].map((token) => [{ 'fencing-token': token, 'fencing-resource': 'r' }, 'Fencing-Token'] as [Record<string, string>, string]),
+      ...[' r', 'r ', 'r\t', 'r\xA0', '\xA0r', 'r\u2028', '\uFEFFr', 'r\u3000'].map((resource) => [{ 'fencing-token': '5', 'fencing-resource': resource }, 'Fencing-Resource'] as [Record<string, string>, string]),
     ]
     for (const [headers, header] of cases) {
       let error: unknown
@@ -202,17 +205,25 @@ describe('withFencedResource (the core)', () => {
   it('two requests for one resource do their work one after the other; the older one behind a newer one is refused', async () => {
     const orderId = nextOrder()
     const resource = `order:${orderId}`
-    let release!: () => void
-    const held = new Promise<void>((r) => (release = r))
-    const newer = withFencedResource(service, { token: 10n, resource }, { model: 'GatewayFence' }, async (tx) => {
-      await held
+    const inside = gate()
+    const release = gate()
+    // Ordered by events, not by time: limits far above what a loaded machine needs (Prisma's default
+    // 5 s for a transaction was once too short), so only a real hang fails the test.
+    const limits = { model: 'GatewayFence', maxWaitMs: 60_000, timeoutMs: 120_000 } as const
+    const newer = withFencedResource(service, { token: 10n, resource }, limits, async (tx) => {
+      inside.open()
+      await release.promise
       return tx.gatewayCharge.create({ data: { chargeId: `ch_order_${orderId}`, orderId, amountCents: 1 } })
     })
-    // Wait until the newer one holds the resource's row lock, then send the older one behind it.
-    for (let i = 0; i < 200 && (await t.base.gatewayFence.findUnique({ where: { resource } })) === null; i++) await new Promise((r) => setTimeout(r, 5))
-    const older = settle(withFencedResource(service, { token: 9n, resource }, { model: 'GatewayFence' }, async () => 'ran'))
-    await new Promise((r) => setTimeout(r, 50))
-    release()
+    // The newer one runs its work: it holds the resource's row lock. Send the older one behind it,
+    // and let the newer one finish once the older one waits for that lock.
+    await inside.promise
+    const older = settle(withFencedResource(service, { token: 9n, resource }, limits, async () => 'ran'))
+    try {
+      await Promise.race([waitForLockWait(t.admin, t.schema, 60_000), older])
+    } finally {
+      release.open()
+    }
     await newer
     expect((await older).error).toBeInstanceOf(StaleFencingTokenError)
     expect(await ledger(orderId)).toBe(1)
@@ -350,8 +361,12 @@ describe('fencingMiddleware (express)', () => {
     const payload = JSON.stringify(body)
     return new Promise((resolve, reject) => {
       const socket = connect(port, '127.0.0.1', () => {
+        // latin1: a header line's character U+00A0 goes as the one byte 0xA0, as Node reads it back.
         socket.end(
-          [`POST ${path} HTTP/1.1`, 'Host: 127.0.0.1', 'Content-Type: application/json', `Content-Length: ${Buffer.byteLength(payload)}`, 'Connection: close', ...headerLines, '', payload].join('\r\n'),
+          Buffer.from(
+            [`POST ${path} HTTP/1.1`, 'Host: 127.0.0.1', 'Content-Type: application/json', `Content-Length: ${Buffer.byteLength(payload)}`, 'Connection: close', ...headerLines, '', payload].join('\r\n'),
+            'latin1',
+          ),
         )
       })
       let response = ''
@@ -371,6 +386,21 @@ describe('fencingMiddleware (express)', () => {
     // (visible ASCII after trimming) read as the resource "order:N,".
     const joined = `order:${orderId}, `
     expect(/^[\x21-\x7e]+$/.test(joined.trim())).toBe(true)
+  })
+
+  it('a header value with a no-break space (U+00A0) after the token or the resource gets 400 and charges nothing (issue 32 item 9)', async () => {
+    const orderId = nextOrder()
+    for (const lines of [
+      ['Fencing-Token: 5', `Fencing-Resource: order:${orderId}\xA0`],
+      ['Fencing-Token: 5\xA0', `Fencing-Resource: order:${orderId}`],
+    ]) {
+      const sent = await rawPost('/charges', lines, { orderId })
+      expect(sent.status, JSON.stringify(sent)).toBe(400)
+      expect(JSON.parse(sent.body)).toMatchObject({ error: { code: 'invalid_fencing_header' } })
+    }
+    expect(await ledger(orderId)).toBe(0)
+    // The unprotected variant: the old rule trimmed first, and trim() strips U+00A0: 'order:N\xA0' read as 'order:N'.
+    expect(`order:${orderId}\xA0`.trim()).toBe(`order:${orderId}`)
   })
 
   it('a resource with a space and non-ASCII letters travels encoded and is recorded as the lock names it', async () => {

@@ -1,39 +1,152 @@
 /**
- * `fencelock-guard` (src/guard-cli.ts, the package's bin): its command line, and the Prisma Migrate
+ * `fencelock-guard` (src/guard/guard-cli.ts, the package's bin): its command line, and the Prisma Migrate
  * flow it serves with the repository's migration runner standing in for `prisma migrate` (whose
  * schema engine cannot run here): its SQL, saved as `prisma/migrations/<timestamp>_fence_guard/
  * migration.sql`, installs a guard that assertFenceGuard finds complete and that refuses a lowering
  * UPDATE; `--upgrade` brings a guard as first installed up to date.
  */
 import { spawnSync } from 'node:child_process'
-import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs'
+import { mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { dirname, join } from 'node:path'
-import { fileURLToPath } from 'node:url'
+import { createRequire } from 'node:module'
+import { fileURLToPath, pathToFileURL } from 'node:url'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { applyMigrations, readMigrations } from '@fencelock/devkit/migrations'
-import { runGuardCli } from '../src/guard-cli.js'
+import { runGuardCli } from '../src/guard/guard-cli.js'
 import { assertFenceGuard, FENCE_GUARD_SQLSTATE, fenceGuardPrismaModel, fenceGuardSql, fenceGuardUpgradeSql, MissingFenceGuardError } from '../src/index.js'
-import { createTestDatabase, FENCED_MODELS, GUARD_UPGRADE_MIGRATION, seedProduct, settle, type TestDatabase } from './support/database.js'
+import { createTestDatabase, FENCED_MODELS, GUARD_UPGRADES, seedProduct, settle, type TestDatabase } from './support/database.js'
 
 const here = dirname(fileURLToPath(import.meta.url))
 const bin = join(here, '..', 'src', 'guard-bin.ts')
 
-/** Runs the bin as a user does (a process, through tsx here), with `args`. */
+const repo = join(here, '..', '..', '..')
+
+/** Runs the bin as a user does (a process, through tsx here), with `args`, in `cwd` (default: the repository, whose prisma/schema.prisma has Product and Order). */
 function guard(...args: string[]) {
-  const result = spawnSync(process.execPath, ['--import', 'tsx', bin, ...args], { encoding: 'utf8', cwd: join(here, '..', '..', '..') })
+  return guardIn(repo, ...args)
+}
+// tsx by its path: a project folder outside the repository has no node_modules to find it in.
+const tsx = pathToFileURL(createRequire(import.meta.url).resolve('tsx')).href
+function guardIn(cwd: string, ...args: string[]) {
+  const result = spawnSync(process.execPath, ['--import', tsx, bin, ...args], { encoding: 'utf8', cwd })
   return { code: result.status, stdout: result.stdout, stderr: result.stderr }
 }
 
+/** An invoices project as the quick start has it: prisma/schema.prisma with Invoice, and its first migration. */
+const INVOICE_SCHEMA = `generator client {
+  provider = "prisma-client"
+  output   = "../generated/prisma"
+}
+
+datasource db {
+  provider = "postgresql"
+}
+
+model Invoice {
+  id          Int     @id
+  amountCents Int
+  chargeId    String?
+  fenceToken  BigInt  @default(0)
+  note        String?
+}
+`
+function invoiceProject(): string {
+  const dir = mkdtempSync(join(tmpdir(), 'fencelock-guard-project-'))
+  mkdirSync(join(dir, 'prisma', 'migrations', '20260101000000_invoices'), { recursive: true })
+  writeFileSync(join(dir, 'prisma', 'schema.prisma'), INVOICE_SCHEMA)
+  writeFileSync(join(dir, 'prisma', 'migrations', '20260101000000_invoices', 'migration.sql'), '-- the table')
+  return dir
+}
+const projects: string[] = []
+afterAll(() => projects.forEach((d) => rmSync(d, { recursive: true, force: true })))
+
 describe('fencelock-guard: the command line', () => {
   it('prints fenceGuardSql for the flags, and fenceGuardUpgradeSql with --upgrade (a process, exit 0)', () => {
-    const out = guard('--table', 'Invoice', '--column', 'fenceToken', '--key', 'id')
+    const project = invoiceProject()
+    projects.push(project)
+    const out = guardIn(project, '--table', 'Invoice', '--column', 'fenceToken', '--key', 'id')
     expect(out).toEqual({ code: 0, stdout: fenceGuardSql({ table: 'Invoice', column: 'fenceToken', key: 'id' }), stderr: '' })
+    // No schema file: printed, and said that nothing was checked.
     expect(runGuardCli(['--table', 'Line', '--column', 'fence', '--key', 'invoiceId,no', '--schema', 's', '--name', 'line_guard', '--upgrade'])).toEqual({
       code: 0,
       stdout: fenceGuardUpgradeSql({ table: 'Line', column: 'fence', key: ['invoiceId', 'no'], schema: 's', name: 'line_guard' }),
-      stderr: '',
+      stderr: 'fencelock-guard: no prisma/schema.prisma: the names were not checked against a schema (give --schema-file)\n',
     })
+  })
+
+  it('checks every name against the schema in every mode: a misspelt column, key or table, a fence that is no BigInt (exit 2, nothing printed or written)', () => {
+    const project = invoiceProject()
+    projects.push(project)
+    const cases: [string[], RegExp][] = [
+      [['--table', 'Invoice', '--column', 'fenceTokn', '--key', 'id'], /invalid --column: must be a column of Invoice \(id, amountCents, chargeId, fenceToken, note\) \(got "fenceTokn"\)/],
+      [['--table', 'Invoice', '--column', 'fenceToken', '--key', 'idd', '--upgrade'], /invalid --key: must be a column of Invoice .*\(got "idd"\)/],
+      [['--table', 'Invoices', '--column', 'fenceToken', '--key', 'id', '--migration', 'fence_guard'], /invalid --table: must be the table of a model of the schema \(Invoice\)/],
+      [['--table', 'Invoice', '--column', 'note', '--key', 'id', '--prisma-model'], /invalid --column: must be a required BigInt column of Invoice \(note is String\?\)/],
+      [['--table', 'Invoice', '--column', 'amountCents', '--key', 'id'], /invalid --column: must be a required BigInt column of Invoice \(amountCents is Int\)/],
+    ]
+    for (const [args, message] of cases) {
+      const out = runGuardCli(args, project)
+      expect(out, args.join(' ')).toMatchObject({ code: 2, stdout: '' })
+      expect(out.stderr).toMatch(message)
+    }
+    expect(readdirSync(join(project, 'prisma', 'migrations'))).toEqual(['20260101000000_invoices'])
+    expect(readFileSync(join(project, 'prisma', 'schema.prisma'), 'utf8')).toBe(INVOICE_SCHEMA)
+  })
+
+  it('--prisma-model --write appends the model after a blank line, once; printed, the model starts with a blank line (for >>)', () => {
+    const project = invoiceProject()
+    projects.push(project)
+    const model = fenceGuardPrismaModel(INVOICE_SCHEMA, { table: 'Invoice', column: 'fenceToken', key: 'id' })
+    expect(runGuardCli(['--table', 'Invoice', '--column', 'fenceToken', '--key', 'id', '--prisma-model'], project)).toEqual({ code: 0, stdout: `\n${model}`, stderr: '' })
+    const out = guardIn(project, '--table', 'Invoice', '--column', 'fenceToken', '--key', 'id', '--prisma-model', '--write')
+    expect(out).toEqual({ code: 0, stdout: 'fencelock-guard: appended model InvoiceFenceTombstone to prisma/schema.prisma\n', stderr: '' })
+    const written = readFileSync(join(project, 'prisma', 'schema.prisma'), 'utf8')
+    expect(written).toBe(`${INVOICE_SCHEMA}\n${model}`)
+    expect(written).toContain('}\n\n// The database guard')
+    const again = runGuardCli(['--table', 'Invoice', '--column', 'fenceToken', '--key', 'id', '--prisma-model', '--write'], project)
+    expect(again).toMatchObject({ code: 2, stderr: 'fencelock-guard: prisma/schema.prisma already has model InvoiceFenceTombstone; nothing written\n' })
+    expect(readFileSync(join(project, 'prisma', 'schema.prisma'), 'utf8')).toBe(written)
+  })
+
+  it('--migration <name> writes the SQL into the folder --create-only made, else into a new folder after the newest; never into an older one', () => {
+    const project = invoiceProject()
+    projects.push(project)
+    const migrations = join(project, 'prisma', 'migrations')
+    const args = ['--table', 'Invoice', '--column', 'fenceToken', '--key', 'id']
+    const sql = fenceGuardSql({ table: 'Invoice', column: 'fenceToken', key: 'id' })
+    // A new folder: its timestamp after the newest (and now).
+    const first = guardIn(project, ...args, '--migration', 'fence_guard')
+    expect(first.code, first.stderr).toBe(0)
+    const made = readdirSync(migrations).sort()
+    expect(made).toHaveLength(2)
+    const folder = made[1] as string
+    expect(folder).toMatch(/^\d{14}_fence_guard$/)
+    expect(folder > '20260101000000_invoices').toBe(true)
+    expect(first.stdout).toBe(`fencelock-guard: wrote prisma/migrations/${folder}/migration.sql\n`)
+    expect(readFileSync(join(migrations, folder, 'migration.sql'), 'utf8')).toBe(sql)
+    // The folder `prisma migrate dev --create-only --name fence_guard_2` made: its SQL replaced.
+    mkdirSync(join(migrations, '29990101000000_fence_guard_2'))
+    writeFileSync(join(migrations, '29990101000000_fence_guard_2', 'migration.sql'), 'CREATE TABLE "Invoice_fence_tombstones" ();')
+    const replaced = runGuardCli([...args, '--migration', 'fence_guard_2'], project)
+    expect(replaced).toEqual({ code: 0, stdout: 'fencelock-guard: replaced the migration.sql of prisma/migrations/29990101000000_fence_guard_2/migration.sql\n', stderr: '' })
+    expect(readFileSync(join(migrations, '29990101000000_fence_guard_2', 'migration.sql'), 'utf8')).toBe(sql)
+    // A name an older (maybe applied) migration has: refused, nothing written.
+    const older = runGuardCli([...args, '--migration', 'fence_guard'], project)
+    expect(older).toMatchObject({ code: 2, stdout: '' })
+    expect(older.stderr).toContain(`prisma/migrations/${folder} has that name and is not the newest migration`)
+    expect(readdirSync(migrations)).toHaveLength(3)
+    // A clock behind the newest folder: the new folder still sorts after it.
+    const next = runGuardCli([...args, '--migration', 'fence_guard_3'], project)
+    expect(next.stdout).toBe('fencelock-guard: wrote prisma/migrations/29990101000001_fence_guard_3/migration.sql\n')
+    for (const [bad, message] of [
+      [['--migration', 'fence guard'], /invalid --migration: must be 1-200 letters, digits or _/],
+      [['--migration', 'x', '--prisma-model'], /--migration and --prisma-model do not go together/],
+      [['--write'], /--write goes with --prisma-model/],
+      [['--migrations-dir', 'm'], /--migrations-dir goes with --migration/],
+    ] as const) {
+      expect(runGuardCli([...args, ...bad], project).stderr).toMatch(message)
+    }
   })
 
   it('--help prints the usage and exits 0', () => {
@@ -51,7 +164,6 @@ describe('fencelock-guard: the command line', () => {
     [['--table', 'Invoice', '--column', 'fenceToken', '--key', 'id,id'], /invalid --key: must not name a column twice/],
     [['--table', 'x'.repeat(60), '--column', 'fenceToken', '--key', 'id'], /invalid --table: must be at most \d+ bytes/],
     [['--table', 'Invoice', '--column', 'fenceToken', '--key', 'id', '--upgrade', '--prisma-model'], /do not go together/],
-    [['--table', 'Invoice', '--column', 'fenceToken', '--key', 'id', '--schema-file', 'x.prisma'], /--schema-file goes with --prisma-model/],
     [['--table', 'Invoice', '--column', 'fenceToken', '--key', 'id', 'extra'], /Unexpected argument 'extra'/],
   ])('refuses a bad command line with exit 2, naming the flag: %j', (args, message) => {
     const out = runGuardCli(args)
@@ -63,7 +175,7 @@ describe('fencelock-guard: the command line', () => {
   it('--prisma-model prints the tombstone model read off schema.prisma (default prisma/schema.prisma, from the working directory)', () => {
     const out = guard('--table', 'Product', '--column', 'fenceToken', '--key', 'sku', '--prisma-model')
     expect(out.code).toBe(0)
-    expect(out.stdout).toBe(fenceGuardPrismaModel(readFileSync(join(here, '..', '..', '..', 'prisma', 'schema.prisma'), 'utf8'), { table: 'Product', column: 'fenceToken', key: 'sku' }))
+    expect(out.stdout).toBe('\n' + fenceGuardPrismaModel(readFileSync(join(here, '..', '..', '..', 'prisma', 'schema.prisma'), 'utf8'), { table: 'Product', column: 'fenceToken', key: 'sku' }))
     expect(out.stdout).toContain('model ProductFenceTombstone {')
   })
 
@@ -82,7 +194,7 @@ describe('fencelock-guard: its SQL as a Prisma migration, applied by the migrati
   beforeAll(async () => {
     ;[t, firstGuard] = await Promise.all([
       createTestDatabase('cli_unguarded', { guard: false }),
-      createTestDatabase('cli_first_guard', { leaveOut: [GUARD_UPGRADE_MIGRATION] }),
+      createTestDatabase('cli_first_guard', { leaveOut: GUARD_UPGRADES }),
     ])
     dir = mkdtempSync(join(tmpdir(), 'fencelock-guard-migrations-'))
   })
@@ -107,14 +219,18 @@ describe('fencelock-guard: its SQL as a Prisma migration, applied by the migrati
     await t.base.product.update({ where: { id: p.id }, data: { fenceToken: 5n } })
     await t.base.product.update({ where: { id: p.id }, data: { fenceToken: 20n } })
 
-    const sql = ['Product:sku', 'Order:id'].map((spec) => {
-      const [table, key] = spec.split(':') as [string, string]
-      const out = guard('--table', table, '--column', 'fenceToken', '--key', key)
-      expect(out.code).toBe(0)
-      return out.stdout
-    })
-    const report = await migrate(t, '20270101000000_fence_guard', sql.join('\n'))
-    expect(report.applied).toEqual(['20270101000000_fence_guard'])
+    // Written by the command itself (--migration), one migration per table, as a project does.
+    const project = mkdtempSync(join(tmpdir(), 'fencelock-guard-written-'))
+    projects.push(project)
+    for (const [table, key] of [['Product', 'sku'], ['Order', 'id']] as const) {
+      const out = guardIn(project, '--table', table, '--column', 'fenceToken', '--key', key, '--schema-file', join(repo, 'prisma', 'schema.prisma'), '--migration', `${table.toLowerCase()}_fence_guard`, '--migrations-dir', 'migrations')
+      expect(out.code, out.stderr).toBe(0)
+      expect(out.stdout).toMatch(new RegExp(`^fencelock-guard: wrote migrations/\\d{14}_${table.toLowerCase()}_fence_guard/migration.sql\\n$`))
+    }
+    const written = await readMigrations(join(project, 'migrations'))
+    expect(written.map((m) => m.name)).toEqual([expect.stringMatching(/_product_fence_guard$/), expect.stringMatching(/_order_fence_guard$/)])
+    const report = await applyMigrations(t.admin, { schema: t.schema, migrations: written })
+    expect(report.applied).toHaveLength(2)
     await expect(assertFenceGuard(t.base, { models: FENCED_MODELS })).resolves.toBeUndefined()
     const lower = await settle(t.base.product.update({ where: { id: p.id }, data: { fenceToken: 5n } }))
     expect(JSON.stringify(lower.error)).toContain(FENCE_GUARD_SQLSTATE)

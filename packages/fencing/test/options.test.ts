@@ -24,6 +24,27 @@ describe('fencing() options', () => {
     expect(() => fencing(options as never)).toThrow(InvalidFencingOptionError)
   })
 
+  it.each([
+    ['model', 'models'],
+    ['Models', 'models'],
+    ['onRejections', 'onRejection'],
+    ['onrejection', 'onRejection'],
+  ])('refuses the misspelt option %s, naming it and suggesting %s', (name, suggested) => {
+    let error: unknown
+    try {
+      fencing({ [name]: { Product: 'fenceToken' }, ...(name.toLowerCase().startsWith('model') ? {} : { models: { Product: 'fenceToken' } }) } as never)
+    } catch (e) {
+      error = e
+    }
+    expect(error).toBeInstanceOf(InvalidFencingOptionError)
+    expect(error).toMatchObject({ field: name })
+    expect((error as Error).message).toContain(`did you mean ${suggested}?`)
+  })
+
+  it('refuses an unknown option with the list of options', () => {
+    expect(() => fencing({ models: { Product: 'fenceToken' }, schema: 'x' } as never)).toThrow(/is not an option of fencing\(\) \(the options are models, onRejection, onFencedWrite\)/)
+  })
+
   it('refuses, when applied, a model the client does not have or a fence column that is not BigInt', () => {
     expect(() => client().$extends(fencing({ models: { Nope: 'fenceToken' } }))).toThrow(InvalidFencingOptionError)
     expect(() => client().$extends(fencing({ models: { Product: 'missing' } }))).toThrow(InvalidFencingOptionError)

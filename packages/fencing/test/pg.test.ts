@@ -7,23 +7,30 @@
 import { eq, sql as drizzleSql } from 'drizzle-orm'
 import { drizzle } from 'drizzle-orm/node-postgres'
 import { bigint, integer, pgTable, serial, text } from 'drizzle-orm/pg-core'
-import { Kysely, PostgresDialect, sql } from 'kysely'
+import { CompiledQuery, Kysely, PostgresDialect } from 'kysely'
 import pg from 'pg'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { databaseTarget } from '@fencelock/devkit/database-url'
-import { InvalidFenceTokenError, InvalidFencingOptionError, isFenceGuardError, StaleFencingTokenError, withFence } from '../src/pg.js'
+import { fenceGuardSql } from '../src/index.js'
+import { FENCE_TOKEN_SCOPE_SQLSTATE, FenceTransactionLostError, InvalidFenceTokenError, SET_FENCE_TOKEN_SQL, InvalidFencingOptionError, isFenceGuardError, StaleFencingTokenError, UnsupportedFencedWriteError, withFence } from '../src/pg.js'
 import { BAD_TOKENS } from './support/bad-tokens.js'
-import { createTestDatabase, openSession, seedProduct, settle, type TestDatabase } from './support/database.js'
+import { createTestDatabase, GUARD_ROUND4_MIGRATION, openSession, seedProduct, settle, type TestDatabase } from './support/database.js'
 
 let g: TestDatabase
 let u: TestDatabase
+/** The guard as round 3 left it (without the round-4 upgrade): the control of the token's transaction. */
+let r3: TestDatabase
 
 beforeAll(async () => {
-  ;[g, u] = await Promise.all([createTestDatabase('pg'), createTestDatabase('pg_unguarded', { guard: false })])
+  ;[g, u, r3] = await Promise.all([
+    createTestDatabase('pg'),
+    createTestDatabase('pg_unguarded', { guard: false }),
+    createTestDatabase('pg_round3', { leaveOut: [GUARD_ROUND4_MIGRATION] }),
+  ])
 })
 
 afterAll(async () => {
-  await Promise.all([g?.close(), u?.close()])
+  await Promise.all([g?.close(), u?.close(), r3?.close()])
 })
 
 /** A client of its own on the schema, for one test; ended afterwards. */
@@ -40,7 +47,7 @@ async function behindNewerHolder<T>(t: TestDatabase, id: number, write: () => Pr
   try {
     const pid = (await holder.query<{ pid: number }>('SELECT pg_backend_pid() AS pid')).rows[0]?.pid
     await holder.query('BEGIN')
-    await holder.query(`SELECT set_config('fencelock.token', '20', true)`)
+    await holder.query(SET_FENCE_TOKEN_SQL, ['20'])
     await holder.query(`UPDATE "Product" SET stock = 100 WHERE id = $1`, [id])
     const pending = settle(write())
     try {
@@ -130,6 +137,179 @@ describe('withFence', () => {
   })
 })
 
+describe('withFence knows its transaction is still the one it opened when it commits', () => {
+  /** What withFence did before it checked: BEGIN, the transaction-local token, fn, COMMIT — the control. */
+  const unchecked = async <R>(client: pg.Client, token: bigint, fn: (c: pg.Client) => Promise<R>): Promise<R> => {
+    await client.query('BEGIN')
+    try {
+      await client.query(SET_FENCE_TOKEN_SQL, [token.toString()])
+      const result = await fn(client)
+      await client.query('COMMIT')
+      return result
+    } catch (error) {
+      await client.query('ROLLBACK').catch(() => {})
+      throw error
+    }
+  }
+  // fn opens its ORM's own transaction on the same client: Drizzle sends BEGIN (PostgreSQL only
+  // warns) and COMMIT, which ends withFence's transaction and the token with it. The write after it
+  // runs outside any transaction of withFence's.
+  const ownTransactionThenWrite = (sku: string) => async (c: pg.Client) => {
+    const db = drizzle(c)
+    await db.transaction(async (tx) => {
+      await tx.select().from(products).where(eq(products.sku, sku))
+    })
+    await db.update(products).set({ stock: 0 }).where(eq(products.sku, sku))
+    return 'returned'
+  }
+  // fn catches the guard's refusal and returns: the transaction is aborted, COMMIT answers ROLLBACK.
+  const swallowRefusal = (id: number) => async (c: pg.Client) => {
+    await c.query(`INSERT INTO "Order" ("productId", "buyerId", quantity) VALUES ($1, 'lost', 1)`, [id])
+    try {
+      await c.query(`UPDATE "Product" SET stock = 0 WHERE id = $1`, [id])
+    } catch {
+      // swallowed
+    }
+    return 'returned'
+  }
+
+  it('fn’s own transaction committed withFence’s: FenceTransactionLostError (ended), not success', async () => {
+    const p = await seedProduct(g.base, 11n)
+    const client = await clientOn(g)
+    try {
+      const result = await settle(withFence(client, 10n, ownTransactionThenWrite(p.sku)))
+      expect(result.error).toBeInstanceOf(FenceTransactionLostError)
+      expect(result.error).toMatchObject({ reason: 'ended', token: 10n })
+      // The write fn sent after its COMMIT ran outside withFence's transaction: the token withFence
+      // left for the session names that ended transaction, and the guard refused the write (FL002).
+      expect((result.error as Error).cause).toMatchObject({ cause: { code: FENCE_TOKEN_SCOPE_SQLSTATE } }) // Drizzle's error, wrapping pg's
+      expect(await row(g, p.id)).toMatchObject({ stock: 10, fenceToken: 11n })
+      // And withFence cleared the session's settings.
+      expect((await client.query(`SELECT current_setting('fencelock.token', true) AS t, current_setting('fencelock.txid', true) AS x`)).rows).toEqual([{ t: '', x: '' }])
+      // The client is outside any transaction again.
+      expect((await client.query(`SELECT pg_current_xact_id_if_assigned() AS x`)).rows).toEqual([{ x: null }])
+    } finally {
+      await client.end()
+    }
+  })
+
+  it('control: unchecked, the same fn returns normally and its stale write under 10 lands on the row at 11', async () => {
+    const p = await seedProduct(g.base, 11n)
+    const client = await clientOn(g)
+    try {
+      expect(await unchecked(client, 10n, ownTransactionThenWrite(p.sku))).toBe('returned')
+      expect(await row(g, p.id)).toMatchObject({ stock: 0 })
+    } finally {
+      await client.end()
+    }
+  })
+
+  it('fn swallowed a refusal: COMMIT answered ROLLBACK, and withFence says so (rolled-back); nothing kept', async () => {
+    const p = await seedProduct(g.base, 11n)
+    const client = await clientOn(g)
+    try {
+      const result = await settle(withFence(client, 10n, swallowRefusal(p.id)))
+      expect(result.error).toBeInstanceOf(FenceTransactionLostError)
+      expect(result.error).toMatchObject({ reason: 'rolled-back', token: 10n })
+      expect(await g.base.order.count({ where: { productId: p.id } })).toBe(0)
+      expect(await row(g, p.id)).toMatchObject({ stock: 10, fenceToken: 11n })
+      // The control: unchecked, the same fn "succeeds" although PostgreSQL rolled it back.
+      expect(await unchecked(client, 10n, swallowRefusal(p.id))).toBe('returned')
+      expect(await g.base.order.count({ where: { productId: p.id } })).toBe(0)
+    } finally {
+      await client.end()
+    }
+  })
+
+  it('fn set another token in withFence’s transaction: refused at commit (token-changed), nothing kept', async () => {
+    const p = await seedProduct(g.base, 11n)
+    const client = await clientOn(g)
+    try {
+      const result = await settle(
+        withFence(client, 12n, async (c) => {
+          await c.query(`SELECT set_config('fencelock.token', '13', true)`)
+          await c.query(`UPDATE "Product" SET stock = 1 WHERE id = $1`, [p.id])
+        }),
+      )
+      expect(result.error).toMatchObject({ name: 'FenceTransactionLostError', reason: 'token-changed' })
+      expect(await row(g, p.id)).toMatchObject({ stock: 10, fenceToken: 11n })
+    } finally {
+      await client.end()
+    }
+  })
+})
+
+describe('a token not set by the current transaction is refused by the guard (FL002)', () => {
+  const scopeRefusal = (error: unknown) => {
+    expect(error).toMatchObject({ code: FENCE_TOKEN_SCOPE_SQLSTATE })
+    expect((error as Error).message).toMatch(/was not set by this transaction/)
+  }
+
+  it('set for the session (SET, set_config(..., false)), SET LOCAL without the transaction’s id, or left by an earlier transaction: refused, the row untouched', async () => {
+    const p = await seedProduct(g.base, 5n)
+    const client = await clientOn(g)
+    try {
+      await client.query(`SET fencelock.token = '10'`)
+      scopeRefusal((await settle(client.query(`UPDATE "Product" SET stock = 1 WHERE id = $1`, [p.id]))).error)
+      await client.query(`RESET fencelock.token`)
+      await client.query(`SELECT set_config('fencelock.token', '10', false)`)
+      await client.query('BEGIN')
+      scopeRefusal((await settle(client.query(`UPDATE "Product" SET stock = 1 WHERE id = $1`, [p.id]))).error)
+      await client.query('ROLLBACK')
+      await client.query(`SELECT set_config('fencelock.token', '', false)`)
+      await client.query('BEGIN')
+      await client.query(`SET LOCAL fencelock.token = '10'`)
+      scopeRefusal((await settle(client.query(`DELETE FROM "Product" WHERE id = $1`, [p.id]))).error)
+      await client.query('ROLLBACK')
+      // Both settings made for the session by an earlier transaction: the id names a transaction that is over.
+      await client.query(`SELECT set_config('fencelock.token', '10', false), set_config('fencelock.txid', pg_current_xact_id()::text, false)`)
+      scopeRefusal((await settle(client.query(`UPDATE "Product" SET stock = 1 WHERE id = $1`, [p.id]))).error)
+      scopeRefusal((await settle(client.query(`TRUNCATE "Product" CASCADE`))).error)
+      await client.query(`RESET fencelock.token; RESET fencelock.txid`)
+      expect(await row(g, p.id)).toMatchObject({ stock: 10, fenceToken: 5n })
+      // SET_FENCE_TOKEN_SQL, in the transaction that writes: accepted, the fence raised to the token.
+      await client.query('BEGIN')
+      await client.query(SET_FENCE_TOKEN_SQL, ['10'])
+      await client.query(`UPDATE "Product" SET stock = 2 WHERE id = $1`, [p.id])
+      await client.query('COMMIT')
+      expect(await row(g, p.id)).toMatchObject({ stock: 2, fenceToken: 10n })
+    } finally {
+      await client.end()
+    }
+  })
+
+  it('control, the round-3 guard: a token set for the session fences the later writes of the connection, and raises the fence to it', async () => {
+    const p = await seedProduct(r3.base, 5n)
+    const client = await clientOn(r3)
+    try {
+      await client.query(`SET fencelock.token = '10'`)
+      await client.query(`UPDATE "Product" SET stock = 1 WHERE id = $1`, [p.id])
+      expect(await row(r3, p.id)).toMatchObject({ stock: 1, fenceToken: 10n })
+    } finally {
+      await client.end()
+    }
+  })
+})
+
+describe('withFence: a delete that cascades to a guarded table', () => {
+  it('is refused as the Prisma path refuses it: UnsupportedFencedWriteError (cascade), nothing kept', async () => {
+    const s = `"${g.schema}"`
+    await g.admin.query(`CREATE TABLE ${s}.cascade_parent (id int PRIMARY KEY, fence bigint NOT NULL DEFAULT 0)`)
+    await g.admin.query(`CREATE TABLE ${s}.cascade_child (id int PRIMARY KEY, parent int NOT NULL REFERENCES ${s}.cascade_parent ON DELETE CASCADE, fence bigint NOT NULL DEFAULT 0)`)
+    await g.admin.query(`BEGIN; ${fenceGuardSql({ schema: g.schema, table: 'cascade_parent', column: 'fence', key: 'id' })}; ${fenceGuardSql({ schema: g.schema, table: 'cascade_child', column: 'fence', key: 'id' })}; COMMIT`)
+    await g.admin.query(`INSERT INTO ${s}.cascade_parent VALUES (1, 5); INSERT INTO ${s}.cascade_child VALUES (1, 1, 7)`)
+    const client = await clientOn(g)
+    try {
+      const refused = await settle(withFence(client, 1000n, (c) => c.query(`DELETE FROM cascade_parent WHERE id = 1`)))
+      expect(refused.error).toBeInstanceOf(UnsupportedFencedWriteError)
+      expect(refused.error).toMatchObject({ reason: 'cascade', model: 'cascade_child' })
+      expect((await g.admin.query(`SELECT id, fence FROM ${s}.cascade_child`)).rows).toEqual([{ id: 1, fence: '7' }])
+    } finally {
+      await client.end()
+    }
+  })
+})
+
 /** The demo's Product table, as Drizzle declares it. */
 const products = pgTable('Product', {
   id: serial('id').primaryKey(),
@@ -172,7 +352,7 @@ describe('Kysely: its own transaction, the token set in it', () => {
 
   const sell = (db: Kysely<KyselyDatabase>, token: bigint, sku: string) =>
     db.transaction().execute(async (trx) => {
-      await sql`SELECT set_config('fencelock.token', ${token.toString()}, true)`.execute(trx)
+      await trx.executeQuery(CompiledQuery.raw(SET_FENCE_TOKEN_SQL, [token.toString()]))
       await trx
         .updateTable('Product')
         .set((eb) => ({ stock: eb('stock', '-', 1) }))

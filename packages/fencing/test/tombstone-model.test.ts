@@ -12,7 +12,7 @@ import { fileURLToPath } from 'node:url'
 import type pg from 'pg'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { fenceGuardPrismaModel, InvalidFencingOptionError } from '../src/index.js'
-import { readSchemaModels } from '../src/prisma-schema.js'
+import { readSchemaModels } from '../src/shared/prisma-schema.js'
 import { createAdversarialDatabase, type AdversarialDatabase } from './support/adversarial.js'
 import { createTestDatabase, type TestDatabase } from './support/database.js'
 

@@ -27,7 +27,11 @@ function errorsOf(file: string): string[] {
     .map((d) => ts.flattenDiagnosticMessageText(d.messageText, '\n'))
 }
 
-describe('fencing<typeof prisma>({ models })', () => {
+// Each case runs the TypeScript compiler over the fixture and Prisma's generated client: 15-35 s of CPU
+// on a loaded 2-CPU machine. The outcome does not depend on time, so the deadline is generous.
+const COMPILE_TIMEOUT_MS = 240_000
+
+describe('fencing<typeof prisma>({ models })', { timeout: COMPILE_TIMEOUT_MS }, () => {
   it('compiles with the schema’s models and BigInt fields (and loose without a client type)', () => {
     expect(errorsOf('good.ts')).toEqual([])
   })
@@ -48,7 +52,7 @@ describe('fencing<typeof prisma>({ models })', () => {
   })
 })
 
-describe('fencedTransaction(db, token, { model })', () => {
+describe('fencedTransaction(db, token, { model })', { timeout: COMPILE_TIMEOUT_MS }, () => {
   it('takes the models db fences, on the client and on a transaction client; an unfenced or unknown model is a type error', () => {
     expect(errorsOf('transaction-model.ts')).toEqual([])
   })

@@ -48,8 +48,12 @@ export function uniqueName(prefix: string): string {
 export const GUARD_MIGRATION = '20261126000000_fence_guard'
 /** The migration that brings that guard up to date (fenceGuardUpgradeSql: the transaction's token, re-keys, NULL keys). */
 export const GUARD_UPGRADE_MIGRATION = '20261201000000_fence_guard_token'
+/** The round-4 upgrade of that guard (the token's transaction, the trigger's own table, definer functions, the strict mode). */
+export const GUARD_ROUND4_MIGRATION = '20261205000000_fence_guard_round4'
+/** Every migration that brings the first guard of Product and Order up to date: left out for "the guard as first installed". */
+export const GUARD_UPGRADES: readonly string[] = [GUARD_UPGRADE_MIGRATION, GUARD_ROUND4_MIGRATION]
 /** Left out of an unguarded schema: every migration that installs or replaces the guard of Product and Order. */
-export const GUARD_MIGRATIONS: ReadonlySet<string> = new Set([GUARD_MIGRATION, GUARD_UPGRADE_MIGRATION])
+export const GUARD_MIGRATIONS: ReadonlySet<string> = new Set([GUARD_MIGRATION, ...GUARD_UPGRADES])
 
 /**
  * Creates and migrates a fresh schema for one test file. `guard: false` leaves out the database

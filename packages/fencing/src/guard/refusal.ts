@@ -1,9 +1,9 @@
 /**
- * Recognizes the database guard's refusal (SQLSTATE FL001, see fence-guard.ts) in the errors a
+ * Recognizes the database guard's refusal (SQLSTATE FL001, see protocol.ts) in the errors a
  * client raises: Prisma's (the driver adapter's error under `meta.driverAdapterError.cause`),
  * `pg`'s (`code`, `detail`), and either one wrapped as a `cause`.
  */
-import { FENCE_GUARD_SQLSTATE } from './fence-guard.js'
+import { FENCE_GUARD_SQLSTATE } from './protocol.js'
 
 /** A guard refusal: the newer fence the database holds, when its detail said so. */
 export interface FenceGuardRefusal {

@@ -1,5 +1,5 @@
-import { InvalidFencingOptionError } from './errors.js'
-import type { FenceTokenInput } from './fence-token.js'
+import { InvalidFencingOptionError } from '../shared/errors.js'
+import type { FenceTokenInput } from '../shared/fence-token.js'
 
 /** Defaults of every option, in one frozen object. Units are in the names. */
 export const FENCING_DEFAULTS = Object.freeze({
@@ -23,6 +23,26 @@ export interface FencingRejection {
   token: bigint
   /** The newer token stored on the row, when it could be read. */
   storedToken: bigint | undefined
+}
+
+/**
+ * One fenced write as it settled, handed to {@link FencingOptions.onFencedWrite} (the metrics
+ * package's OpenTelemetry instrumentation counts it and draws a span): accepted — the database took
+ * it — or refused — a newer token was on the row (`StaleFencingTokenError`). A write that failed
+ * for another reason, or that was refused before any query (an unsupported shape), reports nothing.
+ */
+export interface FencedWriteReport {
+  /** The Prisma model, e.g. `Product`. */
+  model: string
+  /** The Prisma operation, e.g. `update`. */
+  operation: string
+  /** The writer's token. */
+  token: bigint
+  outcome: 'accepted' | 'refused'
+  /** A refusal's newer token stored on the row, when it could be read; undefined for an accepted write. */
+  storedToken: bigint | undefined
+  /** From the call's first statement to its answer, in milliseconds of the monotonic clock. */
+  durationMs: number
 }
 
 /** The model names of a Prisma client type, read off its delegates' typed field references. */
@@ -101,6 +121,13 @@ export interface FencingOptions<C = unknown, M extends FencedModels<C> = FencedM
    * observing must never change what the write does. Default: none.
    */
   onRejection?: (rejection: FencingRejection) => unknown
+  /**
+   * Called once per fenced write when it settles, accepted or refused (after `onRejection` for a
+   * refusal), with its duration: for traces and per-outcome counts (`instrumentOpenTelemetry`'s
+   * `onFencedWrite`). Its return value, exceptions and rejections are ignored: observing never
+   * changes what the write does. Default: none.
+   */
+  onFencedWrite?: (write: FencedWriteReport) => unknown
 }
 
 /** Options of one {@link fencedTransaction}: which row's fence to raise, and the transaction's limits. */
@@ -121,15 +148,50 @@ export interface ResolvedFencingOptions {
   /** Model name → fence column. */
   readonly models: ReadonlyMap<string, string>
   readonly onRejection: ((rejection: FencingRejection) => unknown) | undefined
+  readonly onFencedWrite: ((write: FencedWriteReport) => unknown) | undefined
 }
 
 // Prisma model and field names are identifiers; anything else cannot name one.
 const IDENTIFIER = /^[A-Za-z_][A-Za-z0-9_]*$/
 
-/** Validates {@link FencingOptions} once, before any client exists. */
+const FENCING_OPTION_NAMES: readonly string[] = ['models', 'onRejection', 'onFencedWrite']
+
+/**
+ * The name in `known` that `name` is most likely a slip of (another case, a letter missing, extra
+ * or changed: `model` for `models`), or undefined when none is within two edits.
+ */
+function nearestName(name: string, known: readonly string[]): string | undefined {
+  const lower = name.toLowerCase()
+  let best: { name: string; distance: number } | undefined
+  for (const candidate of known) {
+    const distance = editDistance(lower, candidate.toLowerCase())
+    if (distance <= 2 && (best === undefined || distance < best.distance)) best = { name: candidate, distance }
+  }
+  return best?.name
+}
+
+/** Levenshtein distance (short option names only). */
+function editDistance(a: string, b: string): number {
+  let previous = Array.from({ length: b.length + 1 }, (_, j) => j)
+  for (let i = 1; i <= a.length; i++) {
+    const current = [i]
+    for (let j = 1; j <= b.length; j++) {
+      current[j] = Math.min((previous[j] as number) + 1, (current[j - 1] as number) + 1, (previous[j - 1] as number) + (a[i - 1] === b[j - 1] ? 0 : 1))
+    }
+    previous = current
+  }
+  return previous[b.length] as number
+}
+
+/** Validates {@link FencingOptions} once, before any client exists. Unknown option names are refused, with the name meant when one is near. */
 export function resolveFencingOptions(options: unknown): ResolvedFencingOptions {
   if (options === null || typeof options !== 'object') throw new InvalidFencingOptionError('options', 'must be an object', options)
   const o = options as Record<string, unknown>
+  for (const key of Object.keys(o)) {
+    if (FENCING_OPTION_NAMES.includes(key)) continue
+    const near = nearestName(key, FENCING_OPTION_NAMES)
+    throw new InvalidFencingOptionError(key, `is not an option of fencing() (${near === undefined ? `the options are ${FENCING_OPTION_NAMES.join(', ')}` : `did you mean ${near}?`})`, o[key])
+  }
   const models = o.models
   if (models === null || typeof models !== 'object' || Array.isArray(models)) {
     throw new InvalidFencingOptionError('models', "must be an object of model name to fence column, e.g. { Product: 'fenceToken' }", models)
@@ -147,7 +209,14 @@ export function resolveFencingOptions(options: unknown): ResolvedFencingOptions 
   if (o.onRejection !== undefined && typeof o.onRejection !== 'function') {
     throw new InvalidFencingOptionError('onRejection', 'must be a function', o.onRejection)
   }
-  return { models: resolved, onRejection: o.onRejection as ResolvedFencingOptions['onRejection'] }
+  if (o.onFencedWrite !== undefined && typeof o.onFencedWrite !== 'function') {
+    throw new InvalidFencingOptionError('onFencedWrite', 'must be a function', o.onFencedWrite)
+  }
+  return {
+    models: resolved,
+    onRejection: o.onRejection as ResolvedFencingOptions['onRejection'],
+    onFencedWrite: o.onFencedWrite as ResolvedFencingOptions['onFencedWrite'],
+  }
 }
 
 /** Checks an optional integer in milliseconds; the message names the field and its range. */

@@ -6,7 +6,7 @@
  * neither is a public API, so everything here degrades to "unknown" (and the callers to stricter
  * checks) when it is missing or does not agree.
  */
-import { readSchemaModels, type SchemaModel } from './prisma-schema.js'
+import { readSchemaModels, type SchemaModel } from '../shared/prisma-schema.js'
 
 /** A relation field of a model. */
 export interface RelationShape {

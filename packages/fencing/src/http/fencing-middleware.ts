@@ -11,8 +11,8 @@
  *   out of it (Prisma's P2028: many requests for one resource wait for its row lock and the pool).
  *   Nothing of it was kept; the caller may retry.
  */
-import { InvalidFencingHeaderError, StaleFencingTokenError } from './errors.js'
-import type { FencedClient, TransactionClientOf } from './fenced-transaction.js'
+import { InvalidFencingHeaderError, StaleFencingTokenError } from '../shared/errors.js'
+import type { FencedClient, TransactionClientOf } from '../prisma/fenced-transaction.js'
 import { resolveFencedResource, withFencedResource, type FencedResourceOptions } from './fenced-resource.js'
 import { FENCING_TOKEN_HEADER, readFencingHeaders, type FencingClaim } from './fencing-headers.js'
 

@@ -11,15 +11,17 @@
  * objects exist there.
  */
 import { delegateKey, readDataModel } from './data-model.js'
-import { InvalidFencingOptionError, MissingFenceGuardError, type MissingGuardObject } from './errors.js'
+import { InvalidFencingOptionError, MissingFenceGuardError, type MissingGuardObject } from '../shared/errors.js'
 import { checkModels } from './extension.js'
-import { defaultGuardObjects } from './fence-guard.js'
+import { defaultGuardObjects, strictGuardObjects } from '../guard/names.js'
 import { resolveFencingOptions, type FencedModels } from './options.js'
 
 /** Options of {@link assertFenceGuard}. */
 export interface AssertFenceGuardOptions<C = unknown> {
   /** The fenced models and their fence columns, as given to `fencing()`. Required. */
   models: FencedModels<C>
+  /** Also require the strict guard (`fenceGuardSql({ strict: true })`): its function and its two triggers, enabled. Default false. */
+  strict?: boolean
 }
 
 /** What the check needs of a client: a transaction client with raw queries and the model delegates. */
@@ -34,7 +36,7 @@ interface LockedTable {
   name: string
 }
 
-const OPTION_NAMES = new Set(['models'])
+const OPTION_NAMES = new Set(['models', 'strict'])
 const GUIDE = 'https://github.com/fencelock/fencelock/blob/main/docs/FENCING.md#the-guard-in-prisma-migrate'
 
 /**
@@ -61,6 +63,8 @@ export async function assertFenceGuard<C extends object>(prisma: C, options: Ass
     if (!OPTION_NAMES.has(key)) throw new InvalidFencingOptionError(key, `is not an option of assertFenceGuard (${[...OPTION_NAMES].join(', ')})`, (options as unknown as Record<string, unknown>)[key])
   }
   const resolved = resolveFencingOptions({ models: options.models })
+  const strict: unknown = options.strict
+  if (strict !== undefined && typeof strict !== 'boolean') throw new InvalidFencingOptionError('strict', 'must be a boolean', strict)
   if (prisma === null || typeof prisma !== 'object' || typeof (prisma as { $transaction?: unknown }).$transaction !== 'function') {
     throw new InvalidFencingOptionError('prisma', 'must be a Prisma client', prisma)
   }
@@ -80,7 +84,7 @@ export async function assertFenceGuard<C extends object>(prisma: C, options: Ass
          FROM pg_locks l JOIN pg_class c ON c.oid = l.relation JOIN pg_namespace n ON n.oid = c.relnamespace
         WHERE l.pid = pg_backend_pid() AND l.locktype = 'relation' AND c.relkind IN ('r', 'p')`,
     )
-    return Promise.all(models.map(async (m) => ({ ...m, ...(await inspect(tx, m, locked)) })))
+    return Promise.all(models.map(async (m) => ({ ...m, ...(await inspect(tx, m, locked, strict === true)) })))
   })
 
   const missing = found.flatMap((f) => f.missing)
@@ -92,12 +96,17 @@ export async function assertFenceGuard<C extends object>(prisma: C, options: Ass
       return [
         f.model,
         f.hasTombstones
-          ? `Bring it up to date in a new migration: ${command} --upgrade`
-          : `Install it in a migration: ${command} (${GUIDE})`,
+          ? `Bring it up to date in a new migration: ${command} --upgrade --migration ${migrationName(f.table)}_upgrade`
+          : `Install it in a migration: ${command} --migration ${migrationName(f.table)} (${GUIDE})`,
       ] as const
     }),
   )
   throw new MissingFenceGuardError(missing, installed, hints)
+}
+
+/** A migration name for a table's guard (`--migration` takes letters, digits and `_`). */
+function migrationName(table: string): string {
+  return `${table.replace(/[^A-Za-z0-9_]+/g, '_').toLowerCase()}_fence_guard`.slice(0, 200)
 }
 
 /** What exists of one model's guard, next to its table. */
@@ -105,6 +114,7 @@ async function inspect(
   tx: CheckingClient,
   m: { model: string; table: string; column: string },
   locked: readonly LockedTable[],
+  strict: boolean,
 ): Promise<{ schema: string; missing: MissingGuardObject[]; expected: number; hasTombstones: boolean }> {
   const table = locked.find((t) => t.name === m.table)
   if (table === undefined) throw new Error(`assertFenceGuard: the table "${m.table}" of ${m.model} was not found among the tables Prisma read`)
@@ -126,7 +136,8 @@ async function inspect(
     table.schema,
   )
   const have = new Set(functions.map((f) => f.name))
-  for (const name of names.functions) if (!have.has(name)) miss('function', name)
+  const strictNames = strictGuardObjects(`${m.table}_fence`)
+  for (const name of [...names.functions, ...(strict ? [strictNames.function] : [])]) if (!have.has(name)) miss('function', name)
 
   // Which table each trigger belongs on, as fenceGuardSql creates them: the 6th and 7th on the tombstones.
   const triggers = await tx.$queryRawUnsafe<{ name: string; relation: string; enabled: string; onColumn: boolean }[]>(
@@ -145,6 +156,13 @@ async function inspect(
     else if (trigger.enabled === 'D' || trigger.enabled === 'R') miss('trigger', name, 'disabled')
     else if (i === 0 && !trigger.onColumn) miss('trigger', name, 'other column')
   })
+  if (strict) {
+    for (const name of strictNames.triggers) {
+      const trigger = triggers.find((t) => t.name === name && t.relation === table.oid)
+      if (trigger === undefined) miss('trigger', name)
+      else if (trigger.enabled === 'D' || trigger.enabled === 'R') miss('trigger', name, 'disabled')
+    }
+  }
   return { schema: table.schema, missing, expected: 1 + names.functions.length + names.triggers.length, hasTombstones: tombstone !== undefined }
 }
 

@@ -1,9 +1,9 @@
-import { withFenceToken } from './ambient-token.js'
+import { withFenceToken } from '../shared/ambient-token.js'
 import { delegateKey } from './data-model.js'
-import { InvalidFencingOptionError } from './errors.js'
-import { parseFenceToken, type FenceTokenInput } from './fence-token.js'
+import { InvalidFencingOptionError } from '../shared/errors.js'
+import { parseFenceToken, type FenceTokenInput } from '../shared/fence-token.js'
 import { fenceScopeOf } from './fenced-client.js'
-import { invoke } from './fenced-write.js'
+import { invoke } from './fenced-call.js'
 import { checkOptionalMs, FENCING_DEFAULTS, type FencedModelNameOf, type FencedTransactionOptions } from './options.js'
 
 /** A client extended with `fencing()`: what {@link fencedTransaction} runs on. */

@@ -1,9 +1,11 @@
 import { Prisma } from '@prisma/client/extension'
-import { currentFenceToken } from './ambient-token.js'
+import { currentFenceToken } from '../shared/ambient-token.js'
 import { delegateKey, readDataModel, type DataModel } from './data-model.js'
-import { InvalidFencingOptionError, MissingFenceTokenError } from './errors.js'
-import { parseFenceToken, type FenceTokenInput } from './fence-token.js'
+import { InvalidFencingOptionError, MissingFenceTokenError } from '../shared/errors.js'
+import { parseFenceToken, type FenceTokenInput } from '../shared/fence-token.js'
 import { delegatesOf, fenceClient } from './fenced-client.js'
+import { WRITE_OPERATIONS } from './fenced-call.js'
+import { checkSent } from './fenced-write.js'
 import { resolveFencingOptions, type FencedMethod, type FencedModels, type FencingOptions, type ResolvedFencingOptions } from './options.js'
 
 /**
@@ -64,9 +66,25 @@ export function fencing<C = unknown, const M extends FencedModels<C> = FencedMod
       return view
     }
     // Typed with the models, so fencedTransaction can refuse an unfenced model at compile time.
-    return client.$extends({ name: '@fencelock/fencing', client: { $fenced: $fenced as FencedMethod<M> } })
+    return client.$extends({
+      name: '@fencelock/fencing',
+      client: { $fenced: $fenced as FencedMethod<M> },
+      // What a fenced write actually sends, after every query extension (yours may add a nested
+      // write the check of $fenced never saw): checked again here, before it goes to the database.
+      // On the write operations only: a read never reaches the hook, so it costs reads nothing.
+      query: { $allModels: SENT_CHECKS },
+    })
   })
 }
+
+/** The query hook of a write operation: the check of what a fenced write sends (fenced-write.ts), then the query. */
+function sentCheck<A>({ model, operation, args, query }: { model: string; operation: string; args: A; query: (args: A) => Promise<unknown> }): Promise<unknown> {
+  checkSent(model, operation, args)
+  return query(args)
+}
+
+/** The hook on every write operation, and on nothing else. */
+const SENT_CHECKS = Object.fromEntries([...WRITE_OPERATIONS].map((operation) => [operation, sentCheck]))
 
 // The fenced views of each client (or transaction client), by token; held weakly by the client.
 const fencedViews = new WeakMap<object, Map<bigint, object>>()

@@ -47,6 +47,42 @@ export class StaleFencingTokenError extends FencingError {
   }
 }
 
+/** How `withFence` found its transaction gone when it came to commit. */
+export type FenceTransactionLostReason =
+  /** The transaction withFence opened had ended before its COMMIT (fn's own COMMIT or ROLLBACK on the same client); what fn ran after that ran outside it. */
+  | 'ended'
+  /** The transaction was aborted (fn caught an error of the database and returned): PostgreSQL rolled it back, nothing of it was kept. */
+  | 'rolled-back'
+  /** fn set another `fencelock.token` in the transaction: its writes were not fenced with withFence's token; rolled back. */
+  | 'token-changed'
+
+/**
+ * `withFence` came to commit and its transaction, or its token, was no longer in force: `fn`
+ * ended the transaction itself (an ORM's own `transaction()` on the same client sends `BEGIN`,
+ * which PostgreSQL only warns about, and a `COMMIT` that ends withFence's), caught an error of the
+ * database and returned (PostgreSQL answers the COMMIT with ROLLBACK), or set another token. What
+ * `fn` meant as one fenced transaction did not commit as one: `reason` says what happened.
+ */
+export class FenceTransactionLostError extends FencingError {
+  /** What happened to the transaction. */
+  readonly reason: FenceTransactionLostReason
+  /** The token withFence was given. */
+  readonly token: bigint
+
+  constructor(reason: FenceTransactionLostReason, token: bigint, cause?: unknown) {
+    super(`withFence: the transaction under token ${token} ${LOST[reason]}`, { cause })
+    this.reason = reason
+    this.token = token
+  }
+}
+
+const LOST: Record<FenceTransactionLostReason, string> = {
+  ended:
+    'had ended before withFence committed it (a COMMIT or ROLLBACK of fn on the same client, e.g. an ORM’s own transaction()): what fn ran after that ran outside it, and was not fenced by it. Do not open a transaction inside withFence; use the ORM’s nested transaction (a savepoint) or run the ORM’s own transaction with SET_FENCE_TOKEN_SQL as its first statement',
+  'rolled-back': 'was rolled back by PostgreSQL: an error of the database aborted it (fn caught it and returned); nothing of it was kept',
+  'token-changed': 'had its fencelock.token changed by fn; it was rolled back, nothing of it was kept',
+}
+
 /**
  * A fencing token that is not a non-negative integer of at most 2^63 − 1 (the `BIGINT` column's
  * range), given as a `bigint` or a string of digits. Thrown before any query.

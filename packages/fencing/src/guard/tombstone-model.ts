@@ -5,9 +5,9 @@
  * AS SELECT <key>, <fence>` with a primary key on the key, so the model has the key's fields as
  * they are in the fenced model (type, native type, `@map`), required, and the fence as `BigInt`.
  */
-import { InvalidFencingOptionError } from './errors.js'
+import { InvalidFencingOptionError } from '../shared/errors.js'
 import { fenceGuardObjects, type FenceGuardOptions } from './fence-guard.js'
-import { readSchemaModels, type SchemaField } from './prisma-schema.js'
+import { readSchemaModels, type SchemaField } from '../shared/prisma-schema.js'
 
 /**
  * The tombstone model for the guard `options` describe (`table`, `column` and `key` are the
@@ -40,6 +40,9 @@ export function fenceGuardPrismaModel(schemaText: string, options: FenceGuardOpt
   }
   const keys = (typeof options.key === 'string' ? [options.key] : [...options.key]).map((k) => field('key', k))
   const fence = field('column', options.column)
+  if (fence.type !== 'BigInt' || fence.optional || fence.list) {
+    throw new InvalidFencingOptionError('column', `must be a required BigInt column of ${modelName} (${fence.name} is ${fence.type}${fence.list ? '[]' : ''}${fence.optional ? '?' : ''})`, options.column)
+  }
   const rows = [...keys.map((k) => ({ f: k, type: k.type })), { f: fence, type: 'BigInt' }].map(({ f, type }) => {
     const attributes = [keys.length === 1 && f === keys[0] ? '@id' : '', f.column === f.name ? '' : `@map(${JSON.stringify(f.column)})`, f.nativeType ?? '']
     return [f.name, type, attributes.filter((a) => a !== '').join(' ')] as const

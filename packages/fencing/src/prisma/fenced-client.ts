@@ -4,9 +4,12 @@
  * state but the token, so making one per call is cheap; every call goes to the wrapped client.
  */
 import { delegateKey, type DataModel } from './data-model.js'
-import { checkUnfencedWrite, fencedWritePlan, refusedPlan, WRITE_OPERATIONS, type FenceScope } from './fenced-write.js'
+import { WRITE_OPERATIONS, type FenceScope } from './fenced-call.js'
+import { fencedWritePlan, refusedPlan } from './fenced-write.js'
+import { checkUnfencedWrite } from './write-arguments.js'
 import { FLUENT_OPERATIONS, fluentWrite } from './fluent-write.js'
 import { lazyWrite } from './lazy-write.js'
+import { RAW_METHODS, rawUnderToken } from './fenced-raw.js'
 import type { ResolvedFencingOptions } from './options.js'
 
 /** Where a fenced client keeps what it fences with; read by `fencedTransaction`. */
@@ -30,7 +33,8 @@ export function delegatesOf(options: ResolvedFencingOptions, dataModel: DataMode
 }
 
 /**
- * Prisma's own client methods: they run on the wrapped client itself. Every other method — a
+ * Prisma's own client methods: they run on the wrapped client itself (its raw methods, under the
+ * view's token: fenced-raw.ts). Every other method — a
  * client method of a user's extension, which reaches the client through
  * `Prisma.getExtensionContext(this)` — runs with the fenced view as `this`, so what it writes
  * through the view is fenced. (`$fenced` of a view is a view of the client with the new token.)
@@ -40,11 +44,6 @@ const CLIENT_OWN_METHODS: ReadonlySet<string> = new Set([
   '$disconnect',
   '$on',
   '$use',
-  '$executeRaw',
-  '$executeRawUnsafe',
-  '$queryRaw',
-  '$queryRawUnsafe',
-  '$queryRawTyped',
   '$runCommandRaw',
   '$metrics',
   '$applyPendingMigrations',
@@ -90,6 +89,7 @@ export function fenceClient<T extends object>(client: T, scope: FenceScope): T {
       }
       const value = Reflect.get(target, prop) as unknown
       if (typeof value !== 'function') return value
+      if (typeof prop === 'string' && RAW_METHODS.has(prop)) return (...args: unknown[]) => rawUnderToken(target, prop, args, scope.token)
       const self = typeof prop === 'string' && CLIENT_OWN_METHODS.has(prop) ? target : receiver
       return (value as (...args: unknown[]) => unknown).bind(self)
     },

@@ -3,13 +3,13 @@
  * lock resource, and does the work a request asks for only under a token at least that new.
  * Framework-neutral; `fencing-middleware.ts` puts it behind express.
  */
-import { withFenceToken } from './ambient-token.js'
-import { delegateKey } from './data-model.js'
-import { InvalidFencingOptionError } from './errors.js'
-import { parseFenceToken } from './fence-token.js'
-import { fenceScopeOf } from './fenced-client.js'
-import { checkLimitsOutsideTransaction, resolveTransactionLimits, type FencedClient, type TransactionClientOf, type TransactionLimits } from './fenced-transaction.js'
-import { recordFence } from './fenced-write.js'
+import { withFenceToken } from '../shared/ambient-token.js'
+import { delegateKey } from '../prisma/data-model.js'
+import { InvalidFencingOptionError } from '../shared/errors.js'
+import { parseFenceToken } from '../shared/fence-token.js'
+import { fenceScopeOf } from '../prisma/fenced-client.js'
+import { checkLimitsOutsideTransaction, resolveTransactionLimits, type FencedClient, type TransactionClientOf, type TransactionLimits } from '../prisma/fenced-transaction.js'
+import { recordFence } from '../prisma/write-steps.js'
 import { resourceRule, type FencingClaim } from './fencing-headers.js'
 
 /** Options of {@link withFencedResource}. */

@@ -4,9 +4,9 @@
  * it has seen for that resource. This module is both ends of the wire format: the client turns a
  * lock's (or the ambient) token into headers, the server reads them back, checking every byte.
  */
-import { currentFenceToken } from './ambient-token.js'
-import { InvalidFencingHeaderError, InvalidFencingOptionError, MissingFenceTokenError } from './errors.js'
-import { parseFenceToken, type FenceTokenInput } from './fence-token.js'
+import { currentFenceToken } from '../shared/ambient-token.js'
+import { InvalidFencingHeaderError, InvalidFencingOptionError, MissingFenceTokenError } from '../shared/errors.js'
+import { parseFenceToken, type FenceTokenInput } from '../shared/fence-token.js'
 
 /** The header that carries the fencing token: decimal digits, 0 to 2^63 − 1. */
 export const FENCING_TOKEN_HEADER = 'Fencing-Token'
@@ -149,11 +149,15 @@ export function readFencingHeaders(header: HeaderReader): FencingClaim | undefin
   if (rawResource === undefined) throw new InvalidFencingHeaderError(FENCING_RESOURCE_HEADER, `must be sent with ${FENCING_TOKEN_HEADER}`, rawResource)
   let token: bigint
   try {
-    token = parseFenceToken(rawToken.trim())
+    // Exactly the digits: no whitespace of any kind around them (trim() would take U+00A0 too).
+    if (!/^[0-9]+$/.test(rawToken)) throw new Error('not digits')
+    token = parseFenceToken(rawToken)
   } catch {
     throw new InvalidFencingHeaderError(FENCING_TOKEN_HEADER, 'must be decimal digits, 0 to 9223372036854775807', rawToken)
   }
-  const decoded = decodeFencingResource(rawResource.trim())
+  // Exactly the encoded name: what Node strips (spaces, tabs around the value) is gone already, and
+  // anything else around it (U+00A0, U+3000, ...) is not part of a header this package sends.
+  const decoded = decodeFencingResource(rawResource)
   if ('rule' in decoded) throw new InvalidFencingHeaderError(FENCING_RESOURCE_HEADER, decoded.rule, rawResource)
   return { token, resource: decoded.resource }
 }
