@@ -137,3 +137,26 @@ export class Deadlines {
     for (const entry of due) entry.reject(new DeadlineExceededError(entry.ms))
   }
 }
+
+/**
+ * Waits for `promise` to settle, or until `until` (performance.now() ms), whichever comes first;
+ * never rejects (closing waits for what it sent to be answered, within its bound, and no longer).
+ */
+export function withinDeadline(promise: Promise<unknown>, until: number): Promise<void> {
+  const ms = until - performance.now()
+  if (ms <= 0) return Promise.resolve()
+  return new Promise((resolve) => {
+    const timer = setTimeout(resolve, ms)
+    timer.unref()
+    promise.then(
+      () => {
+        clearTimeout(timer)
+        resolve()
+      },
+      () => {
+        clearTimeout(timer)
+        resolve()
+      },
+    )
+  })
+}

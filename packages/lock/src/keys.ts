@@ -29,6 +29,15 @@ export function resourceKeys(prefix: string, resource: string): ResourceKeys {
   }
 }
 
+/**
+ * The key a holder writes when it finished its work under a grant of `resource` (a run-once tick,
+ * election/run-once.ts; scripts/mark-done.ts): its token. In the resource's hash tag, so that the
+ * script that checks the lock and writes it touches one slot.
+ */
+export function doneKey(prefix: string, resource: string): string {
+  return `${prefix}{${resource}}:done`
+}
+
 /** Recovers the resource from a channel name built by {@link resourceKeys}, or undefined. */
 export function resourceOfChannel(prefix: string, channel: string): string | undefined {
   const head = `${prefix}{`
@@ -43,6 +52,14 @@ export function resourceOfChannel(prefix: string, channel: string): string | und
  */
 export function leaseRecordKey(prefix: string): string {
   return `${prefix}lease-record`
+}
+
+/**
+ * Quorum mode's node marker (scripts/node-marker.ts): one key per node and prefix, no expiry, its
+ * epoch checked by every grant; gone when the node lost its data.
+ */
+export function nodeMarkerKey(prefix: string): string {
+  return `${prefix}node-marker`
 }
 
 /**

@@ -3,7 +3,14 @@ import { queuedAcquireScript } from './fair-queue/queued-acquire.js'
 import { acquireScript } from './scripts/acquire.js'
 import { extendScript } from './scripts/extend.js'
 import { raiseFenceScript } from './scripts/raise-fence.js'
+import {
+  markedAcquireScript,
+  markedQueuedAcquireScript,
+  markedRaiseFenceScript,
+  markNodeScript,
+} from './scripts/node-marker.js'
 import { readLeaseRecordScript, recordLeaseScript } from './scripts/record-lease.js'
+import { markDoneScript, readDoneScript } from './scripts/mark-done.js'
 import { releaseScript } from './scripts/release.js'
 import { inspectScript } from './family/inspect.js'
 
@@ -30,12 +37,22 @@ export type LockScriptName =
   | 'raiseFence'
   | 'recordLease'
   | 'readLeaseRecord'
+  | 'markNode'
+  | 'markedAcquire'
+  | 'markedQueuedAcquire'
+  | 'markedRaiseFence'
   | 'inspect'
+  | 'markDone'
+  | 'readDone'
 
 /**
  * The scripts a Locker runs (`queuedAcquire`, `handoffRelease` and `leave` only when acquires
  * wait; `raiseFence`, `recordLease` and `readLeaseRecord` only in quorum mode, `recordLease` by
- * EVAL; `inspect`, read-only, only for `locker.inspect()`), for auditing them, loading them ahead
+ * EVAL; `markNode`, `markedAcquire`, `markedQueuedAcquire` and `markedRaiseFence` — the acquires and
+ * the raise with the node marker's check — in quorum mode with the restart guard on, in place of
+ * the two acquires and `raiseFence`;
+ * `inspect`, read-only, only for `locker.inspect()`; `markDone` and `readDone` only for
+ * `locker.runOnce()`), for auditing them, loading them ahead
  * (`SCRIPT LOAD`) or driving them from elsewhere (the benchmark's bare loop); the Locker needs none
  * of it. Each lists its keys and arguments by name, in the order the script takes them. Changing
  * them here changes nothing: they are copies.
@@ -50,7 +67,13 @@ export const LOCK_SCRIPTS: Readonly<Record<LockScriptName, LockScriptSource>> = 
   raiseFence: source(raiseFenceScript),
   recordLease: source(recordLeaseScript),
   readLeaseRecord: source(readLeaseRecordScript),
+  markNode: source(markNodeScript),
+  markedAcquire: source(markedAcquireScript),
+  markedQueuedAcquire: source(markedQueuedAcquireScript),
+  markedRaiseFence: source(markedRaiseFenceScript),
   inspect: source(inspectScript),
+  markDone: source(markDoneScript),
+  readDone: source(readDoneScript),
 })
 
 function source(script: LockScriptSource): LockScriptSource {

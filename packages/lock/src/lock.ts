@@ -93,6 +93,14 @@ export class Lock implements AsyncDisposable {
   #holds = 1
   /** This handle's own release (it drops one hold). */
   #handleRelease: Promise<boolean> | undefined
+  /**
+   * Its release hands the lock on in one call, sent at once, without waiting for a renewal in
+   * flight: the semaphore's queue lock (family/semaphore.ts), whose holder may then block its
+   * event loop for long.
+   */
+  #handOnAtOnce = false
+  /** Told when this handle is released (a re-entry's turn ends then: family/reentrancy.ts). */
+  #onHandleRelease: (() => void) | undefined
 
   /** @internal */
   constructor(host: LockHost, grant: LockGrant | Lock) {
@@ -179,6 +187,18 @@ export class Lock implements AsyncDisposable {
     return new Lock(this.#host, grant)
   }
 
+  /**
+   * @internal Records that the work under this grant is done (a run-once tick), for `ttlMs`, only
+   * while the lock is still ours in Redis (scripts/mark-done.ts).
+   * @returns true when recorded; false when the lock is no longer ours.
+   * @throws on a failed call or a missed deadline.
+   */
+  markDone(ttlMs: number): Promise<boolean> {
+    const grant = this.#root ?? this
+    if (grant.#state !== 'held') return Promise.resolve(false)
+    return grant.#host.backend.markDone(grant.#resource, grant.#ownerId, grant.token, ttlMs)
+  }
+
   /** @internal How many handles of this grant are not released yet (1 without re-entries). */
   get holds(): number {
     return (this.#root ?? this).#holds
@@ -241,8 +261,26 @@ export class Lock implements AsyncDisposable {
    * or, when others wait for it, is handed on as soon as Redis answers.
    */
   release(): Promise<boolean> {
-    this.#handleRelease ??= (this.#root ?? this).#dropHold()
+    if (this.#handleRelease) return this.#handleRelease
+    this.#handleRelease = (this.#root ?? this).#dropHold()
+    const released = this.#onHandleRelease
+    this.#onHandleRelease = undefined
+    released?.()
     return this.#handleRelease
+  }
+
+  /**
+   * @internal Makes the release one call that hands the lock on (or frees it) by itself, sent
+   * before `release()` returns: nothing of the hand-on then depends on this process's event loop.
+   */
+  handOnAtOnce(): this {
+    this.#handOnAtOnce = true
+    return this
+  }
+
+  /** @internal Calls `listener` once, when this handle is released. */
+  onHandleRelease(listener: () => void): void {
+    this.#onHandleRelease = listener
   }
 
   /**
@@ -266,11 +304,14 @@ export class Lock implements AsyncDisposable {
     this.#state = 'released'
     clearTimeout(this.#watchdog)
     this.#settleExpiry()
-    if (this.#renewal) await this.#renewal
+    // A renewal in flight lands first anyway (one connection keeps the order; a late one finds the
+    // key not ours and changes nothing): waiting for it only matters to a release that must not
+    // depend on this event loop, which does not wait.
+    if (this.#renewal && !this.#handOnAtOnce) await this.#renewal
     const heldMs = performance.now() - this.#acquiredAt
     let outcome: ReleaseOutcome
     try {
-      outcome = await this.#host.backend.release(this.#resource, this.#ownerId)
+      outcome = await this.#host.backend.release(this.#resource, this.#ownerId, this.#handOnAtOnce)
     } catch (error) {
       this.#host.emit({
         type: 'error',

@@ -73,7 +73,8 @@ export interface LockerOptions {
    * connection becomes ready (it lacks the lease record the other nodes have) sits out acquires
    * until it has been up for the longest lease any Locker recorded on the nodes — automatically,
    * across Lockers, processes and per-call `ttlMs` (docs/LOCK.md). A number sets the least it sits
-   * out; `0` turns the guard off. 0 to 24 h. Default: the longest lease recorded.
+   * out; `0` turns the guard off. 0 to 24 h. Default: the longest lease recorded. Refused
+   * (`InvalidLockOptionError`) on one Redis, where there is no guard to set.
    */
   nodeRestartDelayMs?: number
   /**
@@ -194,8 +195,10 @@ export function or<T>(value: unknown, fallback: T): unknown {
 }
 
 /**
- * Checks an options object: an object whose every own key is one of `known` (a misspelled option,
- * `waitMS` for `waitMs`, would otherwise be ignored without a word).
+ * Checks an options object: an object, not an array, whose every key is its own and one of
+ * `known` (a misspelled option, `waitMS` for `waitMs`, would otherwise be ignored without a word;
+ * one inherited through the prototype, `Object.create({ waitMs: 1 })`, would be read without being
+ * checked by name).
  */
 export function checkObject(
   field: string,
@@ -204,8 +207,16 @@ export function checkObject(
   known: readonly string[],
 ): Record<string, unknown> {
   if (value === undefined) return {}
-  if (value === null || typeof value !== 'object') throw new InvalidLockOptionError(field, 'must be an object', value)
-  for (const key of Object.keys(value)) {
+  if (value === null || typeof value !== 'object' || Array.isArray(value))
+    throw new InvalidLockOptionError(field, 'must be an object (not an array)', value)
+  // for-in sees inherited enumerable keys too: each must be the object's own.
+  for (const key in value) {
+    if (!Object.hasOwn(value, key))
+      throw new InvalidLockOptionError(
+        `${field}.${key}`,
+        'must be an own property of the options object, not inherited through its prototype',
+        (value as Record<string, unknown>)[key],
+      )
     if (known.includes(key)) continue
     const near = known.find((k) => k.toLowerCase() === key.toLowerCase())
     const hint = near ? `did you mean ${near}?` : `the options are ${known.join(', ')}`

@@ -73,6 +73,9 @@ const show = (v: unknown) =>
 
 /** Every bad argument of the acquire-side entry points, with the field the error must name. */
 const CALL_CASES: Case[] = [
+  ['acquire options []', 'options', (l) => l.acquire('r', [])],
+  ['acquire options inherited waitMs', 'options.waitMs', (l) => l.acquire('r', Object.create({ waitMs: 1 }))],
+  ['using options inherited ttlMs', 'options.ttlMs', (l) => l.using('r', () => 1, Object.create({ ttlMs: 1 }))],
   ...BAD_RESOURCES.flatMap((r): Case[] => [
     [`acquire resource ${show(r)}`, 'resource', (l) => l.acquire(r)],
     [`tryAcquire resource ${show(r)}`, 'resource', (l) => l.tryAcquire(r)],
@@ -140,6 +143,13 @@ const CONSTRUCTOR_CASES: (readonly [label: string, field: string, options: unkno
   ),
   ['ttlMS (misspelled)', 'options.ttlMS', { ttlMS: 5 }],
   ['retries (unknown)', 'options.retries', { retries: 3 }],
+  // Issue 33 item 8: an array is not an options object; an option inherited through the
+  // prototype would be read but not checked by name; nodeRestartDelayMs means nothing on one Redis.
+  ['[] (an array)', 'options', []],
+  ['Object.create({ waitMs: 1 })', 'options.waitMs', Object.create({ waitMs: 1 }) as object],
+  ['Object.create({ waitMS: 1 })', 'options.waitMS', Object.create({ waitMS: 1 }) as object],
+  ['nodeRestartDelayMs 0 on one Redis', 'nodeRestartDelayMs', { nodeRestartDelayMs: 0 }],
+  ['nodeRestartDelayMs 1000 on one Redis', 'nodeRestartDelayMs', { nodeRestartDelayMs: 1_000 }],
 ]
 
 /** Runs `call` and returns the InvalidLockOptionError it threw or rejected with. */
@@ -341,10 +351,20 @@ describe('LOCK_SCRIPTS', () => {
     await lock.release()
     const shas = Object.values(LOCK_SCRIPTS).map((script) => createHash('sha1').update(script.lua).digest('hex'))
     expect(shas).toEqual(Object.values(LOCK_SCRIPTS).map((script) => script.sha))
-    expect(shas).toHaveLength(10)
-    // All but inspect (only inspect() runs it) and the quorum-only raiseFence, recordLease, readLeaseRecord.
+    expect(shas).toHaveLength(16)
+    // All but inspect (only inspect() runs it), markDone and readDone (only runOnce() runs them)
+    // and the quorum-only ones.
+    const quorumOnly = [
+      'raiseFence',
+      'recordLease',
+      'readLeaseRecord',
+      'markNode',
+      'markedAcquire',
+      'markedQueuedAcquire',
+      'markedRaiseFence',
+    ]
     const single = Object.entries(LOCK_SCRIPTS).filter(
-      ([name]) => !['raiseFence', 'recordLease', 'readLeaseRecord', 'inspect'].includes(name),
+      ([name]) => ![...quorumOnly, 'inspect', 'markDone', 'readDone'].includes(name),
     )
     expect(await redis.script('EXISTS', ...single.map(([, script]) => script.sha))).toEqual([1, 1, 1, 1, 1, 1])
     expect(Object.isFrozen(LOCK_SCRIPTS)).toBe(true)

@@ -39,7 +39,7 @@ async function threeGrants(keepOldExpiry: boolean): Promise<[bigint, bigint, big
   const clients = servers.map((s) => connect({ port: s.port }))
   for (const c of clients) await ready(c, 'a node')
   // About tokens: no delayed restart (a node reconnected here kept its data anyway).
-  const locker = makeLocker(clients, { fenceTtlMs: FENCE_TTL_MS, commandTimeoutMs: 500, nodeRestartDelayMs: 0 })
+  const locker = makeLocker(clients, { fenceTtlMs: FENCE_TTL_MS, commandTimeoutMs: 2_000, nodeRestartDelayMs: 0 })
   const r = unique('q-clock')
   const fence = keysOf(r).fence
   // A node out: its client disconnected (nothing is sent to it), and back: connected again.

@@ -9,7 +9,7 @@ import { Cluster, Redis } from 'ioredis'
 import { afterAll, describe, expect, it } from 'vitest'
 import { InvalidLockOptionError, LockReplicationError, resourceKeys, type LockEvent } from '../src/index.js'
 import { connect, makeLocker, unique } from './support/connections.js'
-import { settle } from './support/timing.js'
+import { settle, waitUntil } from './support/timing.js'
 
 const keysOf = (resource: string) => resourceKeys('fencelock:', resource)
 const sets: { dispose(): Promise<void> }[] = []
@@ -81,7 +81,8 @@ describe('the replicas option', () => {
     async (replicas) => {
       const set = await sentinelSet()
       const events: LockEvent[] = []
-      const locker = makeLocker(sentinelClient(set), {
+      const client = sentinelClient(set)
+      const locker = makeLocker(client, {
         replicas,
         replicasTimeoutMs: 200,
         onEvent: (e) => events.push(e),
@@ -102,6 +103,9 @@ describe('the replicas option', () => {
       await old.stop()
       for (const replica of set.servers.slice(1)) replica.resume()
       await set.failedOver(old)
+      // Until the client has reconnected (to the new primary), an acquire fails at once with the
+      // connection down, as it does with Redis down; then it is granted.
+      await waitUntil(() => client.status === 'ready', { timeoutMs: 15_000, what: 'the client to reconnect' })
       const after = await locker.acquire(r, { waitMs: 15_000 })
       await after.release()
       if (replicas === 0) {

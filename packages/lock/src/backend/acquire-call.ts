@@ -33,6 +33,10 @@ export interface AcquireCallInit {
   /** Where our locker stands in the queue, and after a grant in `stay` mode; '' for the server's clock. */
   readonly ticket: string
   readonly stayTicket: string
+  /** Quorum mode with the restart guard on: the node marker's epoch the grant must find, else ''. */
+  readonly epoch: string
+  /** '1': the grant refreshes the token counter's expiry; '0' it need not (backend/fence-touches.ts). */
+  readonly touch: '0' | '1'
   readonly deadlines: Deadlines
   readonly inFlight: InFlight
   /** The connection it goes out on: its tries are given up together when it closes. */
@@ -59,6 +63,9 @@ export class AcquireCall implements AcquireCallInit, Handling<AcquireOutcome> {
   readonly leavesBefore: number
   readonly ticket: string
   readonly stayTicket: string
+  /** Quorum mode with the restart guard on: the node marker's epoch the grant must find, else ''. */
+  readonly epoch: string
+  readonly touch: '0' | '1'
   readonly deadlines: Deadlines
   readonly inFlight: InFlight
   readonly group: object
@@ -80,6 +87,8 @@ export class AcquireCall implements AcquireCallInit, Handling<AcquireOutcome> {
     this.leavesBefore = init.leavesBefore
     this.ticket = init.ticket
     this.stayTicket = init.stayTicket
+    this.epoch = init.epoch
+    this.touch = init.touch
     this.deadlines = init.deadlines
     this.inFlight = init.inFlight
     this.group = init.group

@@ -118,9 +118,11 @@ export interface LockBackend {
   /**
    * Owner-checked release; when lockers wait in the resource's queue, hands the lock to the one
    * that waited longest. A hand-off whose first step answers late is still completed.
+   * `handOnAtOnce`: one call that hands on or frees by itself (the hand-off script), where the
+   * usual release is a lean first call and, for a key a waiter marked, a second one.
    * @throws on a failed call or a missed deadline (the lock then expires, or is handed on late).
    */
-  release(resource: LockResource, ownerId: string): Promise<ReleaseOutcome>
+  release(resource: LockResource, ownerId: string, handOnAtOnce?: boolean): Promise<ReleaseOutcome>
   /**
    * Nobody here waits for the resource any more: leave its queue, passing on a lock handed to
    * us. A no-op when our locker cannot be in it.
@@ -139,10 +141,33 @@ export interface LockBackend {
    */
   inspect(resource: LockResource): Promise<LockInspection>
   /**
-   * Leaves every queue our locker may be in, waits until every call it sent has been answered
-   * (tries in flight and their clean-up included; bounded by `commandTimeoutMs` in all), and
-   * closes the connections the backend opened. Calls made afterwards (a late grant's release)
-   * still work: the clients given to it are the caller's.
+   * Records that the holder `ownerId` finished its work under the grant of `token` (a run-once
+   * tick), for `ttlMs`, only while the lock is still ours (quorum mode: on a majority), within
+   * `commandTimeoutMs`.
+   * @returns true when recorded; false when the lock is not ours.
+   * @throws on a failed call or a missed deadline.
    */
-  close(): Promise<void>
+  markDone(resource: LockResource, ownerId: string, token: bigint, ttlMs: number): Promise<boolean>
+  /**
+   * The token of a grant whose holder recorded it done ({@link markDone}), or undefined (quorum
+   * mode: any node that answered, of a majority), within `commandTimeoutMs`.
+   * @throws on a failed call or a missed deadline.
+   */
+  readDone(resource: LockResource): Promise<bigint | undefined>
+  /**
+   * Leaves every queue our locker may be in, waits until every call it sent has been answered
+   * (tries in flight and their clean-up included; bounded by `until` on the performance.now()
+   * clock, default `commandTimeoutMs` from now), and closes the connections the backend opened.
+   * Calls made afterwards (a late grant's release) still work: the clients given to it are the
+   * caller's.
+   */
+  close(until?: number): Promise<void>
+  /**
+   * The error a try would fail with now without being sent, because the client knows Redis is
+   * unreachable (down, and a reconnection failed: refused, unresolvable); undefined while it may
+   * answer — also between a close and the reconnection after it (a failover), which a waiter
+   * rides out. Quorum mode does not say (a majority of
+   * nodes decides, try by try).
+   */
+  connectionDown?(): Error | undefined
 }

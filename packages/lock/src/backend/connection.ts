@@ -105,6 +105,15 @@ export class Connection {
     return status === 'reconnecting' || status === 'close' || status === 'end'
   }
 
+  /**
+   * Down, and the client reported a connection error since it was last ready (a refused or
+   * unresolvable reconnection): Redis is unreachable, not merely between a close and the
+   * reconnection that follows it (a failover, CLIENT KILL), which a waiter rides out.
+   */
+  get unreachable(): boolean {
+    return this.down && this.#lastError !== undefined
+  }
+
   /** The last connection error the client reported since it was last ready. */
   get lastError(): Error | undefined {
     return this.#lastError

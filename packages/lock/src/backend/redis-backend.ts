@@ -8,23 +8,32 @@ import type {
 } from './backend.js'
 import { AcquireCall, type AcquireCallHost } from './acquire-call.js'
 import { Connection, type RedisClient } from './connection.js'
+import { FenceTouches } from './fence-touches.js'
 import { Reseeds } from './generations.js'
 import { InFlightCalls } from './in-flight.js'
 import { NotReplicatedError, waitForReplicas } from './replication.js'
 import { Subscriber } from './subscriber.js'
-import { DeadlineExceededError, type Deadlines } from '../deadline.js'
+import { DeadlineExceededError, type Deadlines, withinDeadline } from '../deadline.js'
 import { asError } from '../errors.js'
 import { handoffReleaseScript, leaveScript, toReleaseOutcome } from '../fair-queue/hand-on.js'
 import { QueueMembership } from '../fair-queue/membership.js'
 import { queuedAcquireScript } from '../fair-queue/queued-acquire.js'
 import { inspectScript, toNodeInspection, type LockInspection } from '../family/inspect.js'
-import { resourceKeys } from '../keys.js'
+import { doneKey, resourceKeys } from '../keys.js'
 import { checkResource } from '../options.js'
 import { newOwnerId } from '../owner-id.js'
 import { acquireScript, toAcquireReply } from '../scripts/acquire.js'
 import type { Handling } from '../scripts/define-script.js'
 import { extendScript, isExtended } from '../scripts/extend.js'
 import { raiseFenceScript, toRaised } from '../scripts/raise-fence.js'
+import { markDoneScript, readDoneScript, toDoneToken } from '../scripts/mark-done.js'
+import {
+  isMarkerLost,
+  markedAcquireScript,
+  markedQueuedAcquireScript,
+  markedRaiseFenceScript,
+  NodeDataLostError,
+} from '../scripts/node-marker.js'
 import { FREED, MARKED, NOT_OURS, releaseScript } from '../scripts/release.js'
 
 export type { RedisClient } from './connection.js'
@@ -42,6 +51,17 @@ export interface RedisBackendOptions {
    * node's backend the same, so a locker has one place in each node's queue.
    */
   readonly lockerId?: string
+  /**
+   * Quorum mode with the restart guard on: the node marker's key (scripts/node-marker.ts), kept
+   * with each resource's key names; a grant sent with an epoch checks it.
+   */
+  readonly nodeMarkerKey?: string
+  /**
+   * Quorum mode with the restart guard on: a lean grant refreshes the token counter's expiry only
+   * when its last refresh by this backend is more than this long ago (backend/fence-touches.ts);
+   * `fenceTtlMs` then includes it. Undefined: every grant refreshes it.
+   */
+  readonly fenceSlackMs?: number
   /** Replicas that must acknowledge a grant or renewal (`WAIT`), 0 for none; and WAIT's timeout. */
   readonly replicas?: number
   readonly replicasTimeoutMs?: number
@@ -57,6 +77,9 @@ export interface AcquireAs {
   readonly ticket: string
   readonly stayTicket: string
 }
+
+/** A resource's key names with the node marker's (quorum mode, the restart guard on). */
+type MarkedKeys = LockResource['keys'] & { readonly marker: string }
 
 /** Resources whose key names a backend keeps built (then it starts over). */
 const KEY_CACHE_SIZE = 1_024
@@ -89,6 +112,8 @@ export class RedisBackend implements LockBackend, AcquireCallHost {
   #srttMs = 0
   /** Replicas that must acknowledge a grant or renewal (the `replicas` option). */
   readonly #replicas: number
+  /** When our grants last refreshed each counter (quorum mode, the restart guard on), else undefined. */
+  readonly #touches: FenceTouches | undefined
 
   /**
    * @param client used for every call; never closed by the backend.
@@ -108,6 +133,7 @@ export class RedisBackend implements LockBackend, AcquireCallHost {
     this.#membership = new QueueMembership((resource) => this.#sendLeave(resource))
     this.#subscriber = new Subscriber(client, options.prefix, this.lockerId, listener)
     this.#replicas = options.replicas ?? 0
+    this.#touches = options.fenceSlackMs === undefined ? undefined : new FenceTouches(options.fenceSlackMs)
   }
 
   /**
@@ -119,7 +145,10 @@ export class RedisBackend implements LockBackend, AcquireCallHost {
     if (r === undefined) {
       checkResource(name)
       if (this.#keyCache.size >= KEY_CACHE_SIZE) this.#keyCache.clear()
-      r = { name, keys: resourceKeys(this.#options.prefix, name) }
+      const keys = resourceKeys(this.#options.prefix, name)
+      const marker = this.#options.nodeMarkerKey
+      const marked: MarkedKeys | undefined = marker === undefined ? undefined : { ...keys, marker }
+      r = { name, keys: marked ?? keys }
       this.#keyCache.set(name, r)
     }
     return r
@@ -137,8 +166,17 @@ export class RedisBackend implements LockBackend, AcquireCallHost {
    * queue); one in flight when the connection closes fails at once (ioredis sends it again after
    * the reconnection: what it brings then is cleaned up, see late()). Either fails with the
    * client's last connection error as its cause.
+   *
+   * `epoch` (quorum mode, the restart guard on): the grant checks the node marker holds it, and
+   * fails with {@link NodeDataLostError} otherwise (the resource must come from {@link resource}
+   * with `nodeMarkerKey` set).
    */
-  acquireAs(resource: LockResource, request: AcquireRequest, as: AcquireAs | undefined): Promise<AcquireOutcome> {
+  acquireAs(
+    resource: LockResource,
+    request: AcquireRequest,
+    as: AcquireAs | undefined,
+    epoch?: string,
+  ): Promise<AcquireOutcome> {
     const connection = this.connection
     // Listening from the first acquire on: before it there is no grant a failover could repeat
     // (and a Locker's constructor does nothing with the client).
@@ -158,6 +196,13 @@ export class RedisBackend implements LockBackend, AcquireCallHost {
     )
     const mode = request.queue
     const generation = connection.generation
+    const reseed = this.#reseeds.needed(resource.name, generation) ? '1' : '0'
+    const touches = this.#touches
+    // Only the lean marked script may skip the refresh; a reseed or a queued try refreshes anyway.
+    const touch =
+      mode !== 'none' || reseed === '1' || touches === undefined || touches.due(resource.name, request.sentAt, ms)
+        ? '1'
+        : '0'
     const call = new AcquireCall(this, {
       resource,
       ownerId: as?.ownerId ?? newOwnerId(),
@@ -168,15 +213,22 @@ export class RedisBackend implements LockBackend, AcquireCallHost {
       fenceTtlMs: this.#options.fenceTtlMs,
       lockerId: this.lockerId,
       leaseMs: this.#options.queueLeaseMs,
-      reseed: this.#reseeds.needed(resource.name, generation) ? '1' : '0',
+      reseed,
       generation,
       leavesBefore: this.#membership.sending(resource, mode),
       ticket: as?.ticket ?? '',
       stayTicket: as?.stayTicket ?? '',
+      epoch: epoch ?? '',
+      touch,
       deadlines: this.#deadlines,
       inFlight: this.#inFlight,
       group: connection,
     })
+    if (epoch !== undefined) {
+      const keys = resource.keys as MarkedKeys
+      if (mode === 'none') return markedAcquireScript.run(this.#client, keys, call, call)
+      return markedQueuedAcquireScript.run(this.#client, keys, call, call)
+    }
     if (mode === 'none') return acquireScript.run(this.#client, resource.keys, call, call)
     return queuedAcquireScript.run(this.#client, resource.keys, call, call)
   }
@@ -186,6 +238,10 @@ export class RedisBackend implements LockBackend, AcquireCallHost {
     const now = performance.now()
     const rtt = now - call.sentAt
     this.#srttMs = this.#srttMs === 0 ? rtt : 0.875 * this.#srttMs + 0.125 * rtt
+    if (call.epoch !== '' && isMarkerLost(raw)) {
+      // Nothing was written; a queued try did not join the queue (a leave would be harmless).
+      return { granted: false, error: new NodeDataLostError(), cut: false }
+    }
     const reply = toAcquireReply(raw)
     this.#membership.replied(
       call.resource,
@@ -217,6 +273,8 @@ export class RedisBackend implements LockBackend, AcquireCallHost {
         cut: false,
       }
     }
+    // The lean marked script refreshed the counter when told to (the queued one always does).
+    if (call.touch === '1' && this.#touches !== undefined) this.#touches.touched(call.resource.name, call.sentAt)
     const grant: AcquireOutcome = {
       granted: true,
       ownerId: call.ownerId,
@@ -337,16 +395,18 @@ export class RedisBackend implements LockBackend, AcquireCallHost {
   /**
    * Quorum mode's second phase on this node: raises the resource's token counter to `token`
    * (scripts/raise-fence.ts), within `timeoutMs`. Resolves once the counter is at `token` or above.
-   * @throws on a failed call or a missed deadline.
+   * `epoch` (the restart guard on): a missing counter is created only while the node marker holds
+   * it (scripts/node-marker.ts).
+   * @throws on a failed call or a missed deadline; {@link NodeDataLostError} when the marker was gone.
    */
-  raiseFence(resource: LockResource, token: bigint, timeoutMs: number): Promise<void> {
+  raiseFence(resource: LockResource, token: bigint, timeoutMs: number, epoch?: string): Promise<void> {
+    const handling = { deadlines: this.#deadlines, ms: timeoutMs, inFlight: this.#inFlight, map: toKnown }
+    if (epoch !== undefined) {
+      const args = { token: token.toString(), fenceTtlMs: this.#options.fenceTtlMs, epoch }
+      return markedRaiseFenceScript.run(this.#client, resource.keys as MarkedKeys, args, handling)
+    }
     const args = { token: token.toString(), fenceTtlMs: this.#options.fenceTtlMs }
-    return raiseFenceScript.run(this.#client, resource.keys, args, {
-      deadlines: this.#deadlines,
-      ms: timeoutMs,
-      inFlight: this.#inFlight,
-      map: toKnown,
-    })
+    return raiseFenceScript.run(this.#client, resource.keys, args, handling)
   }
 
   /** Smoothed round trip of this backend's acquire attempts, ms; 0 until one answered. */
@@ -354,7 +414,8 @@ export class RedisBackend implements LockBackend, AcquireCallHost {
     return this.#srttMs
   }
 
-  release(resource: LockResource, ownerId: string): Promise<ReleaseOutcome> {
+  release(resource: LockResource, ownerId: string, handOnAtOnce = false): Promise<ReleaseOutcome> {
+    if (handOnAtOnce) return this.handOn(resource, ownerId, true)
     const call = new ReleaseCall(
       this,
       resource,
@@ -424,14 +485,43 @@ export class RedisBackend implements LockBackend, AcquireCallHost {
     )
   }
 
+  markDone(resource: LockResource, ownerId: string, token: bigint, ttlMs: number): Promise<boolean> {
+    const keys = { lock: resource.keys.lock, done: doneKey(this.#options.prefix, resource.name) }
+    return markDoneScript.run(
+      this.#client,
+      keys,
+      { ownerId, token: token.toString(), ttlMs },
+      {
+        deadlines: this.#deadlines,
+        ms: this.#options.commandTimeoutMs,
+        inFlight: this.#inFlight,
+        map: (reply: unknown) => reply === 1,
+      },
+    )
+  }
+
+  readDone(resource: LockResource): Promise<bigint | undefined> {
+    return readDoneScript.run(
+      this.#client,
+      { done: doneKey(this.#options.prefix, resource.name) },
+      {},
+      { deadlines: this.#deadlines, ms: this.#options.commandTimeoutMs, inFlight: this.#inFlight, map: toDoneToken },
+    )
+  }
+
   /** Calls sent and not yet answered (tries, clean-ups, releases, leaves). */
   get inFlight(): number {
     return this.#inFlight.count
   }
 
-  async close(): Promise<void> {
-    const until = performance.now() + this.#options.commandTimeoutMs
-    await this.#membership.leaveAll()
+  connectionDown(): Error | undefined {
+    return this.connection.unreachable ? this.connection.downError() : undefined
+  }
+
+  async close(until: number = performance.now() + this.#options.commandTimeoutMs): Promise<void> {
+    // The leaves have their own deadlines (commandTimeoutMs from their send); the close does not
+    // wait past `until` for them, nor for anything else still on the wire.
+    await withinDeadline(this.#membership.leaveAll(), until)
     await this.#inFlight.idle(until - performance.now())
     this.connection.unwatch()
     this.#subscriber.close()
@@ -465,5 +555,6 @@ class ReleaseCall implements Handling<ReleaseOutcome> {
 
 /** Raised or already there: either way the node knows the token (a bad reply throws). */
 function toKnown(reply: unknown): void {
+  if (isMarkerLost(reply)) throw new NodeDataLostError()
   toRaised(reply)
 }

@@ -87,9 +87,12 @@ export function resolveLeadOptions(name: unknown, options: unknown, ttlMs: numbe
 
 /** What one instance did with one tick of `runOnce()` (the `tick` event, `onTick`). */
 export type TickOutcome =
-  /** This instance ran the job to completion under the tick's lease. */
+  /** This instance ran the job to completion under the tick's lease, and recorded the tick done. */
   | 'ran'
-  /** Another instance held the tick's lock until its window ended: it ran the job (or still runs it). */
+  /**
+   * Another instance ran the job (or still runs it): it held the tick's lock until the window
+   * ended, or had recorded the tick done when this one got the lock (it then lost its lease).
+   */
   | 'skipped'
   /** The job threw here; the tick's lock was released so another instance may still run it in its window. */
   | 'failed'

@@ -1,17 +1,9 @@
 import { onAbort } from '../abort-listeners.js'
+import type { ElectionSource } from '../core/lock-source.js'
 import { LeadershipEndedError, LockAbortedError, LockLostError, LockTimeoutError } from '../errors.js'
-import type { LockEvent } from '../events.js'
 import type { Lock } from '../lock.js'
-import type { AcquireOptions } from '../options.js'
 import type { DemotionReason, ResolvedLead } from './election-options.js'
 import { pause } from './pause.js'
-
-/** What an election needs from its Locker: its public acquire, its events, whether it was closed. */
-export interface ElectionHost {
-  acquire(resource: string, options: AcquireOptions): Promise<Lock>
-  emit(event: LockEvent): void
-  readonly closed: boolean
-}
 
 /** A campaign's wait per acquire: long, since a candidate waits for as long as the leader leads. */
 const CAMPAIGN_WAIT_MS = 60_000
@@ -51,7 +43,7 @@ interface Term {
 /** Runs one process's campaign for `o.name`. */
 export class Campaign implements Leadership {
   readonly name: string
-  readonly #host: ElectionHost
+  readonly #host: ElectionSource
   readonly #o: ResolvedLead
   readonly #stop = new AbortController()
   #term: Term | undefined
@@ -59,7 +51,7 @@ export class Campaign implements Leadership {
   #termEnded: (() => void) | undefined
   readonly #done: Promise<void>
 
-  constructor(host: ElectionHost, options: ResolvedLead) {
+  constructor(host: ElectionSource, options: ResolvedLead) {
     this.#host = host
     this.#o = options
     this.name = options.name

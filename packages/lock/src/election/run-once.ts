@@ -1,7 +1,7 @@
+import type { TickSource } from '../core/lock-source.js'
 import { asError, LockAbortedError, LockTimeoutError } from '../errors.js'
 import type { Lock } from '../lock.js'
 import type { ResolvedRunOnce, TickOutcome } from './election-options.js'
-import type { ElectionHost } from './leadership.js'
 import { pause } from './pause.js'
 
 /**
@@ -23,23 +23,25 @@ export interface Schedule {
  * Tick n is the window `[n × everyMs, (n + 1) × everyMs)` of the wall clock (instances agree on
  * it to within their clock skew; deadlines inside a tick use the monotonic clock). In each window
  * every instance asks for the tick's own lock `<key>:<n>`, waiting until the window ends. The one
- * granted runs the job with the tick's token, the watchdog renewing its lease, then keeps the lock
- * until the window has ended plus one lease, so that nobody else runs the tick: those waiting give
- * up at the window's end (`skipped`). A runner that pauses past its lease loses the lock; a waiter
- * gets it and runs the tick again with a larger token, and the fenced writes of the paused runner
- * are refused. A job that throws releases the lock at once, so another instance may still run
- * the tick in its window.
+ * granted runs the job with the tick's token, the watchdog renewing its lease, records the tick as
+ * done (scripts/mark-done.ts: only while the lease is still ours) and reports `ran`, then keeps the
+ * lock until the window has ended plus one lease: those waiting give up at the window's end
+ * (`skipped`). A holder that finds the tick recorded done (its runner then lost the lease, frozen
+ * past it) does not run it again (`skipped`). A runner that pauses past its lease during the job
+ * cannot record it: it reports `lost`, a waiter gets the lock and runs the tick again with a larger
+ * token, and the fenced writes of the paused runner are refused. A job that throws releases the
+ * lock at once, so another instance may still run the tick in its window.
  */
 export class TickRunner implements Schedule {
   readonly key: string
-  readonly #host: ElectionHost
+  readonly #host: TickSource
   readonly #o: ResolvedRunOnce
   readonly #stop = new AbortController()
   /** Ticks run here whose lock is kept until their window has ended. */
   readonly #kept = new Set<Promise<void>>()
   readonly #done: Promise<void>
 
-  constructor(host: ElectionHost, options: ResolvedRunOnce) {
+  constructor(host: TickSource, options: ResolvedRunOnce) {
     this.#host = host
     this.#o = options
     this.key = options.key
@@ -90,15 +92,40 @@ export class TickRunner implements Schedule {
       await lock.release().catch(() => false)
       return this.#report(tick, 'missed', lock.token)
     }
+    // An earlier holder may have run the tick and then lost its lease (frozen past it while it kept
+    // the lock): the tick is done, not to be run again (issue 33: it was, and both said `ran`).
+    let done: bigint | undefined
+    try {
+      done = await this.#host.readDone(resource)
+    } catch (error) {
+      await lock.release().catch(() => false)
+      return this.#report(tick, 'missed', lock.token, asError(error))
+    }
+    if (done !== undefined) {
+      this.#report(tick, 'skipped', lock.token)
+      return this.#keep(lock, windowEnd + this.#o.leaseMs)
+    }
     try {
       await this.#o.job({ tick, resource, token: lock.token, signal: lock.signal })
     } catch (error) {
       await lock.release().catch(() => false)
       return this.#report(tick, lock.signal.aborted ? 'lost' : 'failed', lock.token, asError(error))
     }
-    if (lock.signal.aborted) {
+    // `ran` only once the tick is recorded done while the lease is still ours (checked in Redis,
+    // in the same script): a runner whose lease ran out meanwhile reports `lost`, and the next
+    // holder runs the tick; one that recorded it keeps the next holder from running it again.
+    let recorded = false
+    let failure: Error | undefined
+    if (!lock.signal.aborted) {
+      try {
+        recorded = await lock.markDone(Math.max(1, windowEnd - Date.now()) + this.#o.leaseMs + this.#o.everyMs)
+      } catch (error) {
+        failure = asError(error)
+      }
+    }
+    if (!recorded) {
       await lock.release().catch(() => false)
-      return this.#report(tick, 'lost', lock.token)
+      return this.#report(tick, 'lost', lock.token, failure)
     }
     this.#report(tick, 'ran', lock.token)
     this.#keep(lock, windowEnd + this.#o.leaseMs)

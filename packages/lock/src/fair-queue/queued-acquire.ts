@@ -1,4 +1,4 @@
-import { defineScript } from '../scripts/define-script.js'
+import { defineScript, type ScriptSpec } from '../scripts/define-script.js'
 import { mintToken } from '../scripts/mint-token.js'
 import { LUA } from './formats.js'
 
@@ -26,7 +26,10 @@ export type JoinMode = 'join' | 'stay'
  * lock we take while other lockers are queued is marked, so that our release hands it on (our
  * own waiters are woken locally).
  */
-export const queuedAcquireScript = defineScript({
+export const queuedAcquireSpec: ScriptSpec<
+  'lock' | 'fence' | 'queue' | 'leases',
+  'ownerId' | 'ttlMs' | 'fenceTtlMs' | 'lockerId' | 'leaseMs' | 'mode' | 'reseed' | 'ticket' | 'stayTicket'
+> = {
   keys: ['lock', 'fence', 'queue', 'leases'],
   args: ['ownerId', 'ttlMs', 'fenceTtlMs', 'lockerId', 'leaseMs', 'mode', 'reseed', 'ticket', 'stayTicket'],
   lua: (k, a) => `
@@ -82,4 +85,6 @@ if handed then
 end
 return token
 `,
-})
+}
+
+export const queuedAcquireScript = defineScript(queuedAcquireSpec)

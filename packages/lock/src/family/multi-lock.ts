@@ -43,11 +43,6 @@ export function canonicalResources(resources: unknown): string[] {
   return [...seen].sort((a, b) => (a < b ? -1 : a > b ? 1 : 0))
 }
 
-/** What a {@link MultiLock} needs from its Locker. */
-export interface MultiLockHost {
-  readonly commandTimeoutMs: number
-}
-
 /**
  * Locks on several resources, taken together by `locker.acquireAll()`. `tokens.get(resource)` is
  * each resource's fencing token; `signal` aborts (with the first `LockLostError`) as soon as any
@@ -186,8 +181,12 @@ export interface AllOptions {
 
 /**
  * Takes `names` (canonical order) one after another within one wait, each through `acquire`
- * (the Locker's: the fair queue, reentrancy). On any failure — a timeout, an abort, Redis — the
- * locks taken so far are released before the error is rethrown: nothing is left held.
+ * (the Locker's: the fair queue, reentrancy). The set is returned only if every lock is held when
+ * the last one comes: a lock lost while a later one is awaited (its key deleted, its renewals
+ * stalled past its lease) ends the wait at once with that lock's `LockLostError` — before issue 33
+ * the set came back with a lost member and `usingAll()` ran its routine on it. On any failure — a
+ * loss, a timeout, an abort, Redis — the locks taken so far are released before the error is
+ * thrown: nothing is left held.
  */
 export async function acquireInOrder(
   names: readonly string[],
@@ -197,14 +196,39 @@ export async function acquireInOrder(
 ): Promise<MultiLock> {
   const set = new MultiLock(o.ttlMs, o.autoExtend)
   const deadline = start + o.waitMs
+  // The waits end when the caller's signal aborts, or the set's (a lock taken is lost).
+  const stop = new AbortController()
+  const stopWith = (signal: AbortSignal) => () => stop.abort(signal.reason)
+  const callerAborted = o.signal ? stopWith(o.signal) : undefined
+  const setLost = stopWith(set.signal)
+  if (o.signal && callerAborted) {
+    if (o.signal.aborted) callerAborted()
+    else o.signal.addEventListener('abort', callerAborted, { once: true })
+  }
+  set.signal.addEventListener('abort', setLost, { once: true })
   try {
     for (const name of names) {
       const waitMs = Math.max(0, Math.floor(deadline - performance.now()))
-      set.add(await acquire(name, { ttlMs: o.ttlMs, waitMs, signal: o.signal }))
+      set.add(await acquire(name, { ttlMs: o.ttlMs, waitMs, signal: stop.signal }))
+      if (set.signal.aborted) break
     }
+    const lost = lostMember(set)
+    if (lost) throw lost
   } catch (error) {
+    // A wait ended by the loss of a lock taken: the loss is what happened, not an abort.
+    const lost = o.signal?.aborted ? undefined : lostMember(set)
     await set.release().catch(() => {})
-    throw error
+    throw lost ?? error
+  } finally {
+    if (o.signal && callerAborted) o.signal.removeEventListener('abort', callerAborted)
+    set.signal.removeEventListener('abort', setLost)
   }
   return set.complete()
+}
+
+/** The `LockLostError` of the first lock of the set that is not held any more, if any. */
+function lostMember(set: MultiLock): LockLostError | undefined {
+  if (set.signal.aborted && set.signal.reason instanceof LockLostError) return set.signal.reason
+  const lock = set.locks.find((l) => !l.isHeld())
+  return lock && new LockLostError(lock.resource, lock.token, 'expired')
 }

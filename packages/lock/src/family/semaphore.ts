@@ -11,7 +11,12 @@
  * (`<name>:queue`), a lock like any other and so served first come, first served within the
  * Locker and across Lockers and processes. Its holder is the oldest waiter: it takes a free
  * permit, or waits for the first permit to be released (its tries race, the first grant wins and
- * the others are given back), and releases the queue lock for the next waiter.
+ * the others are given back), and releases the queue lock for the next waiter — in one call that
+ * hands it on by itself, sent before `acquire()` returns. (The usual release of a key a waiter
+ * marked is two round trips, the second sent when the first answers: a holder that then blocked
+ * its event loop, 3 s of synchronous work, kept a free permit from the next waiter for 3 s. The
+ * grant of the permit cannot hand the queue on in the same script: the queue lock and the permits
+ * are different resources, on different Cluster slots.)
  *
  * These keys live under the prefix `<prefix>sem:`, apart from every lock's (`<prefix>{…}`): a
  * semaphore and a lock of the same name are two things that never exclude each other.
@@ -20,13 +25,14 @@ import {
   InvalidLockOptionError,
   LockAbortedError,
   LockError,
+  LockReplicationError,
   LockTimeoutError,
   LockUnavailableError,
 } from '../errors.js'
+import type { EventSink, PermitSource } from '../core/lock-source.js'
 import type { LockEvent } from '../events.js'
 import { semaphoreResources } from '../keys.js'
 import type { Lock } from '../lock.js'
-import type { Locker } from '../locker.js'
 import {
   checkInteger,
   checkObject,
@@ -71,14 +77,15 @@ export interface SemaphoreInspection {
   readonly waiting: number
 }
 
-/** What a {@link Semaphore} needs from its Locker. */
-export interface SemaphoreHost {
-  /** The Locker that grants the permits and the queue lock (made on first use, under the semaphore prefix). */
-  locker(): Locker
+/**
+ * What a {@link Semaphore} needs from its Locker: what grants its queue lock and permits (a core
+ * of its own under the semaphore prefix, not reentrant, made on first use), the defaults and the
+ * events.
+ */
+export interface SemaphoreHost extends EventSink {
+  permits(): PermitSource
   readonly defaults: ResolvedLockerOptions
   readonly ttlFloor: TtlFloor
-  emit(event: LockEvent): void
-  readonly listening: boolean
   readonly closed: boolean
 }
 
@@ -163,10 +170,10 @@ export class Semaphore {
     const start = performance.now()
     this.#assertOpen()
     if (o.signal?.aborted) throw this.#aborted(start, o.signal)
-    const locker = this.#host.locker()
+    const locker = this.#host.permits()
     let queue: Lock
     try {
-      queue = await locker.acquire(this.#names.queue, this.#queueOptions(o))
+      queue = (await locker.acquire(this.#names.queue, this.#queueOptions(o))).handOnAtOnce()
     } catch (error) {
       throw this.#failed(error, start, o.signal)
     }
@@ -190,7 +197,7 @@ export class Semaphore {
     const o = resolveAcquireOptions(options, this.#host.defaults, 'tryAcquire', this.#host.ttlFloor)
     const start = performance.now()
     this.#assertOpen()
-    const locker = this.#host.locker()
+    const locker = this.#host.permits()
     const queue = await locker.tryAcquire(this.#names.queue, { ttlMs: this.#queueTtl(o) }).catch((error: unknown) => {
       throw this.#failed(error, start, undefined)
     })
@@ -198,6 +205,7 @@ export class Semaphore {
       this.#emit({ type: 'contended', resource: this.#names.queue, holderTtlMs: -1 })
       return null
     }
+    queue.handOnAtOnce()
     try {
       const permit = await this.#tryEach(locker, o, start)
       if (permit) this.#acquired(permit, start)
@@ -230,7 +238,7 @@ export class Semaphore {
    */
   async inspect(): Promise<SemaphoreInspection> {
     if (this.#host.closed) throw new LockUnavailableError(this.name, 'inspect', 'the locker was closed')
-    const locker = this.#host.locker()
+    const locker = this.#host.permits()
     const [queue, ...permits] = await Promise.all(
       [this.#names.queue, ...this.#names.permits].map((resource) => locker.inspect(resource)),
     )
@@ -248,7 +256,7 @@ export class Semaphore {
    * few permits the waiting tries are the first tries; with more, the permits are tried a few at
    * a time before waiting on all of them.
    */
-  async #take(locker: Locker, o: ResolvedAcquire, start: number): Promise<Lock> {
+  async #take(locker: PermitSource, o: ResolvedAcquire, start: number): Promise<Lock> {
     if (this.permits > TRIES_AT_ONCE) {
       const permit = await this.#tryEach(locker, o, start)
       if (permit) return permit
@@ -257,7 +265,7 @@ export class Semaphore {
   }
 
   /** One try of each permit, a few at a time: the first granted one, the others given back. */
-  async #tryEach(locker: Locker, o: ResolvedAcquire, start: number): Promise<Lock | undefined> {
+  async #tryEach(locker: PermitSource, o: ResolvedAcquire, start: number): Promise<Lock | undefined> {
     const n = this.permits
     const from = this.#next++ % n
     for (let i = 0; i < n; i += TRIES_AT_ONCE) {
@@ -283,7 +291,7 @@ export class Semaphore {
    * Waits on every permit at once for the rest of the wait: the first grant wins; the other
    * acquires are aborted (a grant that lands anyway is given back).
    */
-  #race(locker: Locker, o: ResolvedAcquire, start: number): Promise<Lock> {
+  #race(locker: PermitSource, o: ResolvedAcquire, start: number): Promise<Lock> {
     const waitMs = Math.max(0, Math.round(o.waitMs - (performance.now() - start)))
     const caller = o.signal
     // Aborted while the queue lock was being granted: its listener below would never fire.
@@ -332,10 +340,29 @@ export class Semaphore {
     return this.#timeout(start)
   }
 
-  /** An error of the queue lock or of a permit's acquire, as the semaphore's. */
+  /**
+   * An error of the queue lock or of a permit's acquire, as the semaphore's: it names the
+   * semaphore (its `resource` and message), not the internal resource that failed (`<name>:queue`,
+   * `<name>:permit:<i>`), which stays in the `cause`'s message.
+   */
   #failed(error: unknown, start: number, signal: AbortSignal | undefined): Error {
     if (error instanceof LockTimeoutError) return this.#timeout(start)
     if (error instanceof LockAbortedError) return this.#aborted(start, signal)
+    if (
+      error instanceof LockUnavailableError &&
+      !(error instanceof LockReplicationError) &&
+      error.resource !== this.name
+    ) {
+      const internal = `could not acquire lock "${error.resource}": `
+      const why = error.message.startsWith(internal) ? error.message.slice(internal.length) : error.message
+      return new LockUnavailableError(
+        this.name,
+        error.operation,
+        `could not acquire a permit of semaphore "${this.name}": ${why}`,
+        // The client's own error, as a lock's LockUnavailableError carries it.
+        error.cause ?? error,
+      )
+    }
     if (error instanceof LockError) return error
     return error instanceof Error ? error : new Error(String(error))
   }

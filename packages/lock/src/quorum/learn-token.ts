@@ -1,7 +1,8 @@
 import type { LockResource } from '../backend/backend.js'
 import { asError } from '../errors.js'
+import { NodeDataLostError } from '../scripts/node-marker.js'
 import type { QuorumNode } from './quorum-node.js'
-import { nodesFailed, Tally } from './tally.js'
+import { nodesFailed, onNode, Tally } from './tally.js'
 
 /** A grant on one node, as an acquire counts it. */
 export interface NodeGrant {
@@ -56,9 +57,13 @@ export function raiseToMajority(
       else reject(nodesFailed('the token could not be made known to a majority', t.errors, nodes.length))
     })
     for (const node of targets) {
-      node.track(node.backend.raiseFence(resource, token, timeoutMs)).then(
+      node.track(node.backend.raiseFence(resource, token, timeoutMs, node.epoch)).then(
         () => tally.agree(),
-        (error: unknown) => tally.fail(asError(error)),
+        (error: unknown) => {
+          // The node lost its data: it sits out, like one found so by a grant (restart-guard.ts).
+          if (error instanceof NodeDataLostError) node.onDataLost?.()
+          tally.fail(onNode(node.index, asError(error)))
+        },
       )
     }
   })

@@ -2,7 +2,7 @@ import type { AcquireOutcome, AcquireRequest, LockResource } from '../backend/ba
 import { asError } from '../errors.js'
 import { largestToken, raiseToMajority, type NodeGrant } from './learn-token.js'
 import type { QuorumNode } from './quorum-node.js'
-import { nodesFailed, Tally } from './tally.js'
+import { nodesFailed, onNode, Tally } from './tally.js'
 
 /**
  * A lock granted while some nodes asked had not answered: how many have not, and — once the lock
@@ -94,7 +94,7 @@ export class QuorumAttempt {
       tally.refuse()
     } else {
       if (outcome.cut) this.#cutErrors++
-      tally.fail(outcome.error)
+      tally.fail(onNode(node.index, outcome.error))
     }
   }
 

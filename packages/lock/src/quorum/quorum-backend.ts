@@ -28,16 +28,18 @@ import type {
   ReleaseOutcome,
 } from '../backend/backend.js'
 import { RedisBackend, type RedisBackendOptions, type RedisClient } from '../backend/redis-backend.js'
+import { fenceSlackMs } from '../backend/fence-touches.js'
 import type { Deadlines } from '../deadline.js'
 import { asError } from '../errors.js'
 import { Tickets } from '../fair-queue/tickets.js'
 import { majorityView, type LockInspection, type NodeInspection } from '../family/inspect.js'
+import { nodeMarkerKey } from '../keys.js'
 import { newOwnerId } from '../owner-id.js'
 import { NOT_OURS } from '../scripts/release.js'
 import { QuorumAttempt, type AttemptHost, type LateGrants } from './quorum-attempt.js'
 import { QuorumNode, type QuorumClock } from './quorum-node.js'
 import { RestartGuard } from './restart-guard.js'
-import { nodesFailed, Tally } from './tally.js'
+import { nodesFailed, onNode, Tally } from './tally.js'
 
 /**
  * The clock drift a quorum lock's validity allows for, in ms: 1 % of the TTL plus 2 ms (the
@@ -111,7 +113,21 @@ export class QuorumBackend implements LockBackend {
   ) {
     // Names this locker in every node's queues and release messages. Not a secret.
     this.lockerId = options.lockerId ?? newOwnerId().slice(0, 16)
-    const nodeOptions = { ...options, lockerId: this.lockerId }
+    const guarded = options.nodeRestartDelayMs !== 0
+    // With the guard on, grants refresh a counter's expiry once per slack, not each time
+    // (backend/fence-touches.ts): every write of a counter then sets it to live that much longer.
+    const slackMs = fenceSlackMs(options.fenceTtlMs)
+    const nodeOptions: RedisBackendOptions = {
+      ...options,
+      lockerId: this.lockerId,
+      ...(guarded
+        ? {
+            nodeMarkerKey: nodeMarkerKey(options.prefix),
+            fenceTtlMs: options.fenceTtlMs + slackMs,
+            fenceSlackMs: slackMs,
+          }
+        : {}),
+    }
     const clock: QuorumClock = { answeredAt: 0 }
     this.#listener = listener
     this.#nodes = clients.map(
@@ -185,7 +201,7 @@ export class QuorumBackend implements LockBackend {
       const init = { ownerId, validMs, sentAtWall, notAsked: notAsked(nodes, asked) }
       const attempt = new QuorumAttempt(this.#attemptHost, resource, request, init, resolve)
       this.#guard.beforeLease(asked, request.ttlMs)
-      for (const node of asked) node.acquire(node.backend.acquireAs(resource, request, as), attempt)
+      for (const node of asked) node.acquire(node.backend.acquireAs(resource, request, as, node.epoch), attempt)
     })
   }
 
@@ -226,7 +242,7 @@ export class QuorumBackend implements LockBackend {
       for (const node of asked) {
         node.track(node.backend.extend(resource, ownerId, ttlMs, timeoutMs)).then(
           (valid) => (valid === undefined ? tally.refuse() : tally.agree()),
-          (error: unknown) => tally.fail(asError(error)),
+          (error: unknown) => tally.fail(onNode(node.index, asError(error))),
         )
       }
     })
@@ -238,7 +254,7 @@ export class QuorumBackend implements LockBackend {
    * then, see `#lateGrants`). Freed when a majority freed it; otherwise not ours, or unknown when
    * fewer than a majority answered.
    */
-  release(resource: LockResource, ownerId: string): Promise<ReleaseOutcome> {
+  release(resource: LockResource, ownerId: string, handOnAtOnce = false): Promise<ReleaseOutcome> {
     const nodes = this.#nodes
     const n = nodes.length
     const q = this.#quorum
@@ -259,13 +275,13 @@ export class QuorumBackend implements LockBackend {
         true,
       )
       for (const node of asked) {
-        node.track(node.backend.release(resource, ownerId)).then(
+        node.track(node.backend.release(resource, ownerId, handOnAtOnce)).then(
           (outcome) => {
             if (!outcome.freed) return tally.refuse()
             freed.push(outcome)
             tally.agree()
           },
-          (error: unknown) => tally.fail(asError(error)),
+          (error: unknown) => tally.fail(onNode(node.index, asError(error))),
         )
       }
     })
@@ -288,7 +304,7 @@ export class QuorumBackend implements LockBackend {
       for (const node of asked)
         node.backend.subscribe(resource).then(
           () => tally.agree(),
-          (error: unknown) => tally.fail(asError(error)),
+          (error: unknown) => tally.fail(onNode(node.index, asError(error))),
         )
     })
   }
@@ -305,15 +321,46 @@ export class QuorumBackend implements LockBackend {
       const { resource: _, ...view } = s.value
       return view
     })
-    const errors = settled.flatMap((s) => (s.status === 'rejected' ? [asError(s.reason)] : []))
+    const errors = settled.flatMap((s, i) => (s.status === 'rejected' ? [onNode(i, asError(s.reason))] : []))
     if (settled.length - errors.length < this.#quorum)
       throw nodesFailed('no majority of the nodes answered', errors, this.#nodes.length)
     return majorityView(resource.name, views, this.#quorum)
   }
 
-  async close(): Promise<void> {
+  /** On every node that can be asked; recorded when a majority recorded it (run-once ticks). */
+  markDone(resource: LockResource, ownerId: string, token: bigint, ttlMs: number): Promise<boolean> {
+    const nodes = this.#nodes
+    const n = nodes.length
+    const asked = nodes.filter((node) => node.reachable)
+    return new Promise((resolve, reject) => {
+      const tally = tallyOf(nodes, asked, this.#quorum, (won, tally) => {
+        if (won) resolve(true)
+        else if (tally.answered >= this.#quorum) resolve(false)
+        else reject(nodesFailed('the tick could not be recorded as done', tally.errors, n))
+      })
+      for (const node of asked)
+        node.track(node.backend.markDone(resource, ownerId, token, ttlMs)).then(
+          (recorded) => (recorded ? tally.agree() : tally.refuse()),
+          (error: unknown) => tally.fail(asError(error)),
+        )
+    })
+  }
+
+  /** Every node; done when any of a majority of answers says so (a holder records on a majority). */
+  async readDone(resource: LockResource): Promise<bigint | undefined> {
+    const settled = await Promise.allSettled(this.#nodes.map((node) => node.backend.readDone(resource)))
+    const errors = settled.flatMap((s) => (s.status === 'rejected' ? [asError(s.reason)] : []))
+    if (settled.length - errors.length < this.#quorum)
+      throw nodesFailed('no majority of the nodes answered', errors, this.#nodes.length)
+    let done: bigint | undefined
+    for (const s of settled)
+      if (s.status === 'fulfilled' && s.value !== undefined && (done ?? -1n) < s.value) done = s.value
+    return done
+  }
+
+  async close(until?: number): Promise<void> {
     this.#guard.stop()
-    await Promise.allSettled(this.#nodes.map((node) => node.backend.close()))
+    await Promise.allSettled(this.#nodes.map((node) => node.backend.close(until)))
   }
 }
 

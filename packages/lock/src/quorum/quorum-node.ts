@@ -1,6 +1,7 @@
 import type { AcquireOutcome } from '../backend/backend.js'
 import type { RedisClient } from '../backend/connection.js'
 import type { RedisBackend } from '../backend/redis-backend.js'
+import { NodeDataLostError } from '../scripts/node-marker.js'
 
 /**
  * A node whose calls in flight have had no answer for this long while other nodes answered is
@@ -34,6 +35,19 @@ export class QuorumNode {
    * of locks still held (restart-guard.ts). Infinity while that is being found out.
    */
   youngUntil = 0
+  /**
+   * The node marker's epoch this Locker learned at the node's last check (scripts/node-marker.ts):
+   * a grant or raise sent to the node checks it where the node may have lost its data. Undefined
+   * with the restart guard off.
+   */
+  epoch: string | undefined
+  /**
+   * Why the node may drop a held lock's key on its own (an evicting `maxmemory-policy` under a
+   * `maxmemory`), found by its last check: it takes no part in acquires. Undefined when it cannot.
+   */
+  evicts: string | undefined
+  /** Called when a call found the node's marker gone (it lost its data): the restart guard's. */
+  onDataLost: (() => void) | undefined
 
   constructor(
     readonly index: number,
@@ -64,7 +78,7 @@ export class QuorumNode {
 
   /** Usable, and not sitting out after a restart: it may count toward an acquire's majority. */
   get grants(): boolean {
-    return this.usable && (this.youngUntil === 0 || performance.now() >= this.youngUntil)
+    return this.usable && this.evicts === undefined && (this.youngUntil === 0 || performance.now() >= this.youngUntil)
   }
 
   /** Within the delayed restart: ms left (Infinity while it is being checked), else 0. */
@@ -77,10 +91,11 @@ export class QuorumNode {
     if (this.backend.connection.down) return 'its connection is down'
     if (!this.reachable) return 'its last call failed and a probe is in flight'
     if (!this.usable) return 'its calls in flight have not been answered lately while other nodes answered'
+    if (this.evicts !== undefined) return this.evicts
     const left = this.youngForMs
     return left === Number.POSITIVE_INFINITY
-      ? 'it (re)connected and whether it kept its data is being checked'
-      : `it may have restarted without its data and sits out acquires for ${Math.round(left)} ms more (restart guard)`
+      ? 'it (re)connected or lost its data, and whether it forgot a live lease is being checked'
+      : `it may have restarted or lost its data and sits out acquires for ${Math.round(left)} ms more (restart guard)`
   }
 
   /**
@@ -93,7 +108,10 @@ export class QuorumNode {
     void call.then((outcome) => {
       this.#inflight--
       if (outcome.granted || outcome.error === undefined) this.#answered()
-      else if (!outcome.cut) this.#failing = true
+      else if (outcome.error instanceof NodeDataLostError) {
+        this.#answered() // it answered; it sits out from now on (restart-guard.ts)
+        this.onDataLost?.()
+      } else if (!outcome.cut) this.#failing = true
       attempt.count(this, outcome)
     })
   }

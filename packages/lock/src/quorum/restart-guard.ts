@@ -18,15 +18,27 @@
  *   the node forgot nothing anyone holds, and takes part at once — a new deployment starts at once.
  * - The check also finds two clients of one server (one `run_id`): a quorum of them is none (a
  *   typed error for every acquire).
+ * - **A node that lost its data without restarting** (FLUSHALL, a DEL of the prefix's keys,
+ *   eviction) keeps its run_id. So each node carries a marker (scripts/node-marker.ts), a random
+ *   epoch with no expiry, read (and created when missing) by the check: a node is listed as
+ *   `<run_id>/<epoch>`, and one that lost its data comes back under a new identity, its old one
+ *   orphaned in the other nodes' records, exactly like a restarted node. A grant that finds the
+ *   resource's token counter missing checks the marker in its script (a node that lost a held
+ *   lock's key lost that counter too), as do every queued try, raise and the record's refresh: a
+ *   node found without it sits out at once and is checked again (scripts/node-marker.ts).
+ * - The check also reads the node's eviction policy: a node that may evict a held lock's key
+ *   (`maxmemory` set, a policy other than `noeviction`) takes no part in acquires.
  *
  * What it assumes: at most a minority of the nodes lose their data or are cut off at a time (the
  * quorum's own assumption), and the nodes' clocks run at about the same rate (the TTLs do).
  */
 import type { Deadlines } from '../deadline.js'
 import { InvalidLockOptionError } from '../errors.js'
-import { leaseRecordKey } from '../keys.js'
+import { leaseRecordKey, nodeMarkerKey } from '../keys.js'
+import { newOwnerId } from '../owner-id.js'
+import { isMarkerLost, markNodeScript } from '../scripts/node-marker.js'
 import { readLeaseRecordScript, recordLeaseScript } from '../scripts/record-lease.js'
-import type { QuorumNode } from './quorum-node.js'
+import { STALL_MS, type QuorumNode } from './quorum-node.js'
 
 /** What the guard needs to know. */
 export interface RestartGuardOptions {
@@ -50,6 +62,11 @@ interface NodeRecord {
   /** The node's run_id, once read (kept while the node is down: its last known one). */
   runId: string | undefined
   /**
+   * What the records list the node as: its run_id and its marker's epoch (`<run_id>/<epoch>`),
+   * or the run_id alone with the guard off. A restart changes the first, a loss of data the second.
+   */
+  identity: string | undefined
+  /**
    * Where the node's check stands since it last (re)connected: its first check in flight, done
    * (its result in `youngUntil`), or failed (tried again later; the node sits out meanwhile).
    */
@@ -64,6 +81,7 @@ export class RestartGuard {
   readonly #options: RestartGuardOptions
   readonly #deadlines: Deadlines
   readonly #key: string
+  readonly #markerKey: string
   readonly #stop: (() => void)[] = []
   /** Called whenever a check ends (acquires waiting for the nodes' checks look again). */
   readonly #onChecked = new Set<() => void>()
@@ -78,11 +96,13 @@ export class RestartGuard {
     this.#options = options
     this.#deadlines = deadlines
     this.#key = leaseRecordKey(options.prefix)
+    this.#markerKey = nodeMarkerKey(options.prefix)
     this.#records = nodes.map(() => ({
       recordedMs: 0,
       recordedAt: 0,
       recordedFor: -1,
       runId: undefined,
+      identity: undefined,
       state: 'unchecked',
       check: 0,
     }))
@@ -102,6 +122,7 @@ export class RestartGuard {
     this.#started = true
     for (const node of this.#nodes) {
       if (this.enabled) node.youngUntil = Number.POSITIVE_INFINITY
+      if (this.enabled) node.onDataLost = () => this.#dataLost(node)
       this.#stop.push(node.backend.connection.onReady(() => this.#check(node)))
       node.backend.connection.watch()
       const status = (node.client as { status?: unknown }).status
@@ -116,20 +137,32 @@ export class RestartGuard {
   }
 
   /**
-   * Resolves once no reachable node is being checked for the first time since it (re)connected,
-   * or after `ms`: the first acquire of a Locker is sent to every node that answers, not only to
-   * the first majority checked.
+   * Resolves once no reachable node is being checked for the first time since it (re)connected;
+   * or once a majority can take part and {@link STALL_MS} has passed since the wait began (2 ms
+   * if it has already): a node whose check does not end — stalled, cut off — is simply not
+   * counted, and the healthy majority grants, while a node merely a little slower still gets the
+   * first acquire; or after `ms`.
    */
   untilChecked(ms: number): Promise<void> {
     if (this.#decided()) return Promise.resolve()
+    const start = performance.now()
+    const quorum = Math.floor(this.#nodes.length / 2) + 1
     return new Promise((resolve) => {
+      let grace: ReturnType<typeof setTimeout> | undefined
       const done = (): void => {
         clearTimeout(timer)
+        clearTimeout(grace)
         this.#onChecked.delete(look)
         resolve()
       }
       const look = (): void => {
-        if (this.#decided()) done()
+        if (this.#decided()) return done()
+        if (grace !== undefined) return
+        let taking = 0
+        for (const node of this.#nodes) if (node.grants) taking++
+        if (taking < quorum) return
+        grace = setTimeout(done, Math.max(2, start + STALL_MS - performance.now()))
+        grace.unref()
       }
       const timer = setTimeout(done, Math.max(0, ms))
       timer.unref()
@@ -161,14 +194,23 @@ export class RestartGuard {
     let runIds: string | undefined
     for (const node of asked) {
       const r = this.#records[node.index]!
+      const epoch = node.epoch
+      if (epoch === undefined) continue // not checked yet: it takes no part
       if (ttlMs <= r.recordedMs && now - r.recordedAt < r.recordedMs && r.recordedFor === listed) continue
-      runIds ??= asked.flatMap((n) => this.#records[n.index]!.runId ?? []).join(' ')
+      runIds ??= asked.flatMap((n) => this.#records[n.index]!.identity ?? []).join(' ')
       r.recordedMs = Math.max(ttlMs, r.recordedMs)
       r.recordedAt = now
       r.recordedFor = listed
-      node.client.eval(recordLeaseScript.lua, 1, this.#key, r.recordedMs, runIds).catch(() => {
-        r.recordedMs = 0 // sent again next time
-      })
+      node.client.eval(recordLeaseScript.lua, 2, this.#key, this.#markerKey, r.recordedMs, runIds, epoch).then(
+        (reply) => {
+          if (!isMarkerLost(reply)) return
+          r.recordedMs = 0
+          this.#dataLost(node)
+        },
+        () => {
+          r.recordedMs = 0 // sent again next time
+        },
+      )
     }
   }
 
@@ -198,15 +240,27 @@ export class RestartGuard {
       node.youngUntil = Number.POSITIVE_INFINITY
     }
     const decide = async (): Promise<void> => {
-      const runId = await this.#runIdOf(node)
+      // One round trip: INFO, the marker and the eviction policy go out together.
+      const [runId, epoch, evicts] = await Promise.all([
+        this.#runIdOf(node),
+        guarding ? this.#markerOf(node) : undefined,
+        this.#evictionOf(node),
+      ])
       if (r.check !== mine) return
-      if (runId !== r.runId) this.#runIds++
+      const identity = guarding && runId !== undefined ? `${runId}/${epoch}` : runId
+      if (identity !== r.identity) this.#runIds++
       r.runId = runId
+      r.identity = identity
+      node.epoch = epoch
+      node.evicts = evicts
       this.#sameServer(node, runId)
       if (!guarding) return
-      const listed = await this.#listed()
+      const listed = await this.#listed(identity, (late) => {
+        // A record that came after the decision: it may list an orphan the others did not.
+        if (r.check === mine) node.youngUntil = Math.max(node.youngUntil, this.#sitOutUntil(identity, late))
+      })
       if (r.check !== mine) return
-      node.youngUntil = this.#sitOutUntil(runId, listed)
+      node.youngUntil = this.#sitOutUntil(identity, listed)
     }
     decide().then(
       () => {
@@ -232,13 +286,58 @@ export class RestartGuard {
    * last granted) or when no listed run_id is orphaned (no node has it now: nobody forgot a live
    * lease); else as long as the longest orphaned entry lives.
    */
-  #sitOutUntil(runId: string | undefined, listed: ReadonlyMap<string, number>): number {
-    if (runId !== undefined && listed.has(runId)) return 0
-    const current = new Set(this.#records.flatMap((r) => r.runId ?? []))
+  #sitOutUntil(identity: string | undefined, listed: ReadonlyMap<string, number>): number {
+    if (identity !== undefined && listed.has(identity)) return 0
+    const current = new Set(this.#records.flatMap((r) => r.identity ?? []))
     let longest = -1
     for (const [id, ms] of listed) if (!current.has(id) && ms > longest) longest = ms
     if (longest < 0) return 0
     return performance.now() + Math.max(longest, this.#options.nodeRestartDelayMs ?? 0)
+  }
+
+  /**
+   * A call found the node's marker gone or changed: it lost its data without restarting (or
+   * restarted, and its connection has not said so yet). It sits out at once and is checked again,
+   * like a node that (re)connected; a check in flight already will find it out.
+   */
+  #dataLost(node: QuorumNode): void {
+    node.youngUntil = Number.POSITIVE_INFINITY
+    if (this.#records[node.index]!.state === 'checking') return
+    this.#check(node)
+  }
+
+  /** The node marker's epoch, set to a fresh one when the node has none (markNodeScript). */
+  async #markerOf(node: QuorumNode): Promise<string> {
+    const reply = await markNodeScript.run(
+      node.client,
+      { marker: this.#markerKey },
+      { epoch: newOwnerId() },
+      { deadlines: this.#deadlines, ms: this.#options.commandTimeoutMs },
+    )
+    if (typeof reply !== 'string') throw new TypeError(`unexpected reply from the node marker: ${String(reply)}`)
+    return reply
+  }
+
+  /**
+   * Why the node may evict a held lock's key (see {@link QuorumNode.evicts}): a `maxmemory` set and
+   * a policy other than `noeviction`. Undefined when it cannot, or when CONFIG GET is refused
+   * (ACLs, a renamed command): then nothing is known, and docs/LOCK.md says what to check.
+   */
+  async #evictionOf(node: QuorumNode): Promise<string | undefined> {
+    const client = node.client as { config(op: 'GET', pattern: string): Promise<unknown> }
+    let reply: unknown
+    try {
+      reply = await this.#deadlines.race(client.config('GET', 'maxmemory*'), this.#options.commandTimeoutMs)
+    } catch {
+      return undefined
+    }
+    if (!Array.isArray(reply)) return undefined
+    const config = new Map<string, string>()
+    for (let i = 0; i + 1 < reply.length; i += 2) config.set(String(reply[i]), String(reply[i + 1]))
+    const policy = config.get('maxmemory-policy')
+    const bytes = Number(config.get('maxmemory') ?? '0')
+    if (policy === undefined || policy === 'noeviction' || !(bytes > 0)) return undefined
+    return `its maxmemory-policy is ${policy} under a maxmemory of ${bytes} bytes: it may evict a held lock's key, and a second holder could then win a majority (set maxmemory-policy noeviction)`
   }
 
   async #runIdOf(node: QuorumNode): Promise<string | undefined> {
@@ -247,25 +346,64 @@ export class RestartGuard {
     return /^run_id:(\w+)/m.exec(info)?.[1]
   }
 
-  /** The run_ids the reachable nodes' records list, each with the longest time an entry has left. */
-  async #listed(): Promise<Map<string, number>> {
+  /**
+   * The identities the reachable nodes' records list, each with the longest time an entry has
+   * left. Every reachable node is read, but a node that does not answer is not waited for: once
+   * all but a minority (N − majority) answered or failed, the rest get {@link STALL_MS} more, then
+   * what was read decides. That is the quorum's own assumption — at most a minority of the nodes
+   * lost their data or are cut off at a time: with the silent ones counted among them, a node
+   * that forgot a live lease is still listed by a node that answered. A record that answers later
+   * goes to `late`, merged with the rest (the node then sits out if it lists an orphan). Decided
+   * at once when a record lists `identity`: the node has neither restarted nor lost its data since
+   * a Locker listed it, whatever the others say.
+   */
+  #listed(identity: string | undefined, late: (listed: Map<string, number>) => void): Promise<Map<string, number>> {
     const reachable = this.#nodes.filter((node) => !node.backend.connection.down)
-    const read = (node: QuorumNode) =>
-      this.#deadlines.race(
-        readLeaseRecordScript.run(node.client, { record: this.#key }, {}) as Promise<unknown[]>,
-        this.#options.commandTimeoutMs,
-      )
-    const replies = await Promise.allSettled(reachable.map(read))
     const listed = new Map<string, number>()
-    for (const reply of replies) {
-      if (reply.status !== 'fulfilled' || !Array.isArray(reply.value)) continue
-      for (let i = 0; i + 1 < reply.value.length; i += 2) {
-        const id = String(reply.value[i])
-        const ms = Number(reply.value[i + 1])
-        if (Number.isFinite(ms) && ms > (listed.get(id) ?? -1)) listed.set(id, ms)
+    const minority = this.#nodes.length - (Math.floor(this.#nodes.length / 2) + 1)
+    let pending = reachable.length
+    return new Promise((resolve) => {
+      let decided = false
+      let grace: ReturnType<typeof setTimeout> | undefined
+      const decide = (): void => {
+        if (decided) return
+        decided = true
+        clearTimeout(grace)
+        resolve(listed)
       }
-    }
-    return listed
+      const settled = (reply: unknown): void => {
+        pending--
+        let added = false
+        if (Array.isArray(reply)) {
+          for (let i = 0; i + 1 < reply.length; i += 2) {
+            const id = String(reply[i])
+            const ms = Number(reply[i + 1])
+            if (Number.isFinite(ms) && ms > (listed.get(id) ?? -1)) {
+              listed.set(id, ms)
+              added = true
+            }
+          }
+        }
+        if (decided) {
+          if (added) late(listed)
+          return
+        }
+        if (pending === 0 || (identity !== undefined && listed.has(identity))) return decide()
+        if (pending <= minority && grace === undefined) {
+          grace = setTimeout(decide, STALL_MS)
+          grace.unref()
+        }
+      }
+      if (pending === 0) return decide()
+      for (const node of reachable) {
+        this.#deadlines
+          .race(
+            readLeaseRecordScript.run(node.client, { record: this.#key }, {}) as Promise<unknown>,
+            this.#options.commandTimeoutMs,
+          )
+          .then(settled, () => settled(undefined))
+      }
+    })
   }
 
   #sameServer(node: QuorumNode, runId: string | undefined): void {

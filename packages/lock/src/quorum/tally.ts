@@ -82,11 +82,20 @@ export class Tally {
   }
 }
 
-/** Many nodes' errors as one, naming how many failed and the first reason. */
+/**
+ * Many nodes' errors as one, naming each node and its reason (each error names its node:
+ * {@link onNode}, or "node i was not asked: ..."); the first is the cause.
+ */
 export function nodesFailed(what: string, errors: readonly Error[], n: number): Error {
   const first = errors[0]
+  const each = errors.map((e) => e.message).join('; ')
   return new Error(
-    `${what}: ${errors.length} of ${n} nodes did not answer${first ? ` (${first.message})` : ''}`,
+    `${what}: ${errors.length} of ${n} nodes did not answer${first ? ` (${each})` : ''}`,
     first ? { cause: first } : undefined,
   )
+}
+
+/** A node's error, its message prefixed with the node's index (`node 2: ...`); the error is the cause. */
+export function onNode(index: number, error: Error): Error {
+  return new Error(`node ${index}: ${error.message}`, { cause: error })
 }

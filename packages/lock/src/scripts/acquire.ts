@@ -1,6 +1,6 @@
 import { LUA } from '../fair-queue/formats.js'
-import { defineScript } from './define-script.js'
-import { mintToken } from './mint-token.js'
+import { defineScript, type ScriptSpec } from './define-script.js'
+import { mintToken, type QuorumMint } from './mint-token.js'
 
 // Replies of both acquire scripts (this one and fair-queue/queued-acquire.ts):
 // - the token (an integer below 2^52, or a string of digits): granted;
@@ -17,10 +17,25 @@ import { mintToken } from './mint-token.js'
  * flight). It is granted again, with a fresh token (the first one never reached anyone); as a
  * miss it would hold the lock for nobody until its TTL ran out.
  */
-export const acquireScript = defineScript({
+export const acquireSpec: ScriptSpec<'lock' | 'fence', 'ownerId' | 'ttlMs' | 'fenceTtlMs' | 'lockerId' | 'reseed'> = {
   keys: ['lock', 'fence'],
   args: ['ownerId', 'ttlMs', 'fenceTtlMs', 'lockerId', 'reseed'],
-  lua: (k, a) => `
+  lua: (k, a) => acquireLua(k, a),
+}
+
+/** The Lua of {@link acquireSpec}, minted with quorum mode's hooks when given (scripts/node-marker.ts). */
+export function acquireLua(
+  k: { readonly lock: string; readonly fence: string },
+  a: {
+    readonly ownerId: string
+    readonly ttlMs: string
+    readonly fenceTtlMs: string
+    readonly lockerId: string
+    readonly reseed: string
+  },
+  quorum?: QuorumMint,
+): string {
+  return `
 local handed = false
 if not redis.call('SET', ${k.lock}, ${a.ownerId}, 'NX', 'PX', ${a.ttlMs}) then
   local v = redis.call('GET', ${k.lock})
@@ -31,13 +46,15 @@ if not redis.call('SET', ${k.lock}, ${a.ownerId}, 'NX', 'PX', ${a.ttlMs}) then
     return {0, redis.call('PTTL', ${k.lock})}
   end
 end
-${mintToken(k.fence, a.fenceTtlMs, a.reseed)}
+${mintToken(k.fence, a.fenceTtlMs, a.reseed, quorum)}
 if handed then
   return {1, token}
 end
 return token
-`,
-})
+`
+}
+
+export const acquireScript = defineScript(acquireSpec)
 
 /** Outcome of one acquire round trip. */
 export type AcquireReply =

@@ -1,4 +1,20 @@
 /**
+ * Quorum mode's lean acquire with the restart guard on (scripts/node-marker.ts) mints with two
+ * hooks, both Lua:
+ * - `onMissing` runs when `INCR` found no counter (it returned 1) — the only time a node that lost
+ *   its data can be granting: a counter lives at least `fenceTtlMs` after every grant, so a node
+ *   that still has it has not lost the resource's keys. It checks the node marker there, not on
+ *   every grant;
+ * - `touch` (an argument, '1' or '0'): whether this grant refreshes the counter's expiry. The
+ *   backend sends '0' while a grant of its own refreshed it lately enough that it lives
+ *   `fenceTtlMs` past this one anyway (backend/fence-touches.ts).
+ */
+export interface QuorumMint {
+  readonly onMissing: string
+  readonly touch: string
+}
+
+/**
  * The token of a grant, minted in the script that grants it (a Lua fragment that leaves the
  * token in the local `token`), shared by both acquire scripts.
  *
@@ -28,9 +44,9 @@
  * Tokens seeded from the clock are ~1.8e15; 2^52 is ~4.5e15 (the year 2112 in µs). The seed
  * itself is built from TIME's two strings.
  */
-export const mintToken = (fenceKey: string, fenceTtlMs: string, reseed: string): string => `
+export const mintToken = (fenceKey: string, fenceTtlMs: string, reseed: string, quorum?: QuorumMint): string => `
 local token = redis.call('INCR', ${fenceKey})
-local seeded = false
+local seeded = false${quorum ? `\nif token == 1 then${quorum.onMissing}end` : ''}
 if token == 1 or ${reseed} == '1' then
   local t = redis.call('TIME')
   local clock = t[1] .. string.format('%06d', tonumber(t[2]))
@@ -41,7 +57,7 @@ if token == 1 or ${reseed} == '1' then
   end
 end
 if not seeded then
-  redis.call('PEXPIRE', ${fenceKey}, ${fenceTtlMs})
+  ${quorum ? `if ${quorum.touch} == '1' then redis.call('PEXPIRE', ${fenceKey}, ${fenceTtlMs}) end` : `redis.call('PEXPIRE', ${fenceKey}, ${fenceTtlMs})`}
   if token >= 4503599627370496 then
     token = redis.call('GET', ${fenceKey})
   end

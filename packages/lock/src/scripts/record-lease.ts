@@ -1,22 +1,30 @@
 import { defineScript } from './define-script.js'
+import { MARKER_LOST } from './node-marker.js'
 
 /**
  * Quorum mode's lease record (quorum/restart-guard.ts), kept on every node: a hash from the
- * run_id of each node that was asked to grant lately to the server time (ms) until which a lease
- * it granted may live. Sent to every node asked, before the acquire (or renewal) that grants a
- * lease of `leaseMs` there: each listed node's entry is moved to at least `now + 2 × leaseMs`, and
- * entries that ran out are dropped. A Locker sends it again before its entries are `leaseMs` old,
- * so an entry outlives every lease it covers. A node restarted without persistence comes back
- * with a new run_id: the other nodes still list its old one, which is how it is found out.
- * Returns nothing of use.
+ * identity (run_id and marker epoch) of each node that was asked to grant lately to the server
+ * time (ms) until which a lease it granted may live. Sent to every node asked, before the
+ * acquire (or renewal) that grants a lease of `leaseMs` there: each listed node's entry is moved
+ * to at least `now + 2 × leaseMs`, and entries that ran out are dropped. A Locker sends it again
+ * before its entries are `leaseMs` old, so an entry outlives every lease it covers. A node
+ * restarted without persistence comes back with a new run_id (one that lost its data, with a new
+ * marker epoch): the other nodes still list its old identity, which is how it is found out.
+ * Written only while the node's marker (scripts/node-marker.ts) holds `epoch`, the one the Locker
+ * learned: otherwise the node lost its data, and the reply says so (`{2, epoch in force}`) — a
+ * Locker that only renews finds it out here. Returns 1 when written.
  *
  * Sent with EVAL, not EVALSHA: it must land before the acquire sent behind it on the same
  * connection, and a NOSCRIPT fallback would go out after that acquire. It is sent rarely.
  */
 export const recordLeaseScript = defineScript({
-  keys: ['record'],
-  args: ['leaseMs', 'runIds'],
+  keys: ['record', 'marker'],
+  args: ['leaseMs', 'runIds', 'epoch'],
   lua: (k, a) => `
+local markedAs = redis.call('GET', ${k.marker})
+if markedAs ~= ${a.epoch} then
+  return {${MARKER_LOST}, markedAs}
+end
 local t = redis.call('TIME')
 local nowMs = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 local lease = tonumber(${a.leaseMs})

@@ -19,7 +19,9 @@
  * of Redis: tries go through the Locker, subscriptions and the Redis-side queue through the
  * backend (backend/backend.ts).
  */
+import { AsyncResource } from 'node:async_hooks'
 import type { LockBackend, LockResource, QueueMode } from '../backend/backend.js'
+import { isUnreachable } from '../backend/connection-error.js'
 import { LockError } from '../errors.js'
 import type { Lock } from '../lock.js'
 import type { ResolvedAcquire } from '../options.js'
@@ -63,11 +65,23 @@ interface Waiter {
   readonly start: number
   readonly deadline: number
   attempts: number
+  /**
+   * Redis has answered for this waiter (the lock was held), or it queued here behind others: it
+   * keeps its place across a reconnection until its wait runs out. One that never reached Redis
+   * ends at once when its try finds Redis unreachable.
+   */
+  reached: boolean
   /** An attempt of this waiter is in flight: its deadline waits for it (its abort does not). */
   running: boolean
   done: boolean
   timer: NodeJS.Timeout | undefined
   stopListening: (() => void) | undefined
+  /**
+   * The async context the acquire was called in. Its outcome (acquired, timed out, aborted) is
+   * emitted in it, whatever settles the waiter — a release message, another waiter's release, a
+   * timer, an abort — so a listener sees the caller's context (a tracer's active span, say).
+   */
+  readonly caller: AsyncResource
   resolve(lock: Lock): void
   reject(error: Error): void
 }
@@ -95,6 +109,15 @@ function isFatal(attempt: Attempt): attempt is { granted: false; error: Error; c
   return !attempt.granted && attempt.error instanceof LockError
 }
 
+/**
+ * Redis is down for an acquire that never reached it: the client knows its connection is down
+ * and failed to (re)connect (ECONNREFUSED, ENOTFOUND, …). Waiting `waitMs` would change nothing
+ * the caller can see but the delay, so the acquire ends at once (`LockUnavailableError`).
+ */
+function isDown(attempt: Attempt): attempt is { granted: false; error: Error; cut: boolean } {
+  return !attempt.granted && isUnreachable(attempt.error)
+}
+
 /** The wait queues of one Locker. */
 export class WaitQueues {
   readonly #host: WaitHost
@@ -112,11 +135,15 @@ export class WaitQueues {
     const host = this.#host
     const name = resource.name
     const deadline = start + o.waitMs
+    // The client knows its connection is down: a try would not be sent, and nothing here tells
+    // when it comes back. (A waiter already queued keeps its place; a new one does not wait.)
+    const down = host.backend.connectionDown?.()
+    if (down) throw host.giveUp(name, start, down)
     let q = this.#queues.get(name)
     if (q && q.waiters.length > 0) {
       host.contended(name, q.tries.lastHolderTtlMs)
       if (o.waitMs === 0) throw host.giveUp(name, start, q.tries.lastError)
-      return this.#wait(q, resource, o, start, deadline, 0, false)
+      return this.#wait(q, resource, o, start, deadline, 0, false, true)
     }
     const wakesBefore = q?.wakes
     // The first try joins the Redis queue only where this locker has waited for the resource
@@ -131,6 +158,10 @@ export class WaitQueues {
       this.#leaveIfIdle(resource)
       throw attempt.error
     }
+    if (isDown(attempt)) {
+      this.#leaveIfIdle(resource)
+      throw host.giveUp(name, start, attempt.error)
+    }
     if (attempt.error === undefined) host.contended(name, attempt.holderTtlMs)
     if (performance.now() >= deadline) {
       this.#leaveIfIdle(resource)
@@ -141,7 +172,7 @@ export class WaitQueues {
     const retryAtOnce = current !== undefined && current === q && current.wakes !== wakesBefore
     if (current) this.#record(current, attempt, start)
     q = current ?? this.#open(resource, attempt, start)
-    return this.#wait(q, resource, o, start, deadline, 1, retryAtOnce)
+    return this.#wait(q, resource, o, start, deadline, 1, retryAtOnce, attempt.error === undefined)
   }
 
   /** The acquire's first try, given up at once when its signal aborts (the try goes on). */
@@ -192,6 +223,7 @@ export class WaitQueues {
     deadline: number,
     attempts: number,
     retryAtOnce: boolean,
+    reached: boolean,
   ): Promise<Lock> {
     return new Promise<Lock>((resolve, reject) => {
       const w: Waiter = {
@@ -200,10 +232,12 @@ export class WaitQueues {
         start,
         deadline,
         attempts,
+        reached,
         running: false,
         done: false,
         timer: undefined,
         stopListening: undefined,
+        caller: new AsyncResource('FenceLockWaiter'),
         resolve,
         reject,
       }
@@ -315,21 +349,21 @@ export class WaitQueues {
 
   /** What the head's try means for it: the lock, its end (aborted, timed out, fatal), or more waiting. */
   #settleHead(q: ResourceQueue, head: Waiter, attempt: Attempt): void {
-    const host = this.#host
     if (attempt.granted) {
       if (head.done || head.o.signal?.aborted) {
         // The waiter left while its attempt was in flight: give the lock straight back.
         void attempt.lock.release().catch(() => {})
-        if (!head.done) this.#finish(q, head, host.aborted(head.resource.name, head.start, head.o.signal))
+        if (!head.done) this.#finish(q, head, this.#aborted(head))
       } else {
         this.#finish(q, head, undefined, attempt.lock)
       }
     }
     if (head.done) return
-    if (head.o.signal?.aborted) this.#finish(q, head, host.aborted(head.resource.name, head.start, head.o.signal))
+    if (!attempt.granted && attempt.error === undefined) head.reached = true
+    if (head.o.signal?.aborted) this.#finish(q, head, this.#aborted(head))
     else if (isFatal(attempt)) this.#finish(q, head, attempt.error)
-    else if (performance.now() >= head.deadline)
-      this.#finish(q, head, host.giveUp(head.resource.name, head.start, q.tries.lastError))
+    else if (!head.reached && isDown(attempt)) this.#finish(q, head, this.#giveUp(q, head))
+    else if (performance.now() >= head.deadline) this.#finish(q, head, this.#giveUp(q, head))
     else {
       // Its deadline timer may have fired during the attempt (timers can run a little early)
       // and stood aside for it: arm it again, or the waiter would outlive its wait.
@@ -388,14 +422,14 @@ export class WaitQueues {
       w.timer.unref()
       return
     }
-    this.#finish(q, w, this.#host.giveUp(w.resource.name, w.start, q.tries.lastError))
+    this.#finish(q, w, this.#giveUp(q, w))
     this.#lingerIfEmpty(q)
   }
 
   /** At once, even while the waiter's attempt is in flight: its outcome is handled when it comes. */
   #abort(q: ResourceQueue, w: Waiter): void {
     if (w.done) return
-    this.#finish(q, w, this.#host.aborted(w.resource.name, w.start, w.o.signal))
+    this.#finish(q, w, this.#aborted(w))
     this.#lingerIfEmpty(q)
   }
 
@@ -410,6 +444,16 @@ export class WaitQueues {
     if (!q || q.waiters.length === 0) this.#host.backend.leave(resource)
   }
 
+  /** The error of a waiter whose wait ran out; its event (timeout, unavailable) goes out in its caller's context. */
+  #giveUp(q: ResourceQueue, w: Waiter): Error {
+    return w.caller.runInAsyncScope(() => this.#host.giveUp(w.resource.name, w.start, q.tries.lastError))
+  }
+
+  /** The error of a waiter whose signal aborted; its `aborted` event goes out in its caller's context. */
+  #aborted(w: Waiter): Error {
+    return w.caller.runInAsyncScope(() => this.#host.aborted(w.resource.name, w.start, w.o.signal))
+  }
+
   /** Removes a waiter, clears its timer and listener, and settles it exactly once. */
   #finish(q: ResourceQueue, w: Waiter, error: Error | undefined, lock?: Lock): void {
     if (w.done) return
@@ -420,7 +464,7 @@ export class WaitQueues {
     if (i >= 0) q.waiters.splice(i, 1)
     if (q.waiters.length === 0) this.#host.backend.leave(q.resource)
     if (lock) {
-      this.#host.acquired(lock, w.start, w.attempts)
+      w.caller.runInAsyncScope(() => this.#host.acquired(lock, w.start, w.attempts))
       w.resolve(lock)
     } else if (error) {
       w.reject(error)

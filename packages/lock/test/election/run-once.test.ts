@@ -33,8 +33,10 @@ describe('locker.runOnce()', () => {
         locker.runOnce(
           ({ tick, token }) => {
             expect(typeof token).toBe('bigint')
-            // The first runner of the first tick seen fails once: another instance runs it.
-            if (!failed) {
+            // The first runner of a tick with most of its window ahead fails once: another instance
+            // runs it. (Of the first tick seen, only a moment may be left: under load, with the
+            // grant's done check, nobody else then got it before its window ended, 1 full-suite run.)
+            if (!failed && Date.now() - tick * everyMs < everyMs / 4) {
               failed = true
               throw new Error('the job failed here')
             }

@@ -1,0 +1,166 @@
+/**
+ * The one place where a Locker's engine is chosen, from what its constructor was given: one
+ * ioredis client (a single Redis, also Sentinel or Cluster), an array of 3 or more (quorum
+ * mode), or an etcd3 client (etcd/etcd-backend.ts). Everything above the {@link LockBackend}
+ * seam — the wait queues, the locks, the family, the election — is the same over any engine; an
+ * engine of another kind is one more branch of {@link chooseBackend}.
+ */
+import type { Redis } from 'ioredis'
+import type { Deadlines } from '../deadline.js'
+import { InvalidLockOptionError } from '../errors.js'
+import { QUORUM_TTL_FLOOR, SINGLE_TTL_FLOOR, type ResolvedLockerOptions, type TtlFloor } from '../options.js'
+import { QuorumBackend } from '../quorum/quorum-backend.js'
+import { EtcdBackend } from '../etcd/etcd-backend.js'
+import { isEtcdClient, type EtcdClient } from '../etcd/etcd-client.js'
+import type { BackendListener, LockBackend } from './backend.js'
+import { RedisBackend, type RedisBackendOptions, type RedisClient } from './redis-backend.js'
+
+/** Largest quorum accepted: more nodes only add round trips (a majority of 99 is 50). */
+export const MAX_QUORUM_NODES = 99
+
+/** An engine, chosen: what it is, and how to make a backend on it. */
+export interface BackendChoice {
+  /** How many nodes grant each lock: 1, or N in quorum mode (a majority must grant). */
+  readonly nodes: number
+  /** The shortest lease the engine takes. */
+  readonly ttlFloor: TtlFloor
+  /** What error messages call the store: `Redis` or `etcd`. */
+  readonly store: string
+  /**
+   * Refuses an option this engine has no use for, before any I/O.
+   * @throws InvalidLockOptionError
+   */
+  checkOptions(o: ResolvedLockerOptions): void
+  /**
+   * A backend over the chosen client(s) with these options (the semaphores' has a prefix of its
+   * own), its calls on `deadlines`, its release messages to `listener`.
+   */
+  create(o: ResolvedLockerOptions, deadlines: Deadlines, listener: BackendListener): LockBackend
+}
+
+/**
+ * Chooses the engine for `connection`, the Locker constructor's first argument.
+ * @throws InvalidLockOptionError when it is none of the kinds accepted, before any I/O.
+ */
+export function chooseBackend(connection: unknown): BackendChoice {
+  if (Array.isArray(connection)) return quorum(checkClientList(connection))
+  if (isEtcdClient(connection)) return etcd(connection)
+  if (isClient(connection)) return single(connection)
+  throw new InvalidLockOptionError(
+    'redis',
+    'must be an ioredis Redis or Cluster client, an array of 3 or more (quorum mode), or an etcd3 client',
+    connection,
+  )
+}
+
+/** One Redis (also Sentinel, Cluster): redis-backend.ts. */
+function single(client: RedisClient): BackendChoice {
+  return {
+    nodes: 1,
+    ttlFloor: SINGLE_TTL_FLOOR,
+    store: 'Redis',
+    checkOptions: (o) => {
+      if (o.nodeRestartDelayMs !== undefined)
+        throw new InvalidLockOptionError(
+          'nodeRestartDelayMs',
+          'is for quorum mode (an array of 3 or more clients): one Redis has no restart guard',
+          o.nodeRestartDelayMs,
+        )
+    },
+    create: (o, deadlines, listener) =>
+      new RedisBackend(
+        client,
+        { ...redisOptions(o), replicas: o.replicas, replicasTimeoutMs: o.replicasTimeoutMs },
+        deadlines,
+        listener,
+      ),
+  }
+}
+
+/** N independent masters, a majority granting each lock: quorum/quorum-backend.ts. */
+function quorum(clients: readonly RedisClient[]): BackendChoice {
+  return {
+    nodes: clients.length,
+    ttlFloor: QUORUM_TTL_FLOOR,
+    store: 'Redis',
+    checkOptions: (o) => {
+      if (o.replicas > 0)
+        throw new InvalidLockOptionError(
+          'replicas',
+          'is for one Redis with replicas (Sentinel, Cluster): quorum mode takes independent masters',
+          o.replicas,
+        )
+    },
+    create: (o, deadlines, listener) =>
+      new QuorumBackend(clients, { ...redisOptions(o), nodeRestartDelayMs: o.nodeRestartDelayMs }, deadlines, listener),
+  }
+}
+
+/** etcd: a consensus store, each grant committed on a majority of its members (etcd/etcd-backend.ts). */
+function etcd(client: EtcdClient): BackendChoice {
+  return {
+    nodes: 1,
+    ttlFloor: SINGLE_TTL_FLOOR,
+    store: 'etcd',
+    checkOptions: (o) => {
+      if (o.nodeRestartDelayMs !== undefined)
+        throw new InvalidLockOptionError(
+          'nodeRestartDelayMs',
+          'is for quorum mode over Redis masters: etcd keeps what it committed across a restart',
+          o.nodeRestartDelayMs,
+        )
+    },
+    create: (o, deadlines, listener) =>
+      new EtcdBackend(
+        client,
+        { prefix: o.prefix, commandTimeoutMs: o.commandTimeoutMs, replicas: o.replicas },
+        deadlines,
+        listener,
+      ),
+  }
+}
+
+/** What a Redis backend takes of the Locker's options. */
+function redisOptions(o: ResolvedLockerOptions): RedisBackendOptions {
+  return {
+    prefix: o.prefix,
+    commandTimeoutMs: o.commandTimeoutMs,
+    fenceTtlMs: o.fenceTtlMs,
+    handoffMs: o.handoffMs,
+    // A queued locker that stops trying (a crashed process) is dropped after this lease. Waiters
+    // try at least every 1.2 × pollMs (the safety poll), so a live one always renews it in time.
+    queueLeaseMs: 3 * o.pollMs + o.commandTimeoutMs,
+  }
+}
+
+function isClient(value: unknown): value is RedisClient {
+  return (
+    value != null &&
+    typeof (value as Partial<Redis>).evalsha === 'function' &&
+    typeof (value as Partial<Redis>).duplicate === 'function'
+  )
+}
+
+/** An array of 3 or more distinct clients (quorum mode). */
+function checkClientList(redis: readonly unknown[]): readonly RedisClient[] {
+  if (redis.length < 3 || redis.length > MAX_QUORUM_NODES) {
+    throw new InvalidLockOptionError(
+      'redis',
+      `an array (quorum mode) must hold 3 to ${MAX_QUORUM_NODES} clients of independent Redis masters; for one Redis pass the client itself`,
+      redis.length,
+    )
+  }
+  const seen = new Set<unknown>()
+  redis.forEach((client: unknown, i) => {
+    if (!isClient(client))
+      throw new InvalidLockOptionError(`redis[${i}]`, 'must be an ioredis Redis or Cluster client', client)
+    if (seen.has(client))
+      throw new InvalidLockOptionError(
+        `redis[${i}]`,
+        'must not repeat a client: each node counts once toward the majority',
+        client,
+      )
+    seen.add(client)
+  })
+  return Object.freeze([...(redis as RedisClient[])])
+}

@@ -1,0 +1,55 @@
+/**
+ * Deadlines for etcd calls: etcd3 retries a call on another member (or the same one, later) by
+ * itself and has no deadline of its own by default, so every call made on a caller's behalf is
+ * given up here after its `ms`. Its late outcome goes to `late` (a key created after its try was
+ * given up must be deleted again). Calls on the wire are counted for `close()`.
+ */
+import type { Deadlines } from '../deadline.js'
+import { InFlightCalls } from '../backend/in-flight.js'
+
+/** An etcd call that did not answer within its deadline. */
+export class EtcdTimeoutError extends Error {
+  constructor(readonly ms: number) {
+    super(`etcd did not answer within ${Math.round(ms)} ms`)
+    this.name = 'EtcdTimeoutError'
+  }
+}
+
+export class EtcdCalls {
+  readonly #deadlines: Deadlines
+  readonly inFlight = new InFlightCalls()
+
+  constructor(deadlines: Deadlines) {
+    this.#deadlines = deadlines
+  }
+
+  /**
+   * Settles with the call, or rejects with {@link EtcdTimeoutError} after `ms`; `late` then gets
+   * what the call answers, if it answers.
+   */
+  run<T>(call: () => Promise<T>, ms: number, late?: (value: T) => void): Promise<T> {
+    const inFlight = this.inFlight
+    inFlight.begin()
+    let sent: Promise<T>
+    try {
+      sent = call()
+    } catch (error) {
+      inFlight.end()
+      return Promise.reject(error instanceof Error ? error : new Error(String(error)))
+    }
+    return new Promise<T>((resolve, reject) => {
+      const entry = this.#deadlines.track(ms, () => reject(new EtcdTimeoutError(ms)))
+      sent.then(
+        (value) => {
+          inFlight.end()
+          if (this.#deadlines.settle(entry)) resolve(value)
+          else late?.(value)
+        },
+        (error: unknown) => {
+          inFlight.end()
+          if (this.#deadlines.settle(entry)) reject(error instanceof Error ? error : new Error(String(error)))
+        },
+      )
+    })
+  }
+}

@@ -1,0 +1,137 @@
+/**
+ * runOnce across processes with a runner frozen past its lease (issue 33 item 3): SIGSTOP 900 ms
+ * with `leaseMs` 300. Frozen after its job finished, the runner had reported `ran` and the next
+ * instance took the tick and ran it again (3 of 3 runs); now the runner records the tick as done
+ * (while it still holds the lease) before it reports `ran`, and a later holder that finds it done
+ * does not run it. Frozen during its job, the runner reports `lost`, not `ran`. The runs are counted
+ * where the job's effect lands: a Redis list it appends to.
+ */
+import { spawn, type ChildProcessWithoutNullStreams } from 'node:child_process'
+import { dirname, join } from 'node:path'
+import { createInterface } from 'node:readline'
+import { fileURLToPath } from 'node:url'
+import type { Redis } from 'ioredis'
+import { afterAll, beforeAll, describe, expect, it } from 'vitest'
+import { connect, ready, unique } from '../support/connections.js'
+import { startRedisServer, type RedisServer } from '../support/redis-server.js'
+
+const here = dirname(fileURLToPath(import.meta.url))
+const EVERY_MS = 4_000
+const LEASE_MS = 300
+const FROZEN_MS = 900
+
+interface Line {
+  event: 'job' | 'report'
+  tick: number
+  outcome?: string
+}
+
+let server: RedisServer
+let admin: Redis
+const children: ChildProcessWithoutNullStreams[] = []
+beforeAll(async () => {
+  server = await startRedisServer()
+  admin = connect({ port: server.port })
+  await ready(admin, server.url)
+})
+afterAll(() => {
+  for (const child of children) {
+    child.kill('SIGCONT')
+    child.kill('SIGKILL')
+  }
+})
+
+/** A worker process; `lines` gets every line it prints after "ready". */
+async function worker(
+  key: string,
+  listKey: string,
+  mode: 'after' | 'during',
+  lines: (line: Line, pid: number) => void,
+) {
+  const child = spawn(
+    process.execPath,
+    [
+      '--import',
+      'tsx',
+      join(here, '..', 'fixtures', 'tick-worker.ts'),
+      server.url,
+      key,
+      `${EVERY_MS}`,
+      `${LEASE_MS}`,
+      listKey,
+      mode,
+    ],
+    { stdio: ['pipe', 'pipe', 'pipe'] },
+  )
+  children.push(child)
+  let errors = ''
+  child.stderr.on('data', (chunk: Buffer) => (errors += chunk.toString()))
+  const isReady = new Promise<void>((resolve, reject) => {
+    child.once('exit', (code) => reject(new Error(`worker exited (${code}): ${errors}`)))
+    createInterface({ input: child.stdout }).on('line', (text) => {
+      if (text === 'ready') return resolve()
+      lines(JSON.parse(text) as Line, child.pid!)
+    })
+  })
+  await isReady
+  return child
+}
+
+/**
+ * Two instances; the first to print `freezeOn` for a tick that began less than 1 s ago (a whole
+ * window ahead) is frozen for 900 ms. Resolves with every instance's outcome of that tick and the
+ * runs its list holds.
+ */
+async function frozenTick(mode: 'after' | 'during'): Promise<{ frozen: string; other: string; runs: number }> {
+  const key = unique('tick-job')
+  const listKey = unique('tick-runs')
+  const freezeOn = mode === 'after' ? 'report' : 'job'
+  const outcomes = new Map<number, Map<number, string>>()
+  let target: { tick: number; pid: number } | undefined
+  let settle!: () => void
+  const both = new Promise<void>((resolve) => (settle = resolve))
+  const byPid = new Map<number, ChildProcessWithoutNullStreams>()
+  const onLine = (line: Line, pid: number) => {
+    if (line.event === 'report') {
+      const of = outcomes.get(line.tick) ?? new Map<number, string>()
+      of.set(pid, line.outcome!)
+      outcomes.set(line.tick, of)
+      if (target && line.tick === target.tick && of.size === 2) settle()
+    }
+    const fresh = Date.now() - line.tick * EVERY_MS < 1_000
+    const ran = line.event === 'job' || line.outcome === 'ran'
+    if (!target && line.event === freezeOn && ran && fresh) {
+      target = { tick: line.tick, pid }
+      const child = byPid.get(pid)!
+      child.kill('SIGSTOP')
+      setTimeout(() => child.kill('SIGCONT'), FROZEN_MS)
+    }
+  }
+  const a = await worker(key, listKey, mode, onLine)
+  byPid.set(a.pid!, a)
+  const b = await worker(key, listKey, mode, onLine)
+  byPid.set(b.pid!, b)
+  await both
+  for (const child of [a, b]) child.stdin.write('quit\n')
+  const { tick, pid } = target!
+  const of = outcomes.get(tick)!
+  const otherPid = [...of.keys()].find((p) => p !== pid)!
+  const runs = (await admin.lrange(listKey, 0, -1)).filter((entry) => entry.startsWith(`${tick}:`)).length
+  return { frozen: of.get(pid)!, other: of.get(otherPid)!, runs }
+}
+
+describe('runOnce with a runner frozen past its lease (real processes, SIGSTOP 900 ms, leaseMs 300)', () => {
+  it('frozen after its job: the tick runs exactly once across the instances (the other finds it done)', async () => {
+    const { frozen, other, runs } = await frozenTick('after')
+    expect(frozen).toBe('ran')
+    expect(other).toBe('skipped')
+    expect(runs).toBe(1)
+  }, 30_000)
+
+  it('frozen during its job: the frozen runner reports lost, the other runs the tick; one ran', async () => {
+    const { frozen, other, runs } = await frozenTick('during')
+    expect(frozen).toBe('lost')
+    expect(other).toBe('ran')
+    expect(runs).toBe(2) // the frozen one's append landed before the freeze: fenced writes are for that
+  }, 30_000)
+})

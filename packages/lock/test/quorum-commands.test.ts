@@ -1,0 +1,85 @@
+/**
+ * What an uncontended acquire + release costs each node in quorum mode (issue 33, "quorum mode at
+ * the anchors' cost"), counted by the nodes themselves (INFO commandstats): with the restart guard
+ * on, the lean grant is EVALSHA, SET and INCR (the marker is read only when a counter is missing,
+ * the counter's expiry refreshed once per slack), the release EVALSHA, GET and DEL — 6 per node,
+ * node-redlock's count. And what the refreshes skipped must not cost: the counter still lives at
+ * least fenceTtlMs after the last grant. Control: with the guard off every grant refreshes it.
+ */
+import type { Redis } from 'ioredis'
+import { describe, expect, it } from 'vitest'
+import { resourceKeys } from '../src/index.js'
+import { makeLocker, ready, unique } from './support/connections.js'
+import { useQuorumNodes } from './support/quorum.js'
+import { waitUntil } from './support/timing.js'
+
+const nodes = useQuorumNodes(3)
+const CYCLES = 40
+const FENCE_TTL_MS = 400_000
+
+/** Calls per command since the last CONFIG RESETSTAT. */
+async function commandCalls(admin: Redis): Promise<Map<string, number>> {
+  const calls = new Map<string, number>()
+  for (const m of (await admin.info('commandstats')).matchAll(/^cmdstat_([^:]+):calls=(\d+)/gm))
+    calls.set(m[1]!, Number(m[2]))
+  return calls
+}
+
+/** Cycles of acquire + release on one resource after a warm-up grant; each node's calls per command. */
+async function countCycles(guard: boolean): Promise<{ calls: Map<string, number>[]; resource: string }> {
+  // Connected first: a connection that becomes ready later starts a new generation (the next grant
+  // reseeds) and the restart guard's check of its node — calls that are not the cycles'.
+  const clients = nodes.clients()
+  await Promise.all(clients.map((c) => ready(c, 'a node')))
+  const locker = makeLocker(clients, { fenceTtlMs: FENCE_TTL_MS, ...(guard ? {} : { nodeRestartDelayMs: 0 }) })
+  const resource = unique('q-cost')
+  const lockKey = resourceKeys('fencelock:', resource).lock
+  // release() resolves once a majority freed the lock: wait until the last node has run it too.
+  const freedEverywhere = () =>
+    waitUntil(async () => (await Promise.all(nodes.admins.map((a) => a.exists(lockKey)))).every((n) => n === 0), {
+      timeoutMs: 30_000,
+      what: 'released on every node',
+    })
+  // The first grant seeds the counters and writes the lease records (again only after a lease, 60 s): not counted.
+  // (Its second phase may raise a node's counter after the count starts: one EVALSHA, GET and SET
+  // at most, allowed for below.)
+  await (await locker.acquire(resource, { ttlMs: 60_000 })).release()
+  await freedEverywhere()
+  await Promise.all(nodes.admins.map((a) => a.config('RESETSTAT')))
+  for (let i = 0; i < CYCLES; i++) {
+    const lock = await locker.acquire(resource, { ttlMs: 60_000 })
+    // A majority granted when acquire() resolves; the release goes out behind each node's grant.
+    expect(await lock.release()).toBe(true)
+  }
+  await freedEverywhere()
+  const calls = await Promise.all(nodes.admins.map(commandCalls))
+  return { calls, resource }
+}
+
+describe('quorum mode, uncontended, what each node executes per acquire + release', () => {
+  it('with the restart guard on: EVALSHA, SET, INCR and EVALSHA, GET, DEL — no marker GET, no PEXPIRE of the counter', async () => {
+    const { calls, resource } = await countCycles(true)
+    for (const c of calls) {
+      expect(c.get('incr')).toBe(CYCLES)
+      expect(c.get('del')).toBe(CYCLES)
+      expect(c.get('pexpire') ?? 0).toBe(0)
+      // Per cycle one each; the warm-up's second phase may add one.
+      expect(c.get('evalsha')).toBeGreaterThanOrEqual(2 * CYCLES)
+      expect(c.get('evalsha')).toBeLessThanOrEqual(2 * CYCLES + 1)
+      expect(c.get('set')).toBeLessThanOrEqual(CYCLES + 1)
+      // The release's GET; a marker read per grant would make it 2 × CYCLES.
+      expect(c.get('get')).toBeLessThanOrEqual(CYCLES + 1)
+    }
+    // The refreshes skipped cost nothing: every counter lives at least fenceTtlMs after the last grant.
+    const fence = resourceKeys('fencelock:', resource).fence
+    for (const admin of nodes.admins) expect(await admin.pttl(fence)).toBeGreaterThanOrEqual(FENCE_TTL_MS)
+  })
+
+  it('control: with the guard off every grant refreshes the counter (a PEXPIRE per grant and node)', async () => {
+    const { calls } = await countCycles(false)
+    for (const c of calls) {
+      expect(c.get('incr')).toBe(CYCLES)
+      expect(c.get('pexpire')).toBe(CYCLES)
+    }
+  })
+})
