@@ -9,13 +9,14 @@
  * No Vitest here: plain processes use it too. A test file adds `afterAll(stopAllRedisServers)`
  * (each package's test support does).
  */
-import { execFileSync, spawn, type ChildProcess } from 'node:child_process'
+import { execFileSync } from 'node:child_process'
 import { existsSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { CannotStartError } from './cli.js'
 import { clockOffsetEnv } from './clock-shim.js'
 import { answersPing, freePort } from './net.js'
+import { ServerProcess } from './server-process.js'
 
 export interface RedisServerOptions {
   /** Start in cluster mode (needed for `CLUSTER KEYSLOT`); no slots are assigned. */
@@ -42,9 +43,7 @@ const live = new Set<RedisServer>()
 export class RedisServer {
   readonly host = HOST
   #port: number
-  #child: ChildProcess | undefined
-  #exited: Promise<void> = Promise.resolve()
-  #log = ''
+  readonly #process: ServerProcess
   readonly #dir: string
   readonly #options: RedisServerOptions
 
@@ -53,6 +52,7 @@ export class RedisServer {
     this.#port = port
     this.#dir = dir
     this.#options = options
+    this.#process = new ServerProcess(`redis-server on port ${port}`)
   }
 
   get port(): number {
@@ -65,20 +65,15 @@ export class RedisServer {
 
   /** PID of the running process; throws when it is not running. */
   get pid(): number {
-    const pid = this.#child?.pid
-    if (pid === undefined || this.#child?.exitCode !== null || this.#child.signalCode !== null) {
-      throw new Error(`redis-server on port ${this.#port} is not running`)
-    }
-    return pid
+    return this.#process.pid
   }
 
   get running(): boolean {
-    return this.#child !== undefined && this.#child.exitCode === null && this.#child.signalCode === null
+    return this.#process.running
   }
 
   /** Spawns the process and resolves once it answers PING. */
   async spawn(): Promise<void> {
-    if (this.running) throw new Error(`redis-server on port ${this.#port} is already running`)
     const sentinel = this.#options.sentinelConfig
     let config: string[] = []
     if (sentinel !== undefined) {
@@ -103,23 +98,8 @@ export class RedisServer {
       ...(this.#options.args ?? []),
     ]
     const env = this.#options.clockOffsetMs === undefined ? process.env : { ...process.env, ...clockOffsetEnv(this.#options.clockOffsetMs) }
-    const child = spawn(redisServerBin(), args, { stdio: ['ignore', 'pipe', 'pipe'], env })
-    this.#child = child
-    this.#log = ''
-    const keep = (chunk: Buffer) => {
-      this.#log = (this.#log + chunk.toString()).slice(-4000)
-    }
-    child.stdout?.on('data', keep)
-    child.stderr?.on('data', keep)
-    this.#exited = new Promise((resolve) => {
-      child.once('exit', () => resolve())
-      // A binary that cannot be spawned (ENOENT) emits 'error' and never 'exit'.
-      child.once('error', () => {
-        if (child.pid === undefined) resolve()
-      })
-    })
-    const spawnError = new Promise<never>((_, reject) => child.once('error', reject))
-    spawnError.catch(() => {})
+    this.#process.start(redisServerBin(), args, env)
+    const spawnError = this.#process.spawnError
     live.add(this)
     const deadline = performance.now() + 5_000
     while (performance.now() < deadline) {
@@ -127,32 +107,24 @@ export class RedisServer {
       if (await Promise.race([answersPing(HOST, this.#port), spawnError])) return
       await new Promise((r) => setTimeout(r, 15))
     }
-    const log = this.#log
+    const log = this.#process.log
     await this.stop()
     throw new Error(`redis-server did not come up on port ${this.#port}:\n${log}`)
   }
 
   /** Kills the process by PID (SIGKILL: a crash, nothing saved) and waits until it is gone. */
   async stop(): Promise<void> {
-    const child = this.#child
-    if (child && this.running && child.pid !== undefined) {
-      try {
-        process.kill(child.pid, 'SIGKILL')
-      } catch {
-        // Already gone.
-      }
-    }
-    await this.#exited
+    await this.#process.kill()
   }
 
   /** SIGSTOP: the process keeps its sockets open but answers nothing. */
   pause(): void {
-    process.kill(this.pid, 'SIGSTOP')
+    this.#process.pause()
   }
 
   /** SIGCONT after {@link pause}. */
   resume(): void {
-    process.kill(this.pid, 'SIGCONT')
+    this.#process.resume()
   }
 
   /** Kills the process and starts a fresh one on the same port: all data is gone. */
@@ -170,14 +142,7 @@ export class RedisServer {
 
   /** @internal Synchronous last-resort kill for the process exit hook. */
   killNow(): void {
-    const pid = this.#child?.pid
-    if (pid !== undefined && this.running) {
-      try {
-        process.kill(pid, 'SIGKILL')
-      } catch {
-        // Already gone.
-      }
-    }
+    this.#process.killNow()
     rmSync(this.#dir, { recursive: true, force: true })
   }
 }

@@ -38,7 +38,7 @@ beforeAll(async () => {
   await admin.connect()
   dir = await mkdtemp(join(tmpdir(), 'fencing-migrations-'))
   project = (await readMigrations()).map((m) => m.name)
-  expect(project).toEqual(['20251126000000_init', '20261126000000_fence_guard', '20261126000100_payment_gateway', '20261201000000_fence_guard_token', '20261201000100_gateway_fence_guard_token', '20261202000000_order_reference', '20261203000000_stock_segments'])
+  expect(project).toEqual(['20251126000000_init', '20261126000000_fence_guard', '20261126000100_payment_gateway', '20261201000000_fence_guard_token', '20261201000100_gateway_fence_guard_token', '20261202000000_order_reference', '20261203000000_stock_segments', '20261205000000_fence_guard_round4', '20261205000100_gateway_fence_guard_round4', '20261205000200_stock_segment_fence_guard_round4'])
 })
 
 afterAll(async () => {

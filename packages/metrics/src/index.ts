@@ -9,9 +9,8 @@ export {
   type AcquireOutcome,
   type ReleaseOutcome,
   type RenewOutcome,
-  type LockMetrics,
-  type FencingMetrics,
-} from './lock-metrics.js'
+} from './measurements.js'
+export type { LockMetrics, FencingMetrics } from './lock-metrics.js'
 export { BucketHistogram, HistogramSeries } from './bucket-histogram.js'
 export { defaultGroupOf, OTHER_LABEL, MAX_LABEL_CHARS } from './label-limiter.js'
 export { METRICS_DEFAULTS, type InstrumentOptions, type FencingInstrumentOptions, type AnyRegistry } from './options.js'

@@ -18,6 +18,18 @@ export function defaultGroupOf(resource: string): string {
   return colon === -1 ? resource : resource.slice(0, colon)
 }
 
+/**
+ * What `groupOf` maps `resource` to, `undefined` when it throws (which {@link LabelLimiter.admit}
+ * then counts as `other`): a mapping bug must not break locking or lose the event.
+ */
+export function groupFor(groupOf: (resource: string) => unknown, resource: string): unknown {
+  try {
+    return groupOf(resource)
+  } catch {
+    return undefined
+  }
+}
+
 /** Cuts a label value to {@link MAX_LABEL_CHARS} without splitting a surrogate pair. */
 export function truncateLabel(value: string): string {
   if (value.length <= MAX_LABEL_CHARS) return value

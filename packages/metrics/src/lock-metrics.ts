@@ -2,42 +2,15 @@ import { Counter, Gauge } from 'prom-client'
 import { BucketHistogram, type HistogramSeries } from './bucket-histogram.js'
 import { MetricConflictError } from './errors.js'
 import { LabelLimiter } from './label-limiter.js'
+import {
+  ACQUIRE_OUTCOMES,
+  HOLD_BUCKETS_SECONDS,
+  RELEASE_OUTCOMES,
+  RENEW_OUTCOMES,
+  WAIT_BUCKETS_SECONDS,
+  GroupCounts,
+} from './measurements.js'
 import type { AnyRegistry } from './options.js'
-
-/**
- * Buckets of `fencelock_wait_seconds`, in seconds. An uncontended acquire is one Redis round trip
- * (0.1-0.5 ms on a LAN), so 0.5 ms is the first bucket and 1-5 ms still tells a free lock from a
- * short queue; contended waits are a holder's critical section (tens of ms to seconds). 1 s is a
- * boundary because the `FenceLockHighWaitP99` alert compares the P99 with it: the estimate
- * exceeds 1 exactly when more than 1 % of waits were longer than 1 s, whatever the interpolation
- * inside a bucket. 10 s is the lock's default `waitMs`, so default timeouts land in (10, 30];
- * a wait past 30 s is outside what a lease lock is for, and +Inf catches it.
- * prom-client's defaults (5 ms to 10 s, for web requests) would put every uncontended acquire in
- * the first bucket and make the P50 of a healthy system meaningless.
- */
-export const WAIT_BUCKETS_SECONDS: readonly number[] = Object.freeze([
-  0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30,
-])
-
-/**
- * Buckets of `fencelock_hold_seconds`, in seconds: from a 1 ms critical section to 5 minutes.
- * 30 s is the lock's default TTL; longer holds exist only with the watchdog (`using()`), so the
- * buckets past it are coarse.
- */
-export const HOLD_BUCKETS_SECONDS: readonly number[] = Object.freeze([
-  0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 300,
-])
-
-/** Outcomes of `fencelock_acquire_total`. */
-export const ACQUIRE_OUTCOMES = Object.freeze(['acquired', 'timeout', 'aborted', 'error'] as const)
-/** Outcomes of `fencelock_release_total`. */
-export const RELEASE_OUTCOMES = Object.freeze(['released', 'expired'] as const)
-/** Outcomes of `fencelock_renew_total`. */
-export const RENEW_OUTCOMES = Object.freeze(['ok', 'lost', 'error'] as const)
-
-export type AcquireOutcome = (typeof ACQUIRE_OUTCOMES)[number]
-export type ReleaseOutcome = (typeof RELEASE_OUTCOMES)[number]
-export type RenewOutcome = (typeof RENEW_OUTCOMES)[number]
 
 /** The lock metrics, as registered (names per docs/METRICS.md; shown with the default prefix). */
 export interface LockMetrics {
@@ -73,24 +46,22 @@ export interface FencingMetrics {
  * metric. Counter fields hold increments not yet handed to prom-client; `held` is absolute.
  * Histograms are observed directly, on series looked up once.
  */
-export class GroupState {
-  readonly group: string
-  readonly acquire: Record<AcquireOutcome, number> = { acquired: 0, timeout: 0, aborted: 0, error: 0 }
-  readonly release: Record<ReleaseOutcome, number> = { released: 0, expired: 0 }
-  readonly renew: Record<RenewOutcome, number> = { ok: 0, lost: 0, error: 0 }
-  lost = 0
-  held = 0
-  /** Elections won, not yet handed to the counter. */
-  elected = 0
-  /** Names of the group this process leads now (absolute). */
-  leading = 0
+export class GroupState extends GroupCounts {
   readonly wait: HistogramSeries
   readonly hold: HistogramSeries
 
   constructor(group: string, metrics: LockMetrics) {
-    this.group = group
+    super(group)
     this.wait = metrics.waitSeconds.labels(group)
     this.hold = metrics.holdSeconds.labels(group)
+  }
+
+  observeWait(seconds: number): void {
+    this.wait.observe(seconds)
+  }
+
+  observeHold(seconds: number): void {
+    this.hold.observe(seconds)
   }
 }
 

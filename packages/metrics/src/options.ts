@@ -72,13 +72,22 @@ export interface ResolvedInstrumentOptions extends ResolvedFencingOptions {
 
 const METRIC_PREFIX = /^[a-zA-Z_:][a-zA-Z0-9_:]*$/
 
-function checkObject(value: unknown): Record<string, unknown> {
+/**
+ * The options object, `{}` when omitted.
+ * @param names the options `what` takes: any other name is a typo or an option of another function,
+ *   refused rather than ignored.
+ */
+export function checkObject(value: unknown, what: string, names: readonly string[]): Record<string, unknown> {
   if (value === undefined) return {}
   if (value === null || typeof value !== 'object' || Array.isArray(value)) throw new InvalidMetricsOptionError('options', 'must be an object', value)
-  return value as Record<string, unknown>
+  const o = value as Record<string, unknown>
+  for (const key of Object.keys(o)) {
+    if (!names.includes(key)) throw new InvalidMetricsOptionError(key, `is not an option of ${what} (the options are ${names.join(', ')})`, o[key])
+  }
+  return o
 }
 
-function checkCount(field: string, value: unknown): number {
+export function checkCount(field: string, value: unknown): number {
   if (typeof value !== 'number' || !Number.isInteger(value) || value < 1 || value > 1_000) {
     throw new InvalidMetricsOptionError(field, 'must be an integer from 1 to 1000', value)
   }
@@ -103,7 +112,7 @@ function checkRegistry(value: unknown): AnyRegistry | undefined {
 }
 
 /** An optional list of label values to create up front: non-empty strings, at most the cap. */
-function checkNames(field: string, value: unknown, max: number, maxField: string): readonly string[] {
+export function checkNames(field: string, value: unknown, max: number, maxField: string): readonly string[] {
   if (value === undefined) return []
   if (!Array.isArray(value) || value.some((v) => typeof v !== 'string' || v.length === 0)) {
     throw new InvalidMetricsOptionError(field, 'must be an array of non-empty strings', value)
@@ -112,8 +121,11 @@ function checkNames(field: string, value: unknown, max: number, maxField: string
   return [...(value as string[])]
 }
 
-export function resolveFencingOptions(options: unknown): ResolvedFencingOptions {
-  const o = checkObject(options)
+const FENCING_OPTION_NAMES = ['registry', 'prefix', 'maxModels', 'models'] as const
+const INSTRUMENT_OPTION_NAMES = [...FENCING_OPTION_NAMES, 'groupOf', 'maxGroups', 'groups'] as const
+
+export function resolveFencingOptions(options: unknown, what = 'instrumentFencing', names: readonly string[] = FENCING_OPTION_NAMES): ResolvedFencingOptions {
+  const o = checkObject(options, what, names)
   const prefix = o.prefix ?? METRICS_DEFAULTS.prefix
   if (typeof prefix !== 'string' || (prefix !== '' && !METRIC_PREFIX.test(prefix)) || prefix.length > 64) {
     throw new InvalidMetricsOptionError('prefix', 'must be at most 64 characters of [a-zA-Z0-9_:], not starting with a digit', prefix)
@@ -123,10 +135,17 @@ export function resolveFencingOptions(options: unknown): ResolvedFencingOptions 
 }
 
 export function resolveInstrumentOptions(options: unknown): ResolvedInstrumentOptions {
-  const base = resolveFencingOptions(options)
-  const o = checkObject(options)
-  const groupOf = o.groupOf ?? defaultGroupOf
+  const base = resolveFencingOptions(options, 'instrument', INSTRUMENT_OPTION_NAMES)
+  return { ...base, ...resolveGroupOptions(options as Record<string, unknown> | undefined, METRICS_DEFAULTS.maxGroups) }
+}
+
+/** `groupOf`, `maxGroups` and `groups` of an options object whose names were checked already. */
+export function resolveGroupOptions(
+  o: Record<string, unknown> | undefined,
+  defaultMaxGroups: number,
+): { groupOf: (resource: string) => string; maxGroups: number; groups: readonly string[] } {
+  const groupOf = o?.groupOf ?? defaultGroupOf
   if (typeof groupOf !== 'function') throw new InvalidMetricsOptionError('groupOf', 'must be a function', groupOf)
-  const maxGroups = checkCount('maxGroups', o.maxGroups ?? METRICS_DEFAULTS.maxGroups)
-  return { ...base, groupOf: groupOf as (resource: string) => string, maxGroups, groups: checkNames('groups', o.groups, maxGroups, 'maxGroups') }
+  const maxGroups = checkCount('maxGroups', o?.maxGroups ?? defaultMaxGroups)
+  return { groupOf: groupOf as (resource: string) => string, maxGroups, groups: checkNames('groups', o?.groups, maxGroups, 'maxGroups') }
 }

@@ -43,6 +43,9 @@ describe('options', () => {
     ['groups', 'order'],
     ['groups', ['order', '']],
     ['models', [42]],
+    // A typo, and an option of the OpenTelemetry path: refused by name, not ignored.
+    ['maxgroups', 5],
+    ['meterProvider', {}],
   ]
   for (const [field, value] of bad) {
     it(`rejects ${field} = ${JSON.stringify(value) ?? String(value)} with InvalidMetricsOptionError before any registration`, () => {
@@ -76,6 +79,8 @@ describe('options', () => {
 
   it('rejects bad fencing options and a bad handler registry the same way', () => {
     expect(() => instrumentFencing({ maxModels: 0 })).toThrow(InvalidMetricsOptionError)
+    // groupOf is an option of instrument(), not of instrumentFencing().
+    expect(() => instrumentFencing({ groupOf: () => 'x' } as never)).toThrow(expect.objectContaining({ name: 'InvalidMetricsOptionError', field: 'groupOf' }))
     expect(() => instrumentFencing({ models: ['A', 'B'], maxModels: 1 })).toThrow(InvalidMetricsOptionError)
     expect(() => instrumentFencing({ registry: {} as Registry })).toThrow(InvalidMetricsOptionError)
     expect(() => metricsHandler(undefined as never)).toThrow(InvalidMetricsOptionError)

@@ -8,13 +8,13 @@
 import { createServer, type Server } from 'node:http'
 import type { AddressInfo } from 'node:net'
 import { join } from 'node:path'
-import { LockTimeoutError, LockUnavailableError } from '@fencelock/lock'
 import { Registry } from 'prom-client'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
-import { instrument, metricsHandler, WAIT_BUCKETS_SECONDS } from '../src/index.js'
+import { instrument, metricsHandler } from '../src/index.js'
+import { bucketOf, contendedWorkload, quantile, scalar, scrapeConfig, until } from './support/contended-workload.js'
 import { loadDashboard, panelQueries, substituteTemplateVars } from './support/dashboard.js'
 import { startPrometheus, type PrometheusServer } from './support/prometheus-server.js'
-import { connect, connectShared, makeLocker, sleep, uniqueGroup } from './support/redis.js'
+import { connect, connectShared, makeLocker, uniqueGroup } from './support/redis.js'
 
 const RULES = join(import.meta.dirname, '..', 'prometheus', 'alerts.yml')
 const GROUP = uniqueGroup('scrape')
@@ -22,33 +22,6 @@ const RESOURCES = 4
 const WORKERS_PER_RESOURCE = 4
 const LOCKERS = 3
 const RUN_MS = 6_000
-
-/** Index of the bucket a wait falls in: 0 for ≤ 0.5 ms, ..., the last for > 30 s (+Inf). */
-function bucketOf(seconds: number): number {
-  const i = WAIT_BUCKETS_SECONDS.findIndex((le) => seconds <= le)
-  return i === -1 ? WAIT_BUCKETS_SECONDS.length : i
-}
-
-/** The q-quantile of sorted values, by nearest rank (what a histogram_quantile estimates). */
-function quantile(sorted: number[], q: number): number {
-  return sorted[Math.max(0, Math.ceil(q * sorted.length) - 1)]!
-}
-
-const scalar = async (prometheus: PrometheusServer, expr: string): Promise<number> => {
-  const result = await prometheus.query(expr)
-  if (result.length !== 1) throw new Error(`${expr}: expected one sample, got ${JSON.stringify(result)}`)
-  return Number(result[0]!.value[1])
-}
-
-async function until<T>(what: string, probe: () => Promise<T | undefined>, ms = 10_000): Promise<T> {
-  const end = performance.now() + ms
-  for (;;) {
-    const value = await probe().catch(() => undefined)
-    if (value !== undefined) return value
-    if (performance.now() > end) throw new Error(`${what}: not within ${ms} ms`)
-    await sleep(200)
-  }
-}
 
 describe('Prometheus scraping real contended locks', () => {
   const registry = new Registry()
@@ -68,19 +41,7 @@ describe('Prometheus scraping real contended locks', () => {
     server = createServer(metricsHandler(registry))
     await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve))
     const target = `127.0.0.1:${(server.address() as AddressInfo).port}`
-    prometheus = await startPrometheus({
-      config: [
-        'global:',
-        '  scrape_interval: 1s',
-        '  evaluation_interval: 1s',
-        'rule_files:',
-        `  - ${JSON.stringify(RULES)}`,
-        'scrape_configs:',
-        '  - job_name: fencelock-it',
-        '    static_configs:',
-        `      - targets: ['${target}']`,
-      ].join('\n'),
-    })
+    prometheus = await startPrometheus({ config: scrapeConfig(target, RULES) })
   })
 
   afterAll(async () => {
@@ -89,54 +50,37 @@ describe('Prometheus scraping real contended locks', () => {
   })
 
   const workers = { lockers: [] as ReturnType<typeof makeLocker>[] }
-  const fencing = { onRejection: (_: { model: string; operation: string; token: bigint; storedToken: bigint | undefined }) => {} }
+  const fencing = {
+    onRejection: (_: { model: string; operation: string; token: bigint; storedToken: bigint | undefined }) => {},
+  }
 
   it('agrees with the measured wait P99 and success ratio', async () => {
     // Zeros first: at least two scrapes of the empty group before any lock is taken.
     await until('two scrapes of the zero series', async () => {
-      const n = await scalar(prometheus, `count_over_time(fencelock_acquire_total{group="${GROUP}",outcome="acquired"}[1m])`)
+      const n = await scalar(
+        prometheus,
+        `count_over_time(fencelock_acquire_total{group="${GROUP}",outcome="acquired"}[1m])`,
+      )
       return n >= 2 ? n : undefined
     })
 
     // The workload: RESOURCES resources, each contended by WORKERS_PER_RESOURCE workers spread
     // over LOCKERS lockers (each its own connection). Holds of 1-20 ms. Half the workers wait at
-    // most 40 ms and time out now and then; the others wait up to 3 s.
-    const waits: number[] = []
-    let acquired = 0
-    let timeouts = 0
-    // Under heavy load a call can still end unavailable (outcome error, its wait observed):
-    // counted apart, and compared one to one with the error series.
-    let unavailable = 0
-    const stopAt = performance.now() + RUN_MS
+    // most 40 ms and time out now and then; the others wait up to 3 s. Under heavy load a call
+    // can still end unavailable (outcome error, its wait observed): counted apart, and compared
+    // one to one with the error series.
     // A few stale writes rejected by the fence, so the dashboard's rejection panel has data.
     setTimeout(() => {
-      for (let i = 0; i < 3; i++) fencing.onRejection({ model: 'Product', operation: 'update', token: 1n, storedToken: 2n })
+      for (let i = 0; i < 3; i++)
+        fencing.onRejection({ model: 'Product', operation: 'update', token: 1n, storedToken: 2n })
     }, RUN_MS / 2)
-    const worker = async (index: number) => {
-      const locker = workers.lockers[index % LOCKERS]!
-      const resource = `${GROUP}:${index % RESOURCES}`
-      const waitMs = index % 2 === 0 ? 40 : 3_000
-      while (performance.now() < stopAt) {
-        const start = performance.now()
-        try {
-          const lock = await locker.acquire(resource, { waitMs })
-          waits.push((performance.now() - start) / 1000)
-          acquired++
-          await sleep(1 + Math.random() * 19)
-          await lock.release()
-        } catch (error) {
-          if (error instanceof LockUnavailableError) {
-            waits.push((performance.now() - start) / 1000)
-            unavailable++
-            continue
-          }
-          if (!(error instanceof LockTimeoutError)) throw error
-          waits.push((performance.now() - start) / 1000)
-          timeouts++
-        }
-      }
-    }
-    await Promise.all(Array.from({ length: RESOURCES * WORKERS_PER_RESOURCE }, (_, i) => worker(i)))
+    const { waits, acquired, timeouts, unavailable } = await contendedWorkload({
+      lockers: workers.lockers,
+      group: GROUP,
+      resources: RESOURCES,
+      workersPerResource: WORKERS_PER_RESOURCE,
+      runMs: RUN_MS,
+    })
 
     const total = acquired + timeouts + unavailable
     const ratio = acquired / total
@@ -146,9 +90,7 @@ describe('Prometheus scraping real contended locks', () => {
 
     // Wait until Prometheus has scraped the final values.
     await until('the final scrape', async () =>
-      (await scalar(prometheus, `sum(fencelock_acquire_total{group="${GROUP}"})`)) === total
-        ? true
-        : undefined,
+      (await scalar(prometheus, `sum(fencelock_acquire_total{group="${GROUP}"})`)) === total ? true : undefined,
     )
     expect(await scalar(prometheus, `sum(fencelock_acquire_total{group="${GROUP}",outcome="acquired"})`)).toBe(acquired)
     expect(await scalar(prometheus, `sum(fencelock_wait_seconds_count{group="${GROUP}"})`)).toBe(total)
@@ -158,7 +100,10 @@ describe('Prometheus scraping real contended locks', () => {
 
     const sorted = [...waits].sort((a, b) => a - b)
     const trueP99 = quantile(sorted, 0.99)
-    const promP99 = await scalar(prometheus, `histogram_quantile(0.99, sum(rate(fencelock_wait_seconds_bucket{group="${GROUP}"}[1m])) by (le))`)
+    const promP99 = await scalar(
+      prometheus,
+      `histogram_quantile(0.99, sum(rate(fencelock_wait_seconds_bucket{group="${GROUP}"}[1m])) by (le))`,
+    )
     const promRatio = await scalar(
       prometheus,
       `sum(rate(fencelock_acquire_total{group="${GROUP}",outcome="acquired"}[1m])) / sum(rate(fencelock_acquire_total{group="${GROUP}"}[1m]))`,
@@ -191,7 +136,9 @@ describe('Prometheus scraping real contended locks', () => {
     // The rules loaded without error.
     const rules = await prometheus.api<{ groups: { rules: { name: string; health: string }[] }[] }>('rules')
     const loaded = rules.data!.groups.flatMap((g) => g.rules)
-    expect(loaded.map((r) => r.name)).toEqual(expect.arrayContaining(['FenceLockLowAcquireSuccess', 'FenceLockHighWaitP99', 'FenceLockHighExpiryRate']))
+    expect(loaded.map((r) => r.name)).toEqual(
+      expect.arrayContaining(['FenceLockLowAcquireSuccess', 'FenceLockHighWaitP99', 'FenceLockHighExpiryRate']),
+    )
     for (const r of loaded) expect(r.health, r.name).toBe('ok')
   })
 })

@@ -21,6 +21,7 @@ import { spawn } from 'node:child_process'
 import { randomBytes } from 'node:crypto'
 import { readdirSync, readFileSync, writeFileSync } from 'node:fs'
 import { join } from 'node:path'
+import { freePort } from '@fencelock/devkit/net'
 import { startRedisServer, stopAllRedisServers, type RedisServer } from '@fencelock/devkit/redis-server'
 import { LOCK_DEFAULTS, resourceKeys } from '@fencelock/lock'
 import { Redis } from 'ioredis'
@@ -114,6 +115,8 @@ function sourceOf(b: Block, name = slug(b), code = b.code): Source & { text: str
 const CONTROL: Block = { doc: 'control.md', line: 1000, kind: 'ts', code: "import { Locker } from '@fencelock/lock'\nconst n: number = Locker.name.length\nconst s: number = 'not a number'", mode: 'compile-only', reason: 'control', assumes: [] }
 /** A control that runs: a program that never quits its Redis client (issue 20: six examples ran until killed). */
 const HANGS: Block = { doc: 'control.md', line: 2000, kind: 'ts', code: "import { Redis } from 'ioredis'\nconst redis = new Redis(process.env.REDIS_URL ?? '')\nconsole.log(await redis.ping())", mode: 'runs', assumes: [] }
+/** A control with Redis down: the pattern of round 3's examples, `quit()` after the lock's error (issue 35: hung until killed). */
+const QUITS: Block = { doc: 'control.md', line: 3000, kind: 'ts', code: "import { Locker } from '@fencelock/lock'\nimport { Redis } from 'ioredis'\nconst redis = new Redis(process.env.REDIS_URL ?? '')\nconst locker = new Locker(redis)\ntry {\n  await locker.using('x', async () => {})\n} finally {\n  await locker.close()\n  await redis.quit()\n}", mode: 'runs', assumes: [] }
 /** The pay program with the lock's token as the idempotency key: the unprotected variant. */
 const tokenKeyed = (b: Block) => ({ ...b, code: b.code.replace(PAY_KEY, "'idempotency-key': `${lock.token}`") })
 
@@ -125,6 +128,7 @@ beforeAll(async () => {
     ...programs.map((b) => sourceOf(b)),
     sourceOf(CONTROL, 'control'),
     sourceOf(HANGS, 'control-hangs'),
+    sourceOf(QUITS, 'control-quits'),
     ...pays.map((b) => sourceOf(tokenKeyed(b), `${slug(b)}-token-key`)),
   ]
   writeFileSync(join(scratch, 'docs', 'given.ts'), GIVEN_MODULE)
@@ -399,6 +403,33 @@ describe.concurrent('the blocks that run', () => {
     } finally {
       await s.close()
     }
+  })
+
+  // Redis down (issue 35): a block must end with the lock's typed error, not hang on a client
+  // that waits for a connection that never comes (ioredis queues `quit()`), and not pass silently.
+  // The bound is the harness's, with room for a loaded machine: that acquire fails at once rather
+  // than after `waitMs` is the lock's own test (packages/lock), where the timing is controlled.
+  it.for(distinct(runs.filter((b) => b.code.includes('REDIS_URL'))))('%s exits with LockUnavailableError when Redis is down', async ([, b], { expect }) => {
+    const s = await services(b)
+    try {
+      const down = async () => `redis://127.0.0.1:${await freePort()}` // nothing listens there
+      const env: NodeJS.ProcessEnv = { ...s.env, REDIS_URL: await down() }
+      if (s.env.REDIS_URLS !== undefined) env.REDIS_URLS = [await down(), await down(), await down()].join(',')
+      const outcome = await start(compiled(b), env, 45_000).done
+      expect(outcome.timedOut, `${outcome.stdout}\n${outcome.stderr}`).toBe(false)
+      expect(outcome.code, outcome.stdout).not.toBe(0)
+      expect(outcome.stderr).toMatch(/LockUnavailableError: .*(the connection to Redis is down|did not answer)/)
+    } finally {
+      await s.close()
+    }
+  })
+
+  // 15 s, not the blocks' 45: past the lock's whole default wait (10 s) and past the slowest block's
+  // exit with Redis down (about 3 s quiet, 11 s loaded), it still runs — it never ends by itself
+  // (ioredis queues the quit() for a connection that never comes); 45 s cost 30 s of every npm test.
+  it('control: with Redis down, a program that quit()s its client after the lock’s error is reported as a hang', async ({ expect }) => {
+    const outcome = await start(compiled(QUITS, 'control-quits'), { REDIS_URL: `redis://127.0.0.1:${await freePort()}` }, 15_000).done
+    expect(outcome.timedOut, outcome.stderr).toBe(true)
   })
 
   it.for(scripts.map((b) => [where(b), b] as const))('%s (CommonJS) runs to exit 0', async ([, b], { expect }) => {

@@ -2,7 +2,7 @@
  * The packages as a user gets them, installed once per test run and shared by every test file of
  * this package (the global setup makes it): `npm pack` of @fencelock/lock, fencing and metrics (built
  * first by turbo), installed with their peers — and what the docs' examples import besides (express,
- * Drizzle, Kysely) — into a scratch project outside the workspace, where no workspace link and no
+ * Drizzle, Kysely, the OpenTelemetry SDK) — into a scratch project outside the workspace, where no workspace link and no
  * hoisted module can help; then `prisma generate` of the user's schema (fixtures/schema.prisma).
  */
 import { spawnSync } from 'node:child_process'
@@ -14,10 +14,22 @@ import { fileURLToPath } from 'node:url'
 const here = dirname(fileURLToPath(import.meta.url))
 export const repoRoot = join(here, '..', '..', '..', '..')
 export const PACKAGES = ['lock', 'fencing', 'metrics'] as const
-// The versions the workspace is tested with (root and package manifests).
-const PEERS = ['ioredis@6.0.0', 'prom-client@15.1.3', '@prisma/client@7.10.0', '@prisma/adapter-pg@7.10.1', 'pg@8.23.1', 'prisma@7.10.1', 'typescript@5.9.3', '@types/node@20']
-// What the doc blocks import besides the packages and their peers (the versions the workspace has).
-const DOC_IMPORTS = ['express@5.3.0', '@types/express@5.0.6', 'drizzle-orm@0.45.4', 'kysely@0.28.19', '@types/pg@8.23.1']
+// The versions the workspace is tested with (root and package manifests); etcd3 is the lock's
+// optional peer for etcd (docs/LOCK.md's etcd section imports it).
+const PEERS = ['ioredis@6.0.0', 'etcd3@1.1.2', 'prom-client@15.1.3', '@opentelemetry/api@1.9.1', '@prisma/client@7.10.0', '@prisma/adapter-pg@7.10.1', 'pg@8.23.1', 'prisma@7.10.1', 'typescript@5.9.3', '@types/node@20']
+// What the doc blocks import besides the packages and their peers (the versions the workspace has):
+// docs/METRICS.md's OpenTelemetry section sets up the SDK, as an application does.
+const DOC_IMPORTS = [
+  'express@5.3.0',
+  '@types/express@5.0.6',
+  'drizzle-orm@0.45.4',
+  'kysely@0.28.19',
+  '@types/pg@8.23.1',
+  '@opentelemetry/context-async-hooks@2.12.0',
+  '@opentelemetry/exporter-prometheus@0.223.0',
+  '@opentelemetry/sdk-metrics@2.12.0',
+  '@opentelemetry/sdk-trace-base@2.12.0',
+]
 
 /** The scratch project: its folder and the three tarballs installed in it. */
 export interface ScratchProject {
