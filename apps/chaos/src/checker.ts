@@ -53,6 +53,8 @@ export interface StoreCounts {
   readonly paidUnchargedOrders?: number
   readonly amountMismatchOrders?: number
   readonly unmatchedCharges?: number
+  /** Orders left pending with no payment intent after the reconciler's pass (their unit held). Absent: 0. */
+  readonly unsettledOrders?: number
 }
 
 /** One critical section. `exit` is the end of the history when the holder never left. */
@@ -361,7 +363,7 @@ export function checkHistory(events: readonly HistoryEvent[], counts: StoreCount
   const overlaps = findOverlaps(sections, events)
   const writes = events.filter((e): e is WriteEvent => e.k === 'write')
   const died = openAtDeath(events)
-  const moneyViolations = (counts.chargedUnpaidOrders ?? 0) + (counts.paidUnchargedOrders ?? 0) + (counts.amountMismatchOrders ?? 0) + (counts.unmatchedCharges ?? 0)
+  const moneyViolations = (counts.chargedUnpaidOrders ?? 0) + (counts.paidUnchargedOrders ?? 0) + (counts.amountMismatchOrders ?? 0) + (counts.unmatchedCharges ?? 0) + (counts.unsettledOrders ?? 0)
   return {
     sections: sections.length,
     operations: events.filter((e) => e.k === 'op').length,

@@ -16,6 +16,7 @@
  *
  * On `{ cmd: 'stop' }` it stops, sends its grant records (hammer-check.ts's GrantRecord) and exits.
  */
+import { SET_FENCE_TOKEN_SQL } from '@fencelock/fencing/pg'
 import { Locker, type Leadership, type Schedule } from '@fencelock/lock'
 import { Redis } from 'ioredis'
 import pg from 'pg'
@@ -72,7 +73,7 @@ async function transaction(token: bigint, viaFence: boolean, body: (c: pg.PoolCl
   let broken: unknown
   try {
     await c.query('BEGIN')
-    if (viaFence) await c.query(`SELECT set_config('fencelock.token', $1, true)`, [token.toString()])
+    if (viaFence) await c.query(SET_FENCE_TOKEN_SQL, [token.toString()])
     await body(c)
     await c.query('COMMIT')
     return 'accepted' as const

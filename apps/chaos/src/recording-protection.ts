@@ -67,15 +67,17 @@ export function recordingProtection(inner: Protection, recorder: Recorder, inst:
               outsideCall: (key) => guard.outsideCall(key),
               // A read writes no business data (in fenced mode only the row's fence): its refusal
               // is recorded, an accepted one is not a write of the history.
-              read: async (row) => {
+              read: async (row, also) => {
                 try {
-                  return await guard.read(row)
+                  return await guard.read(row, also)
                 } catch (error) {
                   if (error instanceof StaleFencingTokenError) recorder.record({ k: 'write', inst, res: resource, row: rowName(row), token, outcome: 'rejected' })
                   throw error
                 }
               },
               write: recorded('write'),
+              // Recorded with its place in the commit order, so run as a transaction of its one statement.
+              writeOne: recorded('write'),
               transaction: recorded('transaction'),
             })
           } finally {

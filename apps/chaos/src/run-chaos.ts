@@ -200,7 +200,7 @@ PostgreSQL pool, a redis-server and a schema of their own, the rows under the da
 leaders write their term to one row the whole time. ${ELECTION_PAUSES} times per run the current leader is frozen
 (SIGSTOP, between two of its writes) for 1-3 × its lease (300 ms), a successor is elected and writes, and the frozen one wakes
 with a write in flight under the term it was elected with. **Fenced**, every write of a leader sets
-its term as the transaction's token (\`set_config('fencelock.token', term, true)\`, the database guard's
+its term as the transaction's token (\`SET_FENCE_TOKEN_SQL\` of \`@fencelock/fencing/pg\`, the database guard's
 path for any client, here \`pg\`): the database must accept no write of a deposed leader
 after its successor's (0 out of term order) and must have refused some (the pauses bit). **Unfenced**, the
 same code with plain transactions: some land out of order. Leases are checked from the outside on the

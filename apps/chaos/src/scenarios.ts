@@ -362,7 +362,7 @@ export function verdict(scenario: Scenario, fenced: RunResult, lock: RunResult):
   if (f.oversoldUnits > 0) problems.push(`fenced: ${f.oversoldUnits} oversold`)
   if (f.doubleChargedOrders > 0) problems.push(`fenced: ${f.doubleChargedOrders} orders charged twice (gateway ledger)`)
   if (f.lostUpdates > 0) problems.push(`fenced: ${f.lostUpdates} lost updates`)
-  if (f.moneyViolations > 0) problems.push(`fenced: ${f.moneyViolations} orders or charges the ledger and the shop disagree on (charged and not paid, paid and not charged, another amount, or of no order)`)
+  if (f.moneyViolations > 0) problems.push(`fenced: ${f.moneyViolations} orders or charges the ledger and the shop disagree on (charged and not paid, paid and not charged, another amount, of no order, or left pending with no intent)`)
   for (const r of [fenced, lock]) {
     // A failover without `replicas` (the lock-only run of a topology scenario) may hand out a token
     // the new primary never saw: shown, not judged. With `replicas: 1` tokens must increase.

@@ -306,4 +306,10 @@ describe('a worker killed mid-operation (worker-kill-9)', () => {
     const r = checkHistory(sorted([...life, ...deaths]), counts)
     expect(r).toMatchObject({ moneyViolations: 1, safetyViolations: 1 })
   })
+
+  it('an order the dead worker left pending with no intent, still unsettled after the pass, is a violation too', () => {
+    const counts = { oversoldUnits: 0, lostUpdates: 0, doubleChargedOrders: 0, gatewayCharges: 2, payments: 2, unsettledOrders: 1 }
+    expect(checkHistory(sorted([...life, ...deaths]), counts)).toMatchObject({ moneyViolations: 1, safetyViolations: 1 })
+    expect(checkHistory(sorted([...life, ...deaths]), { ...counts, unsettledOrders: 0 })).toMatchObject({ moneyViolations: 0 })
+  })
 })

@@ -84,7 +84,7 @@ describe('verdict of the worker-kill-9 scenario', () => {
   it('fails a run in which no worker was killed or died after a charge, and a fenced run with money the ledger and the shop disagree on', () => {
     const money = { oversoldUnits: 0, lostUpdates: 0, doubleChargedOrders: 0, gatewayCharges: 2, payments: 1, chargedUnpaidOrders: 1 }
     expect(verdict(killScenario, killRun('fenced', 1, money), killRun('lock', 0))).toEqual([
-      'fenced: 1 orders or charges the ledger and the shop disagree on (charged and not paid, paid and not charged, another amount, or of no order)',
+      'fenced: 1 orders or charges the ledger and the shop disagree on (charged and not paid, paid and not charged, another amount, of no order, or left pending with no intent)',
       'lock: no fault was injected',
       'lock: no worker was killed mid-charge',
       'lock: no worker died right after a charge was answered',

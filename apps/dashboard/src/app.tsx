@@ -16,8 +16,18 @@ export function App({ stream }: { stream?: StreamOptions }) {
   const updated = snapshot ? new Date(snapshot.atMs).toLocaleTimeString() : null
   const runs = snapshot?.runs ?? []
   // The incident drawn: the run picked in the table, else the newest finished one with a lock.
+  // Opening a run's charged-twice orders picks that run, so the two panels never show two sales;
+  // picking another run's timeline closes the orders of the first.
   const [picked, setPicked] = useState<number | null>(null)
   const [drill, setDrill] = useState<number | null>(null)
+  const openChargedTwice = (runId: number) => {
+    setDrill(runId)
+    setPicked(runId)
+  }
+  const openTimeline = (runId: number) => {
+    setPicked(runId)
+    setDrill((open) => (open === runId ? open : null))
+  }
   const timelineRun = picked !== null && runs.some((r) => r.id === picked) ? picked : defaultIncidentRun(runs)
   const drillRun = runs.find((r) => r.id === drill) ?? null
   return (
@@ -48,7 +58,7 @@ export function App({ stream }: { stream?: StreamOptions }) {
           <LocksTable locks={snapshot?.locks ?? []} />
         </div>
         <div className="area-runs">
-          <RunsComparison runs={runs} onChargedTwice={setDrill} onTimeline={setPicked} timelineRun={timelineRun} />
+          <RunsComparison runs={runs} onChargedTwice={openChargedTwice} onTimeline={openTimeline} timelineRun={timelineRun} />
           {drillRun ? <ChargedTwicePanel run={drillRun} onClose={() => setDrill(null)} /> : null}
         </div>
         <div className="area-incident">

@@ -74,6 +74,11 @@ export function formatCount(n: number | null): string {
   return Math.round(n).toLocaleString('en-US').replaceAll(',', '\u202f')
 }
 
+/** A count and its noun, the noun agreeing with it: `1 pause`, `3 pauses`, `0 leases`. */
+export function countOf(n: number, one: string, many = `${one}s`): string {
+  return `${formatCount(n)} ${n === 1 ? one : many}`
+}
+
 /**
  * Orders fencing tokens (decimal strings) as the bigints they are. Never through Number: a token
  * above 2^53 would lose its last digits and compare equal to its neighbours.

@@ -2,9 +2,50 @@
  * What a sale proved, in one status: violated, fencing held (stale writes were refused), the chaos
  * missed (nothing was tested), nothing sold yet, or no violation so far. A green "Healthy" only
  * where something was sold and either no chaos was asked for or the chaos landed and was refused.
+ *
+ * A violation is any broken invariant the counts show: units oversold, orders charged twice at
+ * the gateway, updates lost, orders left pending with no payment (an instance died after the
+ * purchase; until the reconciler cancels them), and money the gateway's ledger and the shop's orders disagree on —
+ * except a live count's orders charged and not yet paid while the shop does not say which of them
+ * are still in flight (a charge whose payment is being recorded is not a violation).
  */
-import { formatCount } from './format'
+import { countOf, formatCount } from './format'
 import type { InvariantsView, RunView, WireChaos, WireMode } from './wire'
+
+/** The counts a violation is made of (a live or final count, or a run's result). */
+type BrokenCounts = Pick<
+  InvariantsView,
+  | 'oversold'
+  | 'doubleChargedOrders'
+  | 'lostUpdates'
+  | 'chargedUnpaidOrders'
+  | 'paidUnchargedOrders'
+  | 'amountMismatchOrders'
+  | 'unmatchedCharges'
+  | 'unsettledOrders'
+>
+
+/**
+ * True when a count's charged-not-paid orders are settled ones: counted after the sale (nothing in
+ * flight), or counted now by a shop that gives its in-flight charges apart.
+ */
+export function chargedUnpaidSettled(view: Pick<InvariantsView, 'kind' | 'chargesInFlight'>): boolean {
+  return view.kind === 'final' || view.chargesInFlight !== undefined
+}
+
+/** Broken invariants in `counts`, each count once; charged-not-paid orders only when settled. */
+export function brokenInvariants(counts: BrokenCounts, chargedUnpaidCounts: boolean): number {
+  return (
+    counts.oversold +
+    counts.doubleChargedOrders +
+    counts.lostUpdates +
+    counts.paidUnchargedOrders +
+    counts.amountMismatchOrders +
+    counts.unmatchedCharges +
+    (counts.unsettledOrders ?? 0) +
+    (chargedUnpaidCounts ? counts.chargedUnpaidOrders : 0)
+  )
+}
 
 export type VerdictTone = 'ok' | 'bad' | 'warn' | 'neutral'
 
@@ -36,7 +77,7 @@ export function verdictOf(f: SaleFacts): Verdict {
       tone: 'bad',
       text: `✗ Violated (${formatCount(f.violations)})`,
       label: `violated (${f.violations})`,
-      detail: `${formatCount(f.violations)} broken invariants: oversold units, orders charged twice at the gateway, lost updates`,
+      detail: `${formatCount(f.violations)} broken invariants: oversold units, orders charged twice at the gateway, lost updates, money the gateway's ledger and the orders disagree on`,
     }
   }
   if (f.sold === 0)
@@ -102,7 +143,7 @@ export function runVerdict(run: RunView): Verdict {
     chaos: run.chaos,
     final: true,
     sold: r.sold,
-    violations: r.oversold + r.doubleChargedOrders + r.lostUpdates,
+    violations: brokenInvariants(r, true),
     chaosEvents: run.chaosEvents,
     staleWritesRejected: r.staleWritesRejected,
   })
@@ -115,7 +156,7 @@ export function cardVerdict(view: InvariantsView): Verdict {
     chaos: view.chaos,
     final: view.kind === 'final' || view.source === 'live',
     sold: view.sold,
-    violations: view.oversold + view.doubleChargedOrders + view.lostUpdates,
+    violations: brokenInvariants(view, chargedUnpaidSettled(view)),
     chaosEvents: view.chaosEvents,
     staleWritesRejected: view.staleWritesRejected,
   })
@@ -125,22 +166,11 @@ export function cardVerdict(view: InvariantsView): Verdict {
 export function chaosLanded(run: RunView): string {
   if (run.chaos === 'none') return 'no chaos'
   const n = run.chaosEvents
-  const what =
-    run.chaos === 'pause'
-      ? n === 1
-        ? 'pause'
-        : 'pauses'
-      : run.chaos === 'kill'
-        ? n === 1
-          ? 'kill'
-          : 'kills'
-        : n === 1
-          ? 'Redis restart'
-          : 'Redis restarts'
-  const parts = [`${formatCount(n)} ${what}`]
+  const what = run.chaos === 'pause' ? countOf(n, 'pause') : run.chaos === 'kill' ? countOf(n, 'kill') : countOf(n, 'Redis restart')
+  const parts = [what]
   const r = run.result
   if (r !== null) {
-    parts.push(`${formatCount(r.expiredLocks)} ${r.expiredLocks === 1 ? 'lease' : 'leases'} expired`)
+    parts.push(`${countOf(r.expiredLocks, 'lease')} expired`)
     if (run.mode === 'fenced') parts.push(`${formatCount(r.staleWritesRejected)} stale refused`)
   }
   return parts.join(' · ')

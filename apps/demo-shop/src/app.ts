@@ -71,9 +71,13 @@ export interface ShopState {
     readonly amountMismatchOrders: number
     /** Ledger charges whose key names no order. */
     readonly unmatchedCharges: number
+    /** Orders pending with no payment intent past the abandon age (their unit held), until the reconciler cancels them. */
+    readonly unsettledOrders: number
     /** Each broken invariant once. */
     readonly total: number
   }
+  /** Work in flight, not violations: orders charged whose payment is still being recorded (intent younger than the lease). */
+  readonly inFlight: { readonly chargedUnpaidOrders: number }
   readonly locks: HeldLock[]
 }
 
@@ -152,8 +156,10 @@ export function createApp(deps: AppDeps): Express {
         paidUnchargedOrders: counts.paidUnchargedOrders,
         amountMismatchOrders: counts.amountMismatchOrders,
         unmatchedCharges: counts.unmatchedCharges,
+        unsettledOrders: counts.unsettledOrders,
         total: counts.violations,
       },
+      inFlight: { chargedUnpaidOrders: counts.chargedUnpaidInFlight },
       locks,
     }
     res.json(state)

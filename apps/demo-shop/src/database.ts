@@ -66,7 +66,8 @@ export const SCHEMA_PATTERN = /^[a-z_][a-z0-9_]{0,62}$/
  */
 export function createPrisma(location: DatabaseLocation, poolSize: number): PrismaClient {
   const adapter = new PrismaPg(
-    { connectionString: location.connectionString, max: poolSize, connectionTimeoutMillis: 10_000 },
+    // Named after the run's schema, so a bench finds the run's server processes in pg_stat_activity.
+    { connectionString: location.connectionString, max: poolSize, connectionTimeoutMillis: 10_000, application_name: location.schema },
     { schema: location.schema },
   )
   return new PrismaClient({ adapter })

@@ -103,6 +103,8 @@ export interface FlashSaleProgress {
   readonly message?: string
   /** The run's instances, from `selling` on (the dashboard scrapes their /metrics and /api/state). */
   readonly instances?: readonly InstanceProcess[]
+  /** The run's schema (its processes' `application_name` in PostgreSQL), from `selling` on. */
+  readonly schema?: string
 }
 
 /** The report. Every violation count is taken from the database after the run. */
@@ -137,6 +139,8 @@ export interface FlashSaleReport {
   readonly amountMismatchOrders: number
   /** Ledger charges whose key names no order. */
   readonly unmatchedCharges: number
+  /** Orders still pending with no payment intent after the final reconcile (their unit held). */
+  readonly unsettledOrders: number
   /** Payments recorded by a reconciler (during the sale and at its end), from a charge in the ledger. */
   readonly reconciledPaid: number
   /** Orders cancelled by a reconciler (no charge for their intent), their units returned. */
@@ -366,7 +370,7 @@ export async function runFlashSale(
     cleanups.push(() => chaos.stop())
 
     const instances = supervisor.instances
-    progress({ phase: 'selling', done: 0, chaosCount: 0, instances })
+    progress({ phase: 'selling', done: 0, chaosCount: 0, instances, schema: location.schema })
     const saleStartedAtMs = Date.now()
     const load = await runLoad({
       targets: instances.map((i) => i.url),
@@ -454,6 +458,7 @@ export async function runFlashSale(
       paidUnchargedOrders: counts.paidUnchargedOrders,
       amountMismatchOrders: counts.amountMismatchOrders,
       unmatchedCharges: counts.unmatchedCharges,
+      unsettledOrders: counts.unsettledOrders,
       reconciledPaid: counts.reconciledPaid,
       cancelledOrders: counts.cancelledOrders,
       finalReconcile,

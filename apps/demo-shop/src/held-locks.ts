@@ -1,11 +1,15 @@
 /**
  * Which locks are held right now, across all instances, for `GET /api/state`.
  *
- * Each instance records the locks it *believes* it holds in one Redis hash (from its Locker's
- * `acquired` / `released` / `lost` events). The reader then checks each entry with
+ * Each instance keeps the locks it *believes* it holds in memory (from its Locker's `acquired` /
+ * `released` / `lost` events) and publishes that list as its own field of one Redis hash, at most
+ * once per `flushMs` (a write `flushMs` after the first change carries the latest list) — not a
+ * write per lock event, so the view costs Redis a bounded rate of writes, whatever the throughput.
+ * A lock held for less than `flushMs` may never show; one held longer (a frozen holder) does. The reader then checks each entry with
  * `locker.inspect()` (read-only, one round trip per resource, no key names of its own): the lease
- * is live only while the lock is held and the last token minted for the resource is the entry's. So a holder frozen past its TTL shows as what it is — it still
- * believes it holds the lock, but its lease has expired (or been taken by a newer token).
+ * is live only while the lock is held and the last token minted for the resource is the entry's.
+ * So a holder frozen past its TTL shows as what it is — it still believes it holds the lock (its
+ * last list stays published), but its lease has expired (or been taken by a newer token).
  */
 import type { LockEvent, LockInspection, Locker } from '@fencelock/lock'
 import type { Redis } from 'ioredis'
@@ -31,32 +35,70 @@ interface Entry {
   pid: number
   token: string
   acquiredAt: string
+  /** The lease granted, ms (absent in entries of an older instance). */
+  ttlMs?: number
 }
 
 const fieldOf = (resource: string, token: bigint | string) => `${resource} ${token}`
 
-/**
- * Returns an `onEvent` listener that keeps this instance's entries in the hash `key`. Redis
- * errors are swallowed: the view is best-effort and must never fail a request.
- */
-export function heldLocksRecorder(redis: Pick<Redis, 'hset' | 'hdel'>, key: string, instance: string): (event: LockEvent) => void {
-  return (event) => {
-    if (event.type === 'acquired') {
-      const entry: Entry = { resource: event.resource, instance, pid: process.pid, token: String(event.token), acquiredAt: new Date().toISOString() }
-      redis.hset(key, fieldOf(event.resource, event.token), JSON.stringify(entry)).catch(() => {})
-    } else if (event.type === 'released' || event.type === 'lost') {
-      redis.hdel(key, fieldOf(event.resource, event.token)).catch(() => {})
-    }
-  }
+/** The listener {@link heldLocksRecorder} returns; `flush()` publishes the list now. */
+export interface HeldLocksRecorder {
+  (event: LockEvent): void
+  flush(): void
+  /** The instance it records. */
+  readonly instance: string
+  /** The interval of its writes, ms. */
+  readonly flushMs: number
+  /** The locks it believes it holds now (exact: from memory, not from the published list). */
+  entries(): Entry[]
 }
 
-/** Reads the hash `key` and checks each entry's lease with `locker.inspect()` (the Locker knows the key prefix). */
-export async function readHeldLocks(redis: Redis, key: string, locker: Pick<Locker, 'inspect'>): Promise<HeldLock[]> {
+/**
+ * Returns an `onEvent` listener that keeps this instance's locks and publishes them as the field
+ * `instance` of the hash `key` (see the module's comment; `flushMs` default 200). Redis errors
+ * are swallowed: the view is best-effort and must never fail a request.
+ */
+export function heldLocksRecorder(redis: Pick<Redis, 'hset' | 'hdel'>, key: string, instance: string, options: { flushMs?: number } = {}): HeldLocksRecorder {
+  const flushMs = options.flushMs ?? 200
+  const held = new Map<string, Entry>()
+  let timer: NodeJS.Timeout | undefined
+  const flush = () => {
+    clearTimeout(timer)
+    timer = undefined
+    const write = held.size === 0 ? redis.hdel(key, instance) : redis.hset(key, instance, JSON.stringify([...held.values()]))
+    write.catch(() => {})
+  }
+  const changed = () => {
+    if (timer !== undefined) return
+    timer = setTimeout(flush, flushMs)
+    timer.unref()
+  }
+  const listener = (event: LockEvent) => {
+    if (event.type === 'acquired') {
+      held.set(fieldOf(event.resource, event.token), { resource: event.resource, instance, pid: process.pid, token: String(event.token), acquiredAt: new Date().toISOString(), ttlMs: event.ttlMs })
+      changed()
+    } else if (event.type === 'released' || event.type === 'lost') {
+      if (held.delete(fieldOf(event.resource, event.token))) changed()
+    }
+  }
+  return Object.assign(listener, { flush, instance, flushMs, entries: () => [...held.values()] })
+}
+
+/**
+ * Reads the hash `key` and checks each entry's lease with `locker.inspect()` (the Locker knows the
+ * key prefix). With `own` (the reading instance's recorder), its own locks come from memory, exact;
+ * another instance's list may lag its releases by one flush interval, so an entry of it whose lease
+ * is not live is shown only once its lease and one interval have passed since the grant (a holder
+ * frozen past its TTL shows then; a lock released since the last write does not).
+ */
+export async function readHeldLocks(redis: Redis, key: string, locker: Pick<Locker, 'inspect'>, own?: Pick<HeldLocksRecorder, 'instance' | 'flushMs' | 'entries'>): Promise<HeldLock[]> {
   const raw = await redis.hgetall(key)
-  const entries: Entry[] = []
-  for (const value of Object.values(raw)) {
+  const entries: Entry[] = own === undefined ? [] : own.entries()
+  for (const [field, value] of Object.entries(raw)) {
+    if (own !== undefined && field === own.instance) continue
     try {
-      entries.push(JSON.parse(value) as Entry)
+      const parsed = JSON.parse(value) as Entry | Entry[]
+      entries.push(...(Array.isArray(parsed) ? parsed : [parsed]))
     } catch {
       // A foreign or torn value: not ours to show.
     }
@@ -66,10 +108,13 @@ export async function readHeldLocks(redis: Redis, key: string, locker: Pick<Lock
   // Best-effort like the rest of the view: a resource Redis did not answer for shows as not live.
   const seen = await Promise.all(resources.map((r) => locker.inspect(r).catch((): LockInspection | undefined => undefined)))
   const byResource = new Map(resources.map((r, i) => [r, seen[i]]))
-  const locks = entries.map((e): HeldLock => {
+  const now = Date.now()
+  const locks = entries.flatMap((e): HeldLock[] => {
     const view = byResource.get(e.resource)
     const leaseLive = view !== undefined && view.state === 'held' && view.lastToken !== undefined && String(view.lastToken) === e.token
-    return { resource: e.resource, instance: e.instance, pid: e.pid, token: e.token, ttlLeftMs: leaseLive ? view.holderTtlMs : 0, leaseLive, acquiredAt: e.acquiredAt }
+    const published = own !== undefined && e.instance !== own.instance
+    if (!leaseLive && published && e.ttlMs !== undefined && now < Date.parse(e.acquiredAt) + e.ttlMs + own.flushMs) return []
+    return [{ resource: e.resource, instance: e.instance, pid: e.pid, token: e.token, ttlLeftMs: leaseLive ? view.holderTtlMs : 0, leaseLive, acquiredAt: e.acquiredAt }]
   })
   return locks.sort((a, b) => a.resource.localeCompare(b.resource) || (BigInt(a.token) < BigInt(b.token) ? -1 : 1))
 }

@@ -19,7 +19,9 @@
  * | `SHOP_DB_POOL_SIZE` | `5` | PostgreSQL connections of this instance |
  * | `SHOP_RECONCILE_INTERVAL_MS` | `2000` | the reconciler's period (a pass at start-up, then this often); `0` turns it off |
  * | `SHOP_SALE_TIMERS` | unset | `1`: time each purchase's phases (sale-timings.ts), reported in the instance's stats |
+ * | `SHOP_ABANDONED_ORDER_MS` | 10 × `SHOP_LOCK_TTL_MS` | an order still pending with no payment intent this long after it was made is abandoned (its instance died after the purchase, or its buyer never paid): a violation until the reconciler cancels it and returns its unit. At least the lease |
  * | `FENCELOCK_DIE_AFTER_CHARGE` | unset | test hook: the process kills itself (SIGKILL) right after the gateway answered its n-th charge, before the payment row |
+ * | `FENCELOCK_DIE_AFTER_PURCHASE` | unset | test hook: the process kills itself (SIGKILL) right after its n-th purchase committed, before the buyer is answered (so before any payment intent) |
  */
 import { databaseTarget } from './database.js'
 import { PROTECTION_MODES, type ProtectionMode } from './protection.js'
@@ -57,6 +59,10 @@ export interface InstanceConfig {
   readonly reconcileIntervalMs: number
   /** Test hook: die (SIGKILL) right after the gateway answered the n-th charge; undefined: never. */
   readonly dieAfterCharge: number | undefined
+  /** Test hook: die (SIGKILL) right after the n-th purchase committed; undefined: never. */
+  readonly dieAfterPurchase: number | undefined
+  /** An order pending with no payment intent this long (ms) is abandoned (see SHOP_ABANDONED_ORDER_MS). */
+  readonly abandonedOrderMs: number
   /** SHOP_SALE_TIMERS=1: purchases timed by phase. */
   readonly saleTimers: boolean
 }
@@ -143,6 +149,10 @@ export function readInstanceConfig(env: NodeJS.ProcessEnv): InstanceConfig {
     dieAfterCharge: env.FENCELOCK_DIE_AFTER_CHARGE
       ? integerVariable(env, 'FENCELOCK_DIE_AFTER_CHARGE', 0, 1, 1_000_000)
       : undefined,
+    dieAfterPurchase: env.FENCELOCK_DIE_AFTER_PURCHASE
+      ? integerVariable(env, 'FENCELOCK_DIE_AFTER_PURCHASE', 0, 1, 1_000_000)
+      : undefined,
+    abandonedOrderMs: abandonedOrderMs(env),
     saleTimers: booleanFlag(env, 'SHOP_SALE_TIMERS'),
   }
 }
@@ -165,4 +175,12 @@ function sentinelsOf(list: string, name: string): NonNullable<InstanceConfig['se
   })
   if (!/^[A-Za-z0-9_.-]{1,64}$/.test(name)) throw new InvalidConfigError('REDIS_SENTINEL_NAME', 'must be 1 to 64 of A-Z a-z 0-9 _ . -', name)
   return { addresses, name }
+}
+
+/** SHOP_ABANDONED_ORDER_MS, at least the lease (default ten leases): a live payer may hold the order that long. */
+function abandonedOrderMs(env: NodeJS.ProcessEnv): number {
+  const ttl = integerVariable(env, 'SHOP_LOCK_TTL_MS', INSTANCE_DEFAULTS.lockTtlMs, 10, 600_000)
+  const value = integerVariable(env, 'SHOP_ABANDONED_ORDER_MS', 10 * ttl, 0, 3_600_000)
+  if (value < ttl) throw new InvalidConfigError('SHOP_ABANDONED_ORDER_MS', `must be at least SHOP_LOCK_TTL_MS (${ttl})`, String(value))
+  return value
 }

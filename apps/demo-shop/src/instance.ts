@@ -103,7 +103,8 @@ export async function buildInstance(config: InstanceConfig, observer?: ShopObser
     onEvent: count,
     ...(config.lockReplicas > 0 ? { replicas: config.lockReplicas } : {}),
   })
-  locker.listen(heldLocksRecorder(redis, keys.heldLocks, config.instanceId))
+  const heldLocks = heldLocksRecorder(redis, keys.heldLocks, config.instanceId)
+  locker.listen(heldLocks)
   const incidentLog = new IncidentLog(config.instanceId)
   locker.listen(incidentLog.lockListener())
 
@@ -135,6 +136,7 @@ export async function buildInstance(config: InstanceConfig, observer?: ShopObser
         incidentLog.call(call)
         observer?.externalCall(call)
       },
+      ordered: (call) => observer?.ordered?.(call),
       chargeAnswered: (call) => observer?.chargeAnswered?.(call),
       step: (step) => {
         incidentLog.step(step)
@@ -148,6 +150,7 @@ export async function buildInstance(config: InstanceConfig, observer?: ShopObser
     gateway,
     instanceId: config.instanceId,
     minAgeMs: config.lockTtlMs,
+    abandonedAfterMs: config.abandonedOrderMs,
     logError: () => {},
   })
 
@@ -183,8 +186,8 @@ export async function buildInstance(config: InstanceConfig, observer?: ShopObser
     instanceId: config.instanceId,
     mode: config.mode,
     shop,
-    counts: () => countShop(prisma, config.database.schema),
-    heldLocks: () => readHeldLocks(redis, keys.heldLocks, locker),
+    counts: () => countShop(prisma, config.database.schema, { abandonedAfterMs: config.abandonedOrderMs, inFlightMs: config.lockTtlMs }),
+    heldLocks: () => readHeldLocks(redis, keys.heldLocks, locker, heldLocks),
     metrics: metricsHandler(registry),
     // The shop's database refused a stale write, or the gateway refused a stale token: either way
     // this instance's lock is no longer current and nothing of the operation was done.

@@ -18,6 +18,7 @@ const send = (message: InstanceMessage) => {
 async function main(): Promise<void> {
   const config = readInstanceConfig(process.env)
   let charges = 0
+  let purchases = 0
   const observer: ShopObserver = {
     externalCall: (call) =>
       send({
@@ -30,6 +31,12 @@ async function main(): Promise<void> {
       }),
     // FENCELOCK_DIE_AFTER_CHARGE=<n>: the crash the reconciler exists for, at its exact point —
     // the gateway has charged, the payment row is not written. SIGKILL: nothing runs after it.
+    // FENCELOCK_DIE_AFTER_PURCHASE=<n>: the order committed, the buyer not answered, no intent:
+    // the order the reconciler settles as abandoned.
+    ordered: () => {
+      if (config.dieAfterPurchase !== undefined && ++purchases >= config.dieAfterPurchase)
+        process.kill(process.pid, 'SIGKILL')
+    },
     chargeAnswered: () => {
       if (config.dieAfterCharge !== undefined && ++charges >= config.dieAfterCharge)
         process.kill(process.pid, 'SIGKILL')

@@ -23,22 +23,27 @@ export function overchargedCents(report: Pick<FlashSaleReport, 'extraCharges'>):
 
 const mark = (n: number) => (n > 0 ? `${n} ✗` : '0 ✓')
 
+/** A count and its noun, agreeing: `1 pause`, `2 pauses`. */
+export function countOf(n: number, one: string, many = `${one}s`): string {
+  return `${n} ${n === 1 ? one : many}`
+}
+
 /** One sale, in lines of at most {@link ONCE_COLUMNS}. */
 export function formatOnceReport(report: FlashSaleReport): string {
   const o = report.options
   const chaos =
     o.chaos === 'none'
       ? 'no chaos'
-      : `${report.chaosEvents} ${o.chaos === 'pause' ? 'pauses' : o.chaos === 'kill' ? 'kills' : 'Redis restarts'}`
+      : countOf(report.chaosEvents, o.chaos === 'pause' ? 'pause' : o.chaos === 'kill' ? 'kill' : 'Redis restart')
   const moneyBroken =
-    report.chargedUnpaidOrders + report.paidUnchargedOrders + report.amountMismatchOrders + report.unmatchedCharges
+    report.chargedUnpaidOrders + report.paidUnchargedOrders + report.amountMismatchOrders + report.unmatchedCharges + report.unsettledOrders
   const lines = [
-    `${ONCE_MODE_NAMES[o.mode]} · chaos ${o.chaos} · ${o.buyers} buyers, ${o.stock} units · seed ${o.seed} · ${(report.durationMs / 1000).toFixed(1)} s`,
+    `${ONCE_MODE_NAMES[o.mode]} · chaos ${o.chaos} · ${countOf(o.buyers, 'buyer')}, ${countOf(o.stock, 'unit')} · seed ${o.seed} · ${(report.durationMs / 1000).toFixed(1)} s`,
     `  database: sold ${report.sold} of ${report.initialStock} · oversold ${mark(report.oversoldUnits)} · lost updates ${mark(report.lostUpdates)}`,
     `  gateway:  charged twice ${mark(report.doubleChargedOrders)} · overcharged ${dollars(overchargedCents(report))}`,
     `  money:    charges ${report.gatewayCharges} (gateway) · payments ${report.payments} (shop) · paid ${report.paidOrders}`,
     `  ledger vs shop after reconciling: ${moneyBroken === 0 ? 'every charge a paid order ✓' : `${moneyBroken} mismatched ✗`}`,
-    `  chaos:    ${chaos} · ${report.expiredLocks} leases expired · ${report.staleWritesRejected} stale writes refused`,
+    `  chaos:    ${chaos} · ${countOf(report.expiredLocks, 'lease')} expired · ${countOf(report.staleWritesRejected, 'stale write')} refused`,
   ]
   return lines.map((l) => (l.length > ONCE_COLUMNS ? `${l.slice(0, ONCE_COLUMNS - 1)}…` : l)).join('\n')
 }

@@ -9,6 +9,7 @@
  * derived from the business operation (the order's random reference), so a second charge of the order collapses
  * into the first, and the holder's fencing token, so the gateway refuses an older holder's call.
  */
+import { Agent, request as httpRequest } from 'node:http'
 import { fencingHeaders, type TokenHolder } from '@fencelock/fencing'
 
 /** What protects a charge outside the shop's database; nothing at all is what naive code sends. */
@@ -77,7 +78,8 @@ export interface HttpGatewayOptions {
 }
 
 /**
- * The gateway over HTTP (Node's fetch).
+ * The gateway over HTTP: node:http with a keep-alive agent of its own (one per gateway), so the
+ * calls reuse their connections (fetch/undici cost the instances about 14 % more CPU).
  * @example
  * ```ts
  * const gateway = httpGateway({ url: process.env.SHOP_GATEWAY_URL })
@@ -87,17 +89,42 @@ export interface HttpGatewayOptions {
 export function httpGateway(options: HttpGatewayOptions): PaymentGateway {
   const base = options.url.replace(/\/+$/, '')
   const timeoutMs = options.timeoutMs ?? 30_000
-  const call = async (path: string, body: unknown, headers: Record<string, string>, notFound?: 'null') => {
-    let res: Response
-    let text: string
-    try {
-      res = await fetch(`${base}${path}`, {
-        method: body === undefined ? 'GET' : 'POST',
-        headers: body === undefined ? headers : { 'content-type': 'application/json', ...headers },
-        ...(body === undefined ? {} : { body: JSON.stringify(body) }),
-        signal: AbortSignal.timeout(timeoutMs),
+  // Idle sockets closed after 4 s, before the server's 5 s keep-alive timeout closes them under a reused request.
+  const agent = new Agent({ keepAlive: true, maxSockets: 64, timeout: 4_000 })
+  const send = (path: string, body: string | undefined, headers: Record<string, string>) =>
+    new Promise<{ status: number; text: string; replayed: boolean }>((resolve, reject) => {
+      const req = httpRequest(
+        `${base}${path}`,
+        {
+          method: body === undefined ? 'GET' : 'POST',
+          agent,
+          headers: body === undefined ? headers : { 'content-type': 'application/json', 'content-length': String(Buffer.byteLength(body)), ...headers },
+        },
+        (res) => {
+          const chunks: Buffer[] = []
+          res.on('data', (chunk: Buffer) => chunks.push(chunk))
+          res.on('error', reject)
+          res.on('end', () => {
+            clearTimeout(timer)
+            resolve({ status: res.statusCode ?? 0, text: Buffer.concat(chunks).toString('utf8'), replayed: res.headers['idempotent-replayed'] === 'true' })
+          })
+        },
+      )
+      const timer = setTimeout(() => {
+        const timeout = new Error(`no answer within ${timeoutMs} ms`)
+        timeout.name = 'TimeoutError'
+        req.destroy(timeout)
+      }, timeoutMs)
+      req.on('error', (error) => {
+        clearTimeout(timer)
+        reject(error)
       })
-      text = await res.text()
+      req.end(body)
+    })
+  const call = async (path: string, body: unknown, headers: Record<string, string>, notFound?: 'null') => {
+    let answer: { status: number; text: string; replayed: boolean }
+    try {
+      answer = await send(path, body === undefined ? undefined : JSON.stringify(body), headers)
     } catch (cause) {
       // The call's outcome is unknown (it may have charged): only a repeat with the same
       // idempotency key can find out without charging twice.
@@ -108,22 +135,23 @@ export function httpGateway(options: HttpGatewayOptions): PaymentGateway {
         timedOut ? `no answer within ${timeoutMs} ms` : 'the gateway could not be reached',
       )
     }
+    const { status, text } = answer
     let json: Record<string, unknown> | null = {}
     try {
       json = JSON.parse(text) as Record<string, unknown>
     } catch {
       // A body that is not JSON: reported below by status.
     }
-    if (res.status === 404 && notFound === 'null') return { json: null, replayed: false }
-    if (!res.ok) {
+    if (status === 404 && notFound === 'null') return { json: null, replayed: false }
+    if (status < 200 || status > 299) {
       const error = (json?.error ?? {}) as { code?: unknown; message?: unknown }
       throw new GatewayError(
-        res.status,
+        status,
         typeof error.code === 'string' ? error.code : 'unknown',
         typeof error.message === 'string' ? error.message : text.slice(0, 200),
       )
     }
-    return { json, replayed: res.headers.get('idempotent-replayed') === 'true' }
+    return { json, replayed: answer.replayed }
   }
   return {
     async authorize(request) {

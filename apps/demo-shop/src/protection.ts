@@ -42,8 +42,17 @@ export interface Guard {
   readonly resource: string
   /** The fencing token of the lock held; undefined in `unsafe` mode (no lock). */
   readonly token: bigint | undefined
-  /** Reads `row` (null when missing); in `fenced` mode the read raises its fence. */
-  read<R extends GuardedRow>(row: R): Promise<RowOf<R> | null>
+  /**
+   * Reads `row` (null when missing, or when it does not also match `also`, e.g. `{ stock: { gt: 0 } }`);
+   * in `fenced` mode the read raises its fence, in one `UPDATE ... RETURNING` — and a row `also`
+   * rules out is not written at all (the buyer the stock cannot serve writes nothing).
+   */
+  read<R extends GuardedRow>(row: R, also?: Record<string, unknown>): Promise<RowOf<R> | null>
+  /**
+   * Runs one write statement on `row` outside any transaction (no BEGIN, no COMMIT); in `fenced`
+   * mode on the client fenced with the token, so the statement is conditional on the fence.
+   */
+  writeOne<T>(row: GuardedRow, fn: (db: Tx) => Promise<T>): Promise<T>
   /**
    * Runs a transaction that writes `row` without reading it first; in `fenced` mode every write
    * to a fenced model is conditional on the token (the first one to `row` is its fence check).
@@ -78,10 +87,14 @@ export interface RunOptions {
 
 /** The shop's database as the protections use it: plain steps, and the same steps under a token. */
 export interface ShopStores {
-  read<R extends GuardedRow>(row: R): Promise<RowOf<R> | null>
+  read<R extends GuardedRow>(row: R, also?: Record<string, unknown>): Promise<RowOf<R> | null>
   transaction<T>(fn: (tx: Tx) => Promise<T>): Promise<T>
-  /** The row with its fence raised to `token`, in one statement; null when missing. */
-  readFenced<R extends GuardedRow>(token: bigint, row: R): Promise<RowOf<R> | null>
+  /** `fn` on the plain client: one statement, no transaction. */
+  writeOne<T>(fn: (db: Tx) => Promise<T>): Promise<T>
+  /** The row with its fence raised to `token`, in one statement; null when missing or not matching `also`. */
+  readFenced<R extends GuardedRow>(token: bigint, row: R, also?: Record<string, unknown>): Promise<RowOf<R> | null>
+  /** `fn` on the client fenced with `token`, outside any transaction. */
+  writeOneFenced<T>(token: bigint, fn: (db: Tx) => Promise<T>): Promise<T>
   /** A transaction on the client fenced with `token`. */
   writeFenced<T>(token: bigint, fn: (tx: Tx) => Promise<T>): Promise<T>
   /** `fencedTransaction`: `row`'s fence raised first, then `fn` on the fenced transaction client. */
@@ -109,23 +122,28 @@ export interface TransactionLimits {
  */
 export function shopStores(prisma: PrismaClient, db: FencedShopClient, limits: TransactionLimits): ShopStores {
   return {
-    read: (row) =>
-      (row.model === 'Product'
-        ? prisma.product.findUnique({ where: row.where })
+    read: (row, also) => {
+      const where = { ...row.where, ...also } as never
+      return (row.model === 'Product'
+        ? prisma.product.findUnique({ where })
         : row.model === 'StockSegment'
-          ? prisma.stockSegment.findUnique({ where: row.where })
-          : prisma.order.findUnique({ where: row.where })) as Promise<RowOf<typeof row> | null>,
+          ? prisma.stockSegment.findUnique({ where })
+          : prisma.order.findUnique({ where })) as Promise<RowOf<typeof row> | null>
+    },
     transaction: (fn) => prisma.$transaction(fn, limits),
-    async readFenced(token, row) {
+    writeOne: (fn) => fn(prisma as unknown as Tx),
+    async readFenced(token, row, also) {
       // `data: {}` becomes `{ fenceToken: token }` under the condition: one UPDATE ... RETURNING.
+      // With `also`, a row it rules out matches nothing: no row version written, null returned.
       const fenced = db.$fenced(token)
+      const where = { ...row.where, ...also } as never
       try {
         const found =
           row.model === 'Product'
-            ? await fenced.product.update({ where: row.where, data: {} })
+            ? await fenced.product.update({ where, data: {} })
             : row.model === 'StockSegment'
-              ? await fenced.stockSegment.update({ where: row.where, data: {} })
-              : await fenced.order.update({ where: row.where, data: {} })
+              ? await fenced.stockSegment.update({ where, data: {} })
+              : await fenced.order.update({ where, data: {} })
         return found as RowOf<typeof row>
       } catch (error) {
         // An update's "not found" is a missing row: null, as a read says it.
@@ -133,6 +151,7 @@ export function shopStores(prisma: PrismaClient, db: FencedShopClient, limits: T
         throw error
       }
     },
+    writeOneFenced: (token, fn) => fn(db.$fenced(token) as unknown as Tx),
     writeFenced: (token, fn) => db.$transaction((tx) => fn(tx.$fenced(token) as unknown as Tx), limits),
     transactionFenced: (token, row, fn) =>
       fencedTransaction(db, token, { model: row.model, where: row.where as never, maxWaitMs: limits.maxWait, timeoutMs: limits.timeout }, (tx) =>
@@ -164,7 +183,8 @@ export function createProtection(mode: ProtectionMode, deps: ProtectionDeps): Pr
   const plainGuard = (resource: string, token: bigint | undefined): Guard => ({
     resource,
     token,
-    read: (row) => stores.read(row),
+    read: (row, also) => stores.read(row, also),
+    writeOne: (_row, work) => stores.writeOne(work),
     write: (_row, work) => stores.transaction(work),
     transaction: (_row, work) => stores.transaction(work),
     outsideCall: () => ({}),
@@ -187,7 +207,8 @@ export function createProtection(mode: ProtectionMode, deps: ProtectionDeps): Pr
           fn({
             resource,
             token: lock.token,
-            read: (row) => stores.readFenced(lock.token, row),
+            read: (row, also) => stores.readFenced(lock.token, row, also),
+            writeOne: (_row, work) => stores.writeOneFenced(lock.token, work),
             write: (_row, work) => stores.writeFenced(lock.token, work),
             transaction: (row, work) => stores.transactionFenced(lock.token, row, work),
             outsideCall: (key) => ({ idempotencyKey: key, fencing: { token: lock.token, resource } }),

@@ -13,6 +13,13 @@
  *   the product's lock. A reconciler killed between the two leaves the units out of stock: the
  *   report counts that as a lost update.
  *
+ * It also settles every order still pending with no intent once it is older than
+ * `abandonedAfterMs` (at least the lease): its instance died after the purchase committed and
+ * before the payment's intent, or its buyer never paid. Under a fresh lock of the order (its fence
+ * raised: a payer that comes later finds it cancelled), it is cancelled and its units returned to
+ * the stock, as an intent with no charge is. Until then the counts call it a violation
+ * (shop-counts.ts: `unsettledOrders`).
+ *
  * Its actions are counted from the database (a reconciled payment's `instance` ends with
  * {@link RECONCILER_SUFFIX}; cancelled orders have status `cancelled`), so the counts survive the
  * process that made them.
@@ -49,6 +56,11 @@ export interface ReconcilerDeps {
   readonly instanceId: string
   /** An intent younger than this (ms) may still be in the hands of a live payer: left alone. The lock's TTL. */
   readonly minAgeMs: number
+  /**
+   * An order pending with no intent this long (ms) after it was made is abandoned: cancelled, its
+   * units returned. Default: `minAgeMs`. A pass's own `minAgeMs` (0 at the end of a run) bounds it too.
+   */
+  readonly abandonedAfterMs?: number
   /** Orders settled per pass, at most. Default 500. */
   readonly batch?: number
   readonly logError?: (error: unknown) => void
@@ -81,11 +93,16 @@ export class Reconciler {
   /** One pass over the unpaid intents older than `minAgeMs` (override: `0` at the end of a run, when no payer is left). */
   async runOnce(minAgeMs = this.#deps.minAgeMs): Promise<ReconcilePass> {
     const { db } = this.#deps
+    // A pass of age 0 (the end of a run: no payer left) settles every pending order.
+    const abandonedMs = minAgeMs === 0 ? 0 : Math.max(minAgeMs, this.#deps.abandonedAfterMs ?? minAgeMs)
+    const now = Date.now()
     const candidates = await db.order.findMany({
       where: {
         status: 'pending',
-        paymentKey: { not: null },
-        paymentIntentAt: { lte: new Date(Date.now() - minAgeMs) },
+        OR: [
+          { paymentKey: { not: null }, paymentIntentAt: { lte: new Date(now - minAgeMs) } },
+          { paymentKey: null, createdAt: { lte: new Date(now - abandonedMs) } },
+        ],
       },
       select: { id: true },
       orderBy: { id: 'asc' },
@@ -118,9 +135,10 @@ export class Reconciler {
       const order = await guard.transaction(row, (tx) =>
         tx.order.findUnique({ where: { id: orderId }, include: { product: { select: { id: true, sku: true } } } }),
       )
-      if (order === null || order.status !== 'pending' || order.paymentKey === null)
-        return { kind: 'already-settled' as const }
-      const charge = await gateway.findCharge(order.paymentKey, guard.outsideCall(order.paymentKey).fencing)
+      if (order === null || order.status !== 'pending') return { kind: 'already-settled' as const }
+      // No intent: never charged (a charge is only ever made after its intent). The fence raised
+      // above keeps a payer that comes later from recording one: it finds the order cancelled.
+      const charge = order.paymentKey === null ? null : await gateway.findCharge(order.paymentKey, guard.outsideCall(order.paymentKey).fencing)
       if (charge !== null) {
         await guard.write(row, async (tx) => {
           await tx.order.update({ where: { id: orderId }, data: { status: 'paid' } })

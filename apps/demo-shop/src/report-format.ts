@@ -3,6 +3,7 @@
  * line on stderr while the sale runs.
  */
 import type { FlashSaleProgress, FlashSaleReport } from './flash-sale.js'
+import { countOf } from './once-format.js'
 
 const n = (value: number | null) => (value === null ? 'n/a' : String(value))
 const ms = (value: number | null) => (value === null ? 'n/a' : `${value.toFixed(1)} ms`)
@@ -30,6 +31,7 @@ export function formatReport(report: FlashSaleReport): string {
     ['paid, no charge', flag(report.paidUnchargedOrders), 'gateway ledger vs database'],
     ['charged another amount', flag(report.amountMismatchOrders), 'gateway ledger vs database'],
     ['charges of no order', flag(report.unmatchedCharges), 'gateway ledger vs database'],
+    ['ordered, never paid nor cancelled', flag(report.unsettledOrders), 'database (after the reconciler)'],
     ['charges at the gateway', String(report.gatewayCharges), 'gateway ledger'],
     [
       'orders / paid / payments recorded',
@@ -65,14 +67,15 @@ export function formatReport(report: FlashSaleReport): string {
   const verdict =
     report.violations === 0
       ? 'no violation: every unit sold once, every order charged at most once, every charge one paid order of its amount, no update lost'
-      : `${report.violations} violation(s): ${[
+      : `${countOf(report.violations, 'violation')}: ${[
           report.oversoldUnits ? `${report.oversoldUnits} oversold` : '',
           report.doubleChargedOrders ? `${report.doubleChargedOrders} charged twice at the gateway` : '',
-          report.lostUpdates ? `${report.lostUpdates} lost updates` : '',
+          report.lostUpdates ? countOf(report.lostUpdates, 'lost update') : '',
           report.chargedUnpaidOrders ? `${report.chargedUnpaidOrders} charged and not paid` : '',
           report.paidUnchargedOrders ? `${report.paidUnchargedOrders} paid and not charged` : '',
           report.amountMismatchOrders ? `${report.amountMismatchOrders} charged another amount` : '',
-          report.unmatchedCharges ? `${report.unmatchedCharges} charges of no order` : '',
+          report.unmatchedCharges ? `${countOf(report.unmatchedCharges, 'charge')} of no order` : '',
+          report.unsettledOrders ? `${countOf(report.unsettledOrders, 'order')} left pending with no payment` : '',
         ]
           .filter(Boolean)
           .join(', ')}`

@@ -23,7 +23,7 @@
  * Units sold count the orders that are not cancelled (the reconciler returned their units).
  * `violations` counts each broken invariant once: per product the larger of oversold units and
  * lost updates (a sell-out with lost decrements shows the same units in both), plus the money
- * counts.
+ * counts (an order left pending with no intent past its abandon age among them).
  */
 import type { PrismaClient } from '../../../generated/prisma/client.js'
 import { quoteIdent, SEED_TABLE, SEGMENT_SEED_TABLE } from './database.js'
@@ -61,14 +61,28 @@ export interface ShopCounts {
   /** Charges beyond the first of each order, at the gateway. */
   readonly extraCharges: number
   readonly lostUpdates: number
-  /** Orders charged at the gateway that are not paid in the shop (money moved, never recorded). */
+  /**
+   * Orders charged at the gateway that are not paid in the shop (money moved, never recorded),
+   * but those whose payment is still in flight (`chargedUnpaidInFlight`).
+   */
   readonly chargedUnpaidOrders: number
+  /**
+   * Orders charged and not yet paid whose intent is younger than `inFlightMs` (the lease): a payer
+   * may still be recording the payment. Not a violation; older, the reconciler settles them.
+   */
+  readonly chargedUnpaidInFlight: number
   /** Paid orders without a charge in the ledger. */
   readonly paidUnchargedOrders: number
   /** Orders charged another amount than the order's. */
   readonly amountMismatchOrders: number
   /** Ledger charges whose key names no order of the shop. */
   readonly unmatchedCharges: number
+  /**
+   * Orders still pending with no payment intent past the abandon age (`abandonedAfterMs`): their
+   * instance died after the purchase, or their buyer never paid; their unit is held. A violation
+   * until the reconciler cancels them and returns the unit.
+   */
+  readonly unsettledOrders: number
   /** Payments the reconciler recorded (from a charge found in the ledger). */
   readonly reconciledPaid: number
   /** Orders the reconciler cancelled (no charge for their intent), their units returned. */
@@ -83,19 +97,26 @@ interface MoneyRow {
   amount_mismatch: number
   unmatched: number
   reconciled_paid: number
+  unsettled: number
+  charged_in_flight: number
 }
 
 /** The money invariants in one statement: the ledger matched to the orders (see the module's comment). */
-function moneySql(schema: string): string {
+function moneySql(schema: string, abandonedAfterMs: number, inFlightMs: number): string {
   const s = quoteIdent(schema)
+  // A payment still in flight: the order pending, its intent younger than the lease.
+  const inFlight = `o.status = 'pending' AND o."paymentIntentAt" IS NOT NULL AND o."paymentIntentAt" > (now() AT TIME ZONE 'UTC') - interval '${inFlightMs} milliseconds'`
   const matched = `SELECT c."orderId", c."amountCents" FROM ${s}."GatewayCharge" c JOIN ${s}."Order" o ON o.id = c."orderId" AND (c."idempotencyKey" IS NULL OR c."idempotencyKey" = o.reference)`
   return `WITH m AS (${matched})
 SELECT
-  (SELECT count(*)::int FROM ${s}."Order" o WHERE o.status <> 'paid' AND EXISTS (SELECT 1 FROM m WHERE m."orderId" = o.id)) AS charged_unpaid,
+  (SELECT count(*)::int FROM ${s}."Order" o WHERE o.status <> 'paid' AND EXISTS (SELECT 1 FROM m WHERE m."orderId" = o.id) AND NOT (${inFlight})) AS charged_unpaid,
+  (SELECT count(*)::int FROM ${s}."Order" o WHERE o.status <> 'paid' AND EXISTS (SELECT 1 FROM m WHERE m."orderId" = o.id) AND (${inFlight})) AS charged_in_flight,
   (SELECT count(*)::int FROM ${s}."Order" o WHERE o.status = 'paid' AND NOT EXISTS (SELECT 1 FROM m WHERE m."orderId" = o.id)) AS paid_uncharged,
   (SELECT count(DISTINCT o.id)::int FROM ${s}."Order" o JOIN m ON m."orderId" = o.id WHERE o."amountCents" IS NOT NULL AND m."amountCents" <> o."amountCents") AS amount_mismatch,
   (SELECT count(*)::int FROM ${s}."GatewayCharge" c WHERE c."idempotencyKey" IS NOT NULL AND NOT EXISTS (SELECT 1 FROM ${s}."Order" o WHERE o.id = c."orderId" AND o.reference = c."idempotencyKey")) AS unmatched,
-  (SELECT count(*)::int FROM ${s}."Payment" p WHERE p.instance LIKE '%${RECONCILER_SUFFIX}') AS reconciled_paid`
+  (SELECT count(*)::int FROM ${s}."Payment" p WHERE p.instance LIKE '%${RECONCILER_SUFFIX}') AS reconciled_paid,
+  (SELECT count(*)::int FROM ${s}."Order" o WHERE o.status = 'pending' AND o."paymentKey" IS NULL
+     AND o."createdAt" <= (now() AT TIME ZONE 'UTC') - interval '${abandonedAfterMs} milliseconds') AS unsettled`
 }
 
 type CountsDb = Pick<PrismaClient, 'product' | 'order' | 'payment' | 'gatewayCharge' | '$queryRawUnsafe'>
@@ -123,8 +144,20 @@ async function readSegments(db: CountsDb, schema: string): Promise<SegmentRow[]>
   }
 }
 
+/** Options of {@link countShop}. */
+export interface CountOptions {
+  /** An order pending with no intent this long (ms) counts as unsettled. Default 0: every one (a run that has ended). */
+  readonly abandonedAfterMs?: number
+  /** A charged order whose intent is younger than this (ms; the lease) is in flight, not a violation. Default 0: none (a run that has ended). */
+  readonly inFlightMs?: number
+}
+
 /** Counts everything from the database in `schema` (the schema the client queries). */
-export async function countShop(db: CountsDb, schema: string): Promise<ShopCounts> {
+export async function countShop(db: CountsDb, schema: string, options: CountOptions = {}): Promise<ShopCounts> {
+  const abandonedAfterMs = options.abandonedAfterMs ?? 0
+  const inFlightMs = options.inFlightMs ?? 0
+  for (const [name, value] of [['abandonedAfterMs', abandonedAfterMs], ['inFlightMs', inFlightMs]] as const)
+    if (!Number.isSafeInteger(value) || value < 0) throw new RangeError(`countShop: ${name} must be a non-negative integer (got ${value})`)
   const [products, sold, paidOrders, payments, doublePaid, gatewayCharges, charged, seeds, money, cancelledOrders, segmentRows] =
     await Promise.all([
       db.product.findMany({ orderBy: { id: 'asc' }, select: { id: true, sku: true, name: true, stock: true } }),
@@ -140,7 +173,7 @@ export async function countShop(db: CountsDb, schema: string): Promise<ShopCount
       db.gatewayCharge.count(),
       db.gatewayCharge.groupBy({ by: ['orderId'], _count: { _all: true }, having: { orderId: { _count: { gt: 1 } } } }),
       readInitialStock(db, schema),
-      db.$queryRawUnsafe<MoneyRow[]>(moneySql(schema)).then((rows) => rows[0] as MoneyRow),
+      db.$queryRawUnsafe<MoneyRow[]>(moneySql(schema, abandonedAfterMs, inFlightMs)).then((rows) => rows[0] as MoneyRow),
       db.order.count({ where: { status: 'cancelled' } }),
       readSegments(db, schema),
     ])
@@ -181,7 +214,7 @@ export async function countShop(db: CountsDb, schema: string): Promise<ShopCount
   const lostUpdates = sum((p) => p.lostUpdates ?? 0)
   const doubleChargedOrders = charged.length
   const stockViolations = sum((p) => Math.max(p.oversoldUnits, p.lostUpdates ?? 0))
-  const moneyViolations = money.charged_unpaid + money.paid_uncharged + money.amount_mismatch + money.unmatched
+  const moneyViolations = money.charged_unpaid + money.paid_uncharged + money.amount_mismatch + money.unmatched + money.unsettled
   return {
     products: rows,
     orders: sum((p) => p.orders),
@@ -195,9 +228,11 @@ export async function countShop(db: CountsDb, schema: string): Promise<ShopCount
     extraCharges: charged.reduce((a, c) => a + c._count._all - 1, 0),
     lostUpdates,
     chargedUnpaidOrders: money.charged_unpaid,
+    chargedUnpaidInFlight: money.charged_in_flight,
     paidUnchargedOrders: money.paid_uncharged,
     amountMismatchOrders: money.amount_mismatch,
     unmatchedCharges: money.unmatched,
+    unsettledOrders: money.unsettled,
     reconciledPaid: money.reconciled_paid,
     cancelledOrders,
     violations: stockViolations + doubleChargedOrders + moneyViolations,

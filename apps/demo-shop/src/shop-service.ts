@@ -30,6 +30,8 @@ import { lockResource } from './shop-keys.js'
 /** Told when the code enters an external call while it may hold a lock: the chaos' target. */
 export interface ShopObserver {
   externalCall(call: { operation: 'authorize' | 'charge'; resource: string; token: bigint | undefined }): void
+  /** Told when a purchase's order committed, before the buyer is answered (a test hook dies here). */
+  ordered?(call: { orderId: number }): void
   /** Told when the gateway has answered a charge, before the payment is recorded (a test hook dies here). */
   chargeAnswered?(call: { orderId: number; chargeId: string }): void
   /** Told each charge's answer and each write's outcome (the incident timeline's record). */
@@ -104,6 +106,13 @@ export class ShopService {
   readonly #knownSkus = new Set<string>()
   /** Per sku seen: its segments, or null when it sells from Product.stock. */
   readonly #segmented = new Map<string, SegmentedProduct | null>()
+  /**
+   * Skus this instance saw run out (a sale left none, or the read under the lock found none):
+   * for them a plain read decides "sold out" before any lock, so a buyer the stock cannot serve
+   * takes no lock and writes nothing. A read that finds stock again (the reconciler returned a
+   * unit) forgets it; the sale itself is still decided under the lock and the fence.
+   */
+  readonly #soldOut = new Set<string>()
 
   constructor(deps: ShopDeps) {
     this.#deps = deps
@@ -127,14 +136,24 @@ export class ShopService {
     const segmented = this.#segmented.get(sku)
     if (segmented) return this.#purchaseSegment(sku, buyerId, segmented)
 
+    if (this.#soldOut.has(sku)) {
+      const now = await db.product.findUnique({ where: { sku }, select: { stock: true } })
+      if (now === null) return { kind: 'unknown-product', sku }
+      if (now.stock <= 0) return { kind: 'sold-out', sku }
+      this.#soldOut.delete(sku)
+    }
     const row = { model: 'Product', where: { sku } } as const
     const timer = this.#deps.timings?.start()
     const result = await protection.run(lockResource.product(sku), async (guard): Promise<PurchaseResult> => {
       timer?.mark('lock')
-      const product = await guard.read(row)
+      // Only a product with stock is read with its fence raised: an empty one (the sku is known,
+      // products are never deleted) matches nothing, so a buyer it cannot serve writes nothing.
+      const product = await guard.read(row, IN_STOCK)
       timer?.mark('read')
-      if (product === null) return { kind: 'unknown-product', sku }
-      if (product.stock <= 0) return { kind: 'sold-out', sku }
+      if (product === null || product.stock <= 0) {
+        this.#soldOut.add(sku)
+        return { kind: 'sold-out', sku }
+      }
 
       observer?.externalCall({ operation: 'authorize', resource: guard.resource, token: guard.token })
       await gateway.authorize({ buyerId, amountCents: product.priceCents })
@@ -148,6 +167,8 @@ export class ShopService {
         return tx.order.create({ data: newOrder(product, buyerId) })
       }))
       timer?.mark('write')
+      observer?.ordered?.({ orderId: order.id })
+      if (stockLeft <= 0) this.#soldOut.add(sku)
       return { kind: 'ordered', sku, orderId: order.id, stockLeft, token: guard.token }
     })
     if (timer !== undefined && result.kind === 'ordered') {
@@ -162,7 +183,12 @@ export class ShopService {
    * purchase of the product's own stock, on the segment's row under the segment's lock.
    */
   async #purchaseSegment(sku: string, buyerId: string, product: SegmentedProduct): Promise<PurchaseResult> {
-    const { protection, gateway, observer } = this.#deps
+    const { db, protection, gateway, observer } = this.#deps
+    if (this.#soldOut.has(sku)) {
+      const left = await db.stockSegment.findFirst({ where: { productId: product.id, stock: { gt: 0 } }, select: { id: true } })
+      if (left === null) return { kind: 'sold-out', sku }
+      this.#soldOut.delete(sku)
+    }
     const timer = this.#deps.timings?.start()
     const sold = await sellFromSegments<PurchaseResult>(product.segments, this.#deps.random ?? Math.random, (ref, how) => {
       const row = { model: 'StockSegment', where: { id: ref.id } } as const
@@ -173,7 +199,7 @@ export class ShopService {
           // marks the timer (a claimed segment found empty ends the race: the time goes to `lock`).
           if (!how.claim()) return { kind: 'yielded' as const }
           const grantedAt = performance.now()
-          const segment = await guard.read(row)
+          const segment = await guard.read(row, IN_STOCK)
           if (segment === null || segment.stock <= 0) return { kind: 'empty' as const }
           timer?.mark('lock', grantedAt)
           timer?.mark('read')
@@ -188,13 +214,17 @@ export class ShopService {
             return tx.order.create({ data: { ...newOrder(product, buyerId), segment: ref.segment } })
           }))
           timer?.mark('write')
+          observer?.ordered?.({ orderId: order.id })
           const ordered: PurchaseResult = { kind: 'ordered', sku, orderId: order.id, stockLeft, token: guard.token, segment: ref.segment }
           return { kind: 'sold' as const, value: ordered }
         },
         { ...(how.waitMs === undefined ? {} : { waitMs: how.waitMs }), ...(how.signal === undefined ? {} : { signal: how.signal }) },
       )
     })
-    if (sold === 'sold-out') return { kind: 'sold-out', sku }
+    if (sold === 'sold-out') {
+      this.#soldOut.add(sku)
+      return { kind: 'sold-out', sku }
+    }
     if (timer !== undefined) {
       timer.mark('release')
       timer.done()
@@ -219,34 +249,58 @@ export class ShopService {
     }
   }
 
-  /** Pays order `orderId` under the lock `order:<id>`; a second payment of a paid order is a no-op. */
+  /**
+   * Pays order `orderId` under the lock `order:<id>`. The order is read first, before any lock:
+   * a paid or cancelled order (a retried or duplicated payment) is answered from it, with no lock
+   * and no transaction. The amount and the key charged are the order's, fixed when it was made.
+   */
   async pay(orderId: number): Promise<PaymentResult> {
     const { db, protection, gateway, observer, instanceId } = this.#deps
-    if ((await db.order.findUnique({ where: { id: orderId }, select: { id: true } })) === null)
-      return { kind: 'unknown-order', orderId }
+    const found = await db.order.findUnique({ where: { id: orderId }, select: { status: true, reference: true, amountCents: true, productId: true, quantity: true, paymentKey: true } })
+    if (found === null) return { kind: 'unknown-order', orderId }
+    if (found.status === 'paid') return { kind: 'already-paid', orderId }
+    if (found.status === 'cancelled') return { kind: 'cancelled', orderId }
+    // Orders made before the amount was fixed on the order: their product's price (never on the hot path).
+    const amountCents =
+      found.amountCents ?? (await db.product.findUniqueOrThrow({ where: { id: found.productId }, select: { priceCents: true } })).priceCents * found.quantity
 
     const row = { model: 'Order', where: { id: orderId } } as const
     return protection.run(lockResource.order(orderId), async (guard) => {
-      const order = await this.#recorded(guard, 'intent', orderId, () => guard.transaction(row, async (tx) => {
-        const found = await tx.order.findUnique({
-          where: { id: orderId },
-          include: { product: { select: { priceCents: true } } },
-        })
-        if (found === null || found.status !== 'pending') return found
-        // The intent, recorded before calling out: this order is about to be charged this amount
-        // under this key (its reference: named after the order, never after the lock or the
-        // token, so every holder that ever charges it sends the same key).
-        const amountCents = found.amountCents ?? found.product.priceCents * found.quantity
-        return tx.order.update({
-          where: { id: orderId },
-          data: { paymentKey: found.reference, paymentIntentAt: new Date(), amountCents },
-        })
-      }))
-      if (order === null) return { kind: 'unknown-order', orderId }
-      if (order.status === 'paid') return { kind: 'already-paid', orderId }
-      if (order.status === 'cancelled') return { kind: 'cancelled', orderId }
-
-      const amountCents = order.amountCents as number
+      // An intent was recorded before this delivery read the order: another delivery of this
+      // payment (the queue's duplicate, a retry) held the lock, and has most likely paid it by now.
+      // A plain read decides, before any write; a first payment does not need it.
+      if (found.paymentKey !== null) {
+        const now = await db.order.findUnique({ where: { id: orderId }, select: { status: true } })
+        if (now?.status === 'paid') return { kind: 'already-paid', orderId }
+        if (now?.status === 'cancelled') return { kind: 'cancelled', orderId }
+      }
+      // The intent, recorded before calling out: this order is about to be charged this amount
+      // under this key (its reference: named after the order, never after the lock or the token,
+      // so every holder that ever charges it sends the same key). One conditional UPDATE, outside
+      // a transaction: fenced, it raises the order's fence (an older holder's write fails from
+      // here on); it matches only a pending order (paid or cancelled since the read: no intent).
+      const intent = await this.#recorded(guard, 'intent', orderId, () =>
+        guard.writeOne(row, (one) =>
+          one.order
+            .update({
+              where: { id: orderId, status: 'pending' },
+              data: { paymentKey: found.reference, paymentIntentAt: new Date(), amountCents },
+              select: { id: true },
+            })
+            .catch((error: unknown) => {
+              if ((error as { code?: unknown }).code === 'P2025') return null
+              throw error
+            }),
+        ),
+      )
+      if (intent === null) {
+        const now = await db.order.findUnique({ where: { id: orderId }, select: { status: true } })
+        if (now === null) return { kind: 'unknown-order', orderId }
+        if (now.status === 'paid') return { kind: 'already-paid', orderId }
+        if (now.status === 'cancelled') return { kind: 'cancelled', orderId }
+        throw new Error(`order ${orderId}: its intent matched no pending order, yet it is pending`)
+      }
+      const order = { reference: found.reference }
       observer?.externalCall({ operation: 'charge', resource: guard.resource, token: guard.token })
       let charge: { chargeId: string; replayed: boolean }
       const answered = { kind: 'charge', resource: guard.resource, token: guard.token, orderId } as const
@@ -279,6 +333,9 @@ export class ShopService {
     })
   }
 }
+
+/** The condition of a row a buyer can be sold from. */
+const IN_STOCK = Object.freeze({ stock: { gt: 0 } })
 
 /**
  * The order of one unit. Its reference (the charge's key) and amount are fixed here, in the

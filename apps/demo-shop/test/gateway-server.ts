@@ -17,7 +17,7 @@ export interface TestGateway {
 export async function startTestGateway(database: DatabaseLocation, latency: GatewayLatency = { minMs: 1, maxMs: 3 }): Promise<TestGateway> {
   const prisma = createPrisma(database, 10)
   const db = gatewayDb(prisma)
-  const server: Server = createGatewayApp({ db, latency, logError: () => {} }).listen(0, '127.0.0.1')
+  const server: Server = createGatewayApp({ db, schema: database.schema, latency, logError: () => {} }).listen(0, '127.0.0.1')
   await new Promise<void>((resolve) => server.once('listening', () => resolve()))
   return {
     url: `http://127.0.0.1:${(server.address() as AddressInfo).port}`,

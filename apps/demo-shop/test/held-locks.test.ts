@@ -66,3 +66,58 @@ describe('readHeldLocks', () => {
     await frozen.close()
   })
 })
+
+describe('heldLocksRecorder', () => {
+  it('publishes no write per lock event: a burst within the flush interval writes nothing until the flush, which writes the latest list', async () => {
+    const writes: string[] = []
+    const counting = {
+      hset: (...args: Parameters<Redis['hset']>) => (writes.push('hset'), redis.hset(...args)),
+      hdel: (...args: Parameters<Redis['hdel']>) => (writes.push('hdel'), redis.hdel(...args)),
+    } as Pick<Redis, 'hset' | 'hdel'>
+    const burst = new Locker(redis, { prefix })
+    // A flush interval no test outlasts: every write below is the leading one or an explicit flush.
+    const record = heldLocksRecorder(counting, key, 'shop-burst', { flushMs: 3_600_000 })
+    burst.listen(record)
+    for (let i = 0; i < 20; i++) await (await burst.acquire(`order:burst-${i}`)).release()
+    expect(writes, 'no write for 40 events within the flush interval').toEqual([])
+    const kept = await burst.acquire('product:burst-kept')
+    record.flush()
+    await until(async () => (await readHeldLocks(redis, key, locker)).some((l) => l.resource === 'product:burst-kept'))
+    expect((await readHeldLocks(redis, key, locker)).filter((l) => l.instance === 'shop-burst')).toMatchObject([
+      { resource: 'product:burst-kept', token: String(kept.token), leaseLive: true },
+    ])
+    await kept.release()
+    record.flush()
+    expect(writes).toEqual(['hset', 'hdel'])
+    await until(async () => !(await readHeldLocks(redis, key, locker)).some((l) => l.instance === 'shop-burst'))
+    expect((await readHeldLocks(redis, key, locker)).filter((l) => l.instance === 'shop-burst')).toEqual([])
+    await burst.close()
+  })
+})
+
+describe('readHeldLocks with the reading instance’s recorder', () => {
+  it('takes its own locks from memory and hides another instance’s lock released since its last write until its lease could have run out', async () => {
+    const lockerA = new Locker(redis, { prefix })
+    const lockerB = new Locker(redis, { prefix })
+    const a = heldLocksRecorder(redis, key, 'shop-a', { flushMs: 3_600_000 })
+    const b = heldLocksRecorder(redis, key, 'shop-b', { flushMs: 3_600_000 })
+    lockerA.listen(a)
+    lockerB.listen(b)
+    const mine = await lockerA.acquire('order:own-1', { ttlMs: 60_000 })
+    const theirs = await lockerB.acquire('order:theirs-1', { ttlMs: 60_000 })
+    a.flush()
+    b.flush()
+    await until(async () => (await readHeldLocks(redis, key, locker)).filter((l) => l.resource.endsWith('-1')).length === 2)
+    await mine.release()
+    await theirs.release()
+    // Neither release is published yet: the raw view shows both as not live.
+    const raw = (await readHeldLocks(redis, key, locker)).filter((l) => l.resource.endsWith('-1'))
+    expect(raw.map((l) => [l.resource, l.leaseLive])).toEqual([['order:own-1', false], ['order:theirs-1', false]])
+    // Instance A's view: its own from memory (gone), B's hidden (its lease could not have run out).
+    expect((await readHeldLocks(redis, key, lockerA, a)).filter((l) => l.resource.endsWith('-1'))).toEqual([])
+    a.flush()
+    b.flush()
+    await lockerA.close()
+    await lockerB.close()
+  })
+})

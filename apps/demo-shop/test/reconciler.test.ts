@@ -314,3 +314,60 @@ describe('2. keys are never reused after a schema reset', () => {
     }
   })
 })
+
+describe('6. an order left pending without an intent (issue 34 item 3)', () => {
+  it('is unsettled past its abandon age, a violation until the reconciler cancels it and returns its unit; a young one is left alone', async () => {
+    const sku = await newProduct(3)
+    const shop = new ShopService({ db: prisma, protection: protection('fenced'), gateway: gatewayDying(), instanceId: 'a' })
+    // Ordered, and the instance died before the payment's intent: nothing more happens to it.
+    const orderId = await ordered(shop, sku)
+    const others = (await countShop(prisma, schema, { abandonedAfterMs: 0 })).unsettledOrders - 1
+    expect((await countShop(prisma, schema, { abandonedAfterMs: 3_600_000 })).unsettledOrders, 'young: not abandoned yet').toBe(0)
+    const counted = await countShop(prisma, schema)
+    expect(counted.unsettledOrders).toBe(others + 1)
+    expect(counted.violations).toBeGreaterThanOrEqual(1)
+
+    const patient = new Reconciler({ db: prisma, protection: protection('fenced'), gateway: gatewayDying(), instanceId: 'test', minAgeMs: 1_000, abandonedAfterMs: 3_600_000 })
+    expect((await patient.runOnce()).cancelled).toBe(0)
+    expect((await money(orderId)).order.status).toBe('pending')
+
+    const pass = await reconcilerOf().runOnce()
+    expect(pass.cancelled).toBeGreaterThanOrEqual(1)
+    expect((await money(orderId)).order).toMatchObject({ status: 'cancelled', paymentKey: null })
+    expect((await prisma.product.findUniqueOrThrow({ where: { sku } })).stock).toBe(3)
+    expect((await countShop(prisma, schema)).unsettledOrders).toBe(0)
+    // The buyer's late payment finds it cancelled: no lock, nothing charged.
+    expect(await shop.pay(orderId)).toEqual({ kind: 'cancelled', orderId })
+    expect((await money(orderId)).charges).toHaveLength(0)
+  })
+
+  it('a payer that had the lock before the cancel and records its intent after it is refused by the fence', async () => {
+    const sku = await newProduct(3)
+    const shop = new ShopService({ db: prisma, protection: protection('fenced'), gateway: gatewayDying(), instanceId: 'a' })
+    const orderId = await ordered(shop, sku)
+    // An older holder of the order's lock (its token minted before the reconciler's).
+    // Its lease runs out; the reconciler's acquire waits for that, then takes a newer token.
+    const stale = await locker.acquire(`order:${orderId}`, { ttlMs: 50 })
+    expect(await reconcilerOf().settle(orderId)).toBe('cancelled')
+    const late = fencedShopClient(prisma).$fenced(stale.token)
+    await expect(late.order.update({ where: { id: orderId }, data: { paymentKey: 'late', paymentIntentAt: new Date() } })).rejects.toMatchObject({ name: 'StaleFencingTokenError' })
+    await stale.release().catch(() => {})
+  })
+})
+
+describe('7. charges whose payment is in flight', () => {
+  it('a charged order whose intent is younger than the lease is in flight, not a violation; older, it is charged-not-paid', async () => {
+    const sku = await newProduct()
+    const dying = new ShopService({ db: prisma, protection: protection('fenced'), gateway: gatewayDying('after-charge'), instanceId: 'a' })
+    const orderId = await ordered(dying, sku)
+    await expect(dying.pay(orderId)).rejects.toThrow(/killed after/)
+    const settled = await countShop(prisma, schema)
+    const live = await countShop(prisma, schema, { inFlightMs: 3_600_000 })
+    expect(live.chargedUnpaidInFlight).toBeGreaterThanOrEqual(1)
+    expect(live.chargedUnpaidOrders).toBe(settled.chargedUnpaidOrders - live.chargedUnpaidInFlight)
+    expect(live.violations).toBe(settled.violations - live.chargedUnpaidInFlight)
+    expect(settled.chargedUnpaidInFlight).toBe(0)
+    expect(await reconcilerOf().settle(orderId)).toBe('paid')
+    expect((await countShop(prisma, schema, { inFlightMs: 3_600_000 })).chargedUnpaidInFlight).toBe(0)
+  })
+})

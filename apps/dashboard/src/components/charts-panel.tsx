@@ -6,7 +6,9 @@ import { MetricChart } from './metric-chart'
 
 const COLORS = { blue: '#2563eb', green: '#16a34a', amber: '#d97706', purple: '#7c3aed', red: '#dc2626', teal: '#0d9488' }
 
-const ms = (v: number) => (v >= 1000 ? `${(v / 1000).toFixed(v >= 10_000 ? 0 : 1)} s` : `${Math.round(v)} ms`)
+// Below 10 ms with a fraction, one decimal: an empty chart's 0 / 0.5 / 1 ms axis read "0 ms, 1 ms, 1 ms".
+const ms = (v: number) =>
+  v >= 1000 ? `${(v / 1000).toFixed(v >= 10_000 ? 0 : 1)} s` : v < 10 && !Number.isInteger(v) ? `${v.toFixed(1)} ms` : `${Math.round(v)} ms`
 const pct = (v: number) => `${Math.round(v * 100)} %`
 const num = (v: number) => (Number.isInteger(v) ? String(v) : v.toFixed(1))
 

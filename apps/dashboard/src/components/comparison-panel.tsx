@@ -1,6 +1,7 @@
 import { useState, type FormEvent } from 'react'
-import { CHAOS_LABELS, CHAOS_SHORT, formatCount, formatMoney, MODE_LABELS } from '../format'
-import { runVerdict } from '../verdict'
+import { chaosToSend, offeredChaos, REDIS_RESTART_UNAVAILABLE } from '../chaos-choices'
+import { CHAOS_LABELS, CHAOS_SHORT, countOf, formatCount, formatMoney, MODE_LABELS } from '../format'
+import { brokenInvariants, runVerdict } from '../verdict'
 import type { ApiError, ComparisonRequest, RunLimits, RunView, WireChaos, WireMode } from '../wire'
 
 /** Posts a comparison; resolves with the server's error message, or null when it started. */
@@ -22,6 +23,8 @@ export const postComparison: StartComparison = async (request) => {
 }
 
 const MODE_ORDER: readonly WireMode[] = ['unsafe', 'lock', 'fenced']
+/** The chaos the comparison form offers, in this order. */
+const COMPARISON_CHAOS: readonly WireChaos[] = ['pause', 'redis-restart', 'none']
 export const MODE_COLORS: Readonly<Record<WireMode, string>> = { unsafe: '#dc2626', lock: '#d97706', fenced: '#16a34a' }
 
 /** The four figures of the chart: what each counts, and where. */
@@ -64,55 +67,48 @@ function valueOf(run: RunView, key: FigureKey): number | null {
 const show = (key: FigureKey, v: number | null) =>
   v === null ? '…' : key === 'overcharged' ? formatMoney(v) : formatCount(v)
 
-/** Grouped bars: one group per figure, one bar per mode; each group on its own scale (units differ). */
+/**
+ * Grouped bars: one group per figure, one bar per mode; each group on its own scale (units
+ * differ). Drawn in HTML, not SVG: a label keeps its size at every width, and each bar's column is
+ * at least as wide as its label, so no two labels can overlap (an SVG scaled to a phone shrank
+ * them to 6 px, and `$249.95` ran into the `$0.00` beside it).
+ */
 function Bars({ runs }: { runs: readonly RunView[] }) {
   const byMode = new Map(runs.map((r) => [r.mode, r]))
-  const W = 640
-  const H = 200
-  const top = 18
-  const base = H - 34
-  const groupW = W / FIGURES.length
-  const barW = 34
+  const groups = FIGURES.map((f) => ({
+    figure: f,
+    values: MODE_ORDER.map((m) => {
+      const run = byMode.get(m)
+      return run === undefined ? null : valueOf(run, f.key)
+    }),
+  }))
+  const summary = groups
+    .map(({ figure, values }) => `${figure.label}: ${MODE_ORDER.map((m, i) => `${MODE_LABELS[m]} ${show(figure.key, values[i] ?? null)}`).join(', ')}`)
+    .join('; ')
   return (
-    <svg
-      className="bars"
-      viewBox={`0 0 ${W} ${H}`}
-      role="img"
-      aria-label="Violations per mode: oversold units, orders charged twice, lost updates, money overcharged"
-    >
-      <line className="axis" x1={0} x2={W} y1={base} y2={base} />
-      {FIGURES.map((f, g) => {
-        const values = MODE_ORDER.map((m) => {
-          const run = byMode.get(m)
-          return run === undefined ? null : valueOf(run, f.key)
-        })
+    <div className="bars" data-chart="verdict" role="img" aria-label={`Violations per mode. ${summary}`}>
+      {groups.map(({ figure: f, values }) => {
         const max = Math.max(1, ...values.map((v) => v ?? 0))
-        const x0 = g * groupW + (groupW - barW * 3 - 8) / 2
         return (
-          <g key={f.key} data-figure={f.key}>
-            <title>{`${f.label}: ${f.def}`}</title>
-            {MODE_ORDER.map((m, i) => {
-              const v = values[i] ?? null
-              const h = v === null ? 0 : Math.max(v > 0 ? 3 : 1, ((base - top) * v) / max)
-              const x = x0 + i * (barW + 4)
-              return (
-                <g key={m} data-mode={m} data-value={v ?? ''}>
-                  <rect x={x} y={base - h} width={barW} height={h} fill={MODE_COLORS[m]} rx={2}>
-                    <title>{`${MODE_LABELS[m]} · ${f.label}: ${show(f.key, v)}`}</title>
-                  </rect>
-                  <text x={x + barW / 2} y={base - h - 4} textAnchor="middle">
-                    {show(f.key, v)}
-                  </text>
-                </g>
-              )
-            })}
-            <text x={g * groupW + groupW / 2} y={base + 16} textAnchor="middle" className="term">
-              {f.label}
-            </text>
-          </g>
+          <div key={f.key} className="bar-group" data-figure={f.key} title={`${f.label}: ${f.def}`}>
+            <div className="bar-plot">
+              {MODE_ORDER.map((m, i) => {
+                const v = values[i] ?? null
+                // The label's line comes off the plot's height; a 0 keeps a 1 px stub, any count at least 3 px.
+                const height = v === null ? '0px' : `max(${v > 0 ? 3 : 1}px, calc((100% - 18px) * ${v / max}))`
+                return (
+                  <div key={m} className="bar-col" data-mode={m} data-value={v ?? ''} title={`${MODE_LABELS[m]} · ${f.label}: ${show(f.key, v)}`}>
+                    <span className="chart-label bar-value">{show(f.key, v)}</span>
+                    <span className="bar" style={{ height, background: MODE_COLORS[m] }} />
+                  </div>
+                )
+              })}
+            </div>
+            <span className="chart-label bar-figure term">{f.label}</span>
+          </div>
         )
       })}
-    </svg>
+    </div>
   )
 }
 
@@ -123,7 +119,8 @@ function proves(runs: readonly RunView[]): string {
     return 'One click runs the same sale — one seed, one chaos, one size — with no lock, the lock alone, and lock + fencing, and counts what broke.'
   if (done.length < 3)
     return `Running the same sale in the three modes (seed ${runs[0]?.seed ?? ''}): ${done.length} of 3 counted…`
-  const bad = (r: RunView) => (r.result ? r.result.oversold + r.result.doubleChargedOrders + r.result.lostUpdates : 0)
+  // The same count as each run's verdict in the table (brokenInvariants), so the two never disagree.
+  const bad = (r: RunView) => (r.result ? brokenInvariants(r.result, true) : 0)
   const [unsafe, lock, fenced] = MODE_ORDER.map((m) => done.find((r) => r.mode === m))
   if (unsafe === undefined || lock === undefined || fenced === undefined) return ''
   const fencedVerdict = runVerdict(fenced)
@@ -154,13 +151,15 @@ export function ComparisonPanel({
   const [error, setError] = useState<string | null>(null)
   const [posting, setPosting] = useState(false)
   const disabled = busy || posting || offline || limits === null
+  const offered = offeredChaos(COMPARISON_CHAOS, limits)
+  const chosen = chaosToSend(chaos, offered)
 
   const submit = async (event: FormEvent) => {
     event.preventDefault()
     setError(null)
     setPosting(true)
     const request: ComparisonRequest = {
-      chaos,
+      chaos: chosen,
       ...(buyers === '' ? {} : { buyers: Number(buyers) }),
       ...(stock === '' ? {} : { stock: Number(stock) }),
       ...(segments === 1 ? {} : { segments }),
@@ -170,65 +169,71 @@ export function ComparisonPanel({
     if (message !== null) setError(message)
   }
   const first = comparison[0]
+  // Each control has a visible label; its accessible name says it is the comparison's (the run
+  // form beside it has a Chaos, Buyers, Stock and Segments of its own).
   return (
     <section className="panel" aria-labelledby="verdict-title">
-      <div className="compare-head">
-        <h2 id="verdict-title">The verdict: the same sale in three modes</h2>
-        <form className="compare-form" onSubmit={(e) => void submit(e)}>
-          <select
-            aria-label="Comparison chaos"
-            value={chaos}
-            onChange={(e) => setChaos(e.target.value as WireChaos)}
-            disabled={busy}
-          >
-            {(['pause', 'redis-restart', 'none'] as const).map((c) => (
-              <option key={c} value={c} disabled={c === 'redis-restart' && limits?.redisRestart === false}>
+      <h2 id="verdict-title">The verdict: the same sale in three modes</h2>
+      <form className="run-form compare-form" onSubmit={(e) => void submit(e)}>
+        <div className="field">
+          <label htmlFor="compare-chaos">Chaos</label>
+          <select id="compare-chaos" aria-label="Comparison chaos" value={chosen} onChange={(e) => setChaos(e.target.value as WireChaos)} disabled={busy}>
+            {offered.map((c) => (
+              <option key={c} value={c}>
                 {CHAOS_LABELS[c]}
               </option>
             ))}
           </select>
+        </div>
+        <div className="field field-small">
+          <label htmlFor="compare-buyers">Buyers</label>
           <input
+            id="compare-buyers"
             aria-label="Comparison buyers"
-            className="num-input"
             type="number"
+            inputMode="numeric"
             min={limits?.buyers.min}
             max={limits?.buyers.max}
-            placeholder={`${limits?.compare.buyers ?? ''} buyers`}
+            step={1}
+            placeholder={String(limits?.compare.buyers ?? '')}
             value={buyers}
             onChange={(e) => setBuyers(e.target.value)}
             disabled={busy}
-            size={7}
           />
+        </div>
+        <div className="field field-small">
+          <label htmlFor="compare-stock">Stock</label>
           <input
+            id="compare-stock"
             aria-label="Comparison stock"
-            className="num-input"
             type="number"
+            inputMode="numeric"
             min={limits?.stock.min}
             max={limits?.stock.max}
-            placeholder={`${limits?.compare.stock ?? ''} units`}
+            step={1}
+            placeholder={String(limits?.compare.stock ?? '')}
             value={stock}
             onChange={(e) => setStock(e.target.value)}
             disabled={busy}
-            size={6}
           />
-          <select
-            aria-label="Comparison segments"
-            title="--segments N: the stock split over N rows, each under its own lock and fence"
-            value={segments}
-            onChange={(e) => setSegments(Number(e.target.value))}
-            disabled={busy}
-          >
+        </div>
+        <div className="field field-small">
+          <label htmlFor="compare-segments" title="--segments N: the stock split over N rows, each under its own lock and fence">
+            Segments
+          </label>
+          <select id="compare-segments" aria-label="Comparison segments" value={segments} onChange={(e) => setSegments(Number(e.target.value))} disabled={busy}>
             {(limits?.segments ?? [1]).map((n) => (
               <option key={n} value={n}>
-                {n === 1 ? '1 segment' : `${n} segments`}
+                {n}
               </option>
             ))}
           </select>
-          <button type="submit" className="primary" disabled={disabled}>
-            Compare the three modes
-          </button>
-        </form>
-      </div>
+        </div>
+        <button type="submit" className="primary" disabled={disabled}>
+          Compare the three modes
+        </button>
+      </form>
+      {limits !== null && !limits.redisRestart ? <p className="hint">{REDIS_RESTART_UNAVAILABLE}</p> : null}
       {error ? (
         <p className="form-error" role="alert">
           Not started: {error}
@@ -252,8 +257,8 @@ export function ComparisonPanel({
               )
             })}
             <li className="hint">
-              seed {first.seed} · chaos {CHAOS_SHORT[first.chaos]} · {formatCount(first.buyers)} buyers /{' '}
-              {formatCount(first.stock)} units
+              seed {first.seed} · chaos {CHAOS_SHORT[first.chaos]} · {countOf(first.buyers, 'buyer')} /{' '}
+              {countOf(first.stock, 'unit')}
               {first.segments > 1 ? ` · ${first.segments} segments` : ''}
               {first.chaos === 'redis-restart'
                 ? ` · gateway ${first.gatewayLatencyMs} ms (a restart bites only during a slow charge)`

@@ -1,15 +1,10 @@
 import { CHAOS_SHORT, FIGURE_LABELS, formatCount, MODE_LABELS } from '../format'
-import { cardVerdict } from '../verdict'
+import { cardVerdict, chargedUnpaidSettled } from '../verdict'
 import type { InvariantsView } from '../wire'
 
-/** Violations of one shop, as the shop counts them: each broken invariant once (stock, charges twice, and money the ledger and the orders disagree on). */
-export function violationsOf(view: InvariantsView): number {
-  return view.violations
-}
-
-function Row({ label, value, bad, hint }: { label: string; value: string; bad?: boolean; hint?: string }) {
+function Row({ label, value, bad, warn, hint }: { label: string; value: string; bad?: boolean; warn?: boolean; hint?: string | undefined }) {
   return (
-    <div className={`kv${bad ? ' kv-bad' : ''}`}>
+    <div className={`kv${bad ? ' kv-bad' : warn ? ' kv-warn' : ''}`}>
       <dt>{label}</dt>
       <dd>
         {value}
@@ -20,8 +15,11 @@ function Row({ label, value, bad, hint }: { label: string; value: string; bad?: 
 }
 
 function InvariantsCard({ view }: { view: InvariantsView }) {
-  const healthy = violationsOf(view) === 0
   const verdict = cardVerdict(view)
+  const healthy = verdict.tone !== 'bad'
+  // Charged and not paid is a violation once settled; counted now by a shop that does not give its
+  // charges in flight apart, it may be a payment being recorded: shown, not called a violation.
+  const settled = chargedUnpaidSettled(view)
   const id = `inv-${view.source}`
   const title = `${view.title} · ${MODE_LABELS[view.mode]}${view.chaos === undefined ? '' : `, chaos ${CHAOS_SHORT[view.chaos]}`}`
   return (
@@ -48,7 +46,9 @@ function InvariantsCard({ view }: { view: InvariantsView }) {
         <Row
           label="Charged, not paid"
           value={formatCount(view.chargedUnpaidOrders)}
-          bad={view.chargedUnpaidOrders > 0}
+          bad={settled && view.chargedUnpaidOrders > 0}
+          warn={!settled && view.chargedUnpaidOrders > 0}
+          hint={!settled && view.chargedUnpaidOrders > 0 ? 'in flight, or not yet reconciled' : undefined}
         />
         <Row
           label="Paid, not charged"
@@ -61,12 +61,23 @@ function InvariantsCard({ view }: { view: InvariantsView }) {
           bad={view.amountMismatchOrders > 0}
         />
         <Row label="Charges of no order" value={formatCount(view.unmatchedCharges)} bad={view.unmatchedCharges > 0} />
+        {view.unsettledOrders === undefined ? null : (
+          <Row
+            label="Ordered, never paid"
+            value={formatCount(view.unsettledOrders)}
+            bad={view.unsettledOrders > 0}
+            hint={view.unsettledOrders > 0 ? 'until the reconciler cancels it' : undefined}
+          />
+        )}
       </dl>
       {/* Not invariants by themselves: where the money moved, next to what the shop recorded of it. */}
       <dl className="kvs kvs-money" aria-label="Charges and payments">
         <Row label={FIGURE_LABELS.gatewayCharges} value={formatCount(view.gatewayCharges)} />
         <Row label={FIGURE_LABELS.payments} value={formatCount(view.payments)} />
         <Row label={FIGURE_LABELS.paidOrders} value={formatCount(view.paidOrders)} />
+        {view.chargesInFlight === undefined ? null : (
+          <Row label="Charges in flight" value={formatCount(view.chargesInFlight)} hint="being recorded" />
+        )}
         <Row
           label="Reconciled: paid / cancelled"
           value={`${formatCount(view.reconciledPaid)} / ${formatCount(view.cancelledOrders)}`}

@@ -1,5 +1,6 @@
 import { useState, type FormEvent } from 'react'
-import { CHAOS_LABELS, CHAOS_SHORT, formatCount, MODE_LABELS } from '../format'
+import { chaosToSend, offeredChaos, REDIS_RESTART_UNAVAILABLE } from '../chaos-choices'
+import { CHAOS_LABELS, CHAOS_SHORT, countOf, formatCount, MODE_LABELS } from '../format'
 import type { ApiError, RunLimits, RunRequest, RunView, WireChaos, WireMode } from '../wire'
 
 const MODES = Object.keys(MODE_LABELS) as WireMode[]
@@ -42,8 +43,8 @@ function RunProgress({ run }: { run: RunView }) {
       </p>
       <progress max={run.buyers} value={run.buyersDone} aria-label={`Flash sale #${run.id} progress`} />
       <p className="hint">
-        ordered {formatCount(run.ordered)} · sold out {formatCount(run.soldOut)} · paid {formatCount(run.paid)} · {run.chaos === 'redis-restart' ? 'Redis restarts' : run.chaos === 'kill' ? 'kills' : 'pauses'}{' '}
-        {formatCount(run.chaosEvents)}
+        ordered {formatCount(run.ordered)} · sold out {formatCount(run.soldOut)} · paid {formatCount(run.paid)}
+        {run.chaos === 'none' ? '' : ` · ${countOf(run.chaosEvents, run.chaos === 'redis-restart' ? 'Redis restart' : run.chaos === 'kill' ? 'kill' : 'pause')}`}
       </p>
     </div>
   )
@@ -74,12 +75,14 @@ export function RunControls({
   const stockValue = stock === '' ? (limits?.stock.default ?? 30) : Number(stock)
   const busy = posting || activeRun !== null
   const disabled = busy || offline || limits === null
+  const offered = offeredChaos(CHAOS, limits)
+  const chosen = chaosToSend(chaos, offered)
 
   const submit = async (event: FormEvent) => {
     event.preventDefault()
     setError(null)
     setPosting(true)
-    const message = await startRun({ mode, chaos, buyers: buyersValue, stock: stockValue, segments })
+    const message = await startRun({ mode, chaos: chosen, buyers: buyersValue, stock: stockValue, segments })
     setPosting(false)
     if (message !== null) setError(message)
   }
@@ -100,11 +103,10 @@ export function RunControls({
         </div>
         <div className="field">
           <label htmlFor="run-chaos">Chaos</label>
-          <select id="run-chaos" value={chaos} onChange={(e) => setChaos(e.target.value as WireChaos)} disabled={busy}>
-            {CHAOS.map((c) => (
-              <option key={c} value={c} disabled={c === 'redis-restart' && limits?.redisRestart === false}>
+          <select id="run-chaos" value={chosen} onChange={(e) => setChaos(e.target.value as WireChaos)} disabled={busy}>
+            {offered.map((c) => (
+              <option key={c} value={c}>
                 {CHAOS_LABELS[c]}
-                {c === 'redis-restart' && limits?.redisRestart === false ? ' (needs a Redis of the demo’s own)' : ''}
               </option>
             ))}
           </select>
@@ -166,8 +168,9 @@ export function RunControls({
       ) : (
         <p className="hint">
           {limits ? `${limits.instances} shop instances, each buyer buys one unit once; ` : ''}the live shop’s crowd waits while a sale runs. One sale at a time.
+          {limits !== null && !limits.redisRestart ? ` ${REDIS_RESTART_UNAVAILABLE}` : ''}
           {segments > 1 ? ` The stock is split over ${segments} rows, each under its own lock and fence: up to ${segments} purchases at once.` : ''}
-          {chaos === 'redis-restart' ? ' A Redis restart lets a second holder in only while the first is inside a slow charge: these sales use a 300-600 ms gateway.' : ''}
+          {chosen === 'redis-restart' ? ' A Redis restart lets a second holder in only while the first is inside a slow charge: these sales use a 300-600 ms gateway.' : ''}
         </p>
       )}
     </section>

@@ -54,11 +54,63 @@ describe('InvariantsPanel', () => {
     expect(within(run).getByText(/expected without fencing/)).toBeTruthy()
   })
 
+  it('counts an order left pending with no payment (its instance died after the purchase) as a violation until the reconciler cancels it; a shop that does not count them shows no tile', () => {
+    render(<InvariantsPanel invariants={[invariants({ unsettledOrders: 1 }), invariants({ source: 'run-6', title: 'Flash sale #6', mode: 'fenced', kind: 'final', unsettledOrders: 0 })]} />)
+    const live = card(/Live shop/)
+    const tile = within(live).getByText('Ordered, never paid').closest('.kv') as HTMLElement
+    expect(tile.className).toContain('kv-bad')
+    expect(tile.textContent).toContain('until the reconciler cancels it')
+    expect(within(live).getByRole('status').getAttribute('aria-label')).toBe('Status: violated (1)')
+    expect(within(card(/Flash sale #6/)).getByText('Ordered, never paid').closest('.kv')?.className).not.toContain('kv-bad')
+    cleanup()
+    render(<InvariantsPanel invariants={[invariants()]} />)
+    expect(screen.queryByText('Ordered, never paid')).toBeNull()
+  })
+
   it('shows each shop on its own card with its own status', () => {
     render(<InvariantsPanel invariants={[invariants(), invariants({ source: 'run-3', title: 'Flash sale #3 · unsafe', mode: 'unsafe', oversold: 41 })]} />)
     expect(within(card(/Live shop/)).getByRole('status').textContent).toContain('Healthy')
     expect(within(card(/Flash sale #3/)).getByRole('status').textContent).toContain('Violated')
     expect(within(card(/Flash sale #3/)).getByText('Oversold').nextElementSibling?.textContent).toBe('41')
+  })
+
+  it('does not call a live charge in flight a violation when the shop does not say which are in flight: shown apart, with why', () => {
+    // The gateway charged, the holder is recording the payment: the shop's count says "charged, not paid 1".
+    render(<InvariantsPanel invariants={[invariants({ chargedUnpaidOrders: 1, gatewayCharges: 46 })]} />)
+    const live = card(/Live shop/)
+    expect(within(live).getByRole('status').getAttribute('aria-label')).toBe('Status: healthy')
+    const tile = within(live).getByText('Charged, not paid').closest('.kv') as HTMLElement
+    expect(tile.className).not.toContain('kv-bad')
+    expect(tile.className).toContain('kv-warn')
+    expect(tile.querySelector('dd')?.textContent).toBe('1 in flight, or not yet reconciled')
+    expect(live.querySelectorAll('.kv-bad')).toHaveLength(0)
+    expect(within(live).queryByText('Charges in flight')).toBeNull()
+  })
+
+  it('shows the charges in flight the shop gives apart, and then calls a charged-not-paid order what it is', () => {
+    const { rerender } = render(<InvariantsPanel invariants={[invariants({ chargesInFlight: 1, gatewayCharges: 46 })]} />)
+    let live = card(/Live shop/)
+    expect(within(live).getByRole('status').getAttribute('aria-label')).toBe('Status: healthy')
+    const money = within(live).getByLabelText('Charges and payments')
+    expect(within(money).getByText('Charges in flight').nextElementSibling?.textContent).toBe('1 being recorded')
+    expect(live.querySelectorAll('.kv-bad, .kv-warn')).toHaveLength(0)
+    // Settled and still not paid: a violation, marked, in the status.
+    rerender(<InvariantsPanel invariants={[invariants({ chargesInFlight: 0, chargedUnpaidOrders: 1, gatewayCharges: 46 })]} />)
+    live = card(/Live shop/)
+    expect(within(live).getByRole('status').getAttribute('aria-label')).toBe('Status: violated (1)')
+    expect(within(live).getByText('Charged, not paid').closest('.kv')?.className).toContain('kv-bad')
+  })
+
+  it.each([
+    ['charged, not paid', { chargedUnpaidOrders: 2 }, 'Charged, not paid', 2],
+    ['paid, not charged', { paidUnchargedOrders: 1 }, 'Paid, not charged', 1],
+    ['charged another amount', { amountMismatchOrders: 1 }, 'Charged another amount', 1],
+    ['charges of no order', { unmatchedCharges: 3 }, 'Charges of no order', 3],
+  ] as const)('says violated on money after a run — %s — never healthy beside a red count', (_name, bad, label, n) => {
+    render(<InvariantsPanel invariants={[invariants({ source: 'run-6', title: 'Flash sale #6', kind: 'final', chaos: 'none', ...bad })]} />)
+    const run = card(/Flash sale #6/)
+    expect(within(run).getByRole('status').getAttribute('aria-label')).toBe(`Status: violated (${n})`)
+    expect(within(run).getByText(label).closest('.kv')?.className).toContain('kv-bad')
   })
 
   it('waits for the first counts', () => {

@@ -21,10 +21,13 @@ describe('RunControls', () => {
     expect(screen.queryByRole('alert')).toBeNull()
   })
 
-  it('offers redis-restart only where the demo owns a Redis', () => {
-    render(<RunControls limits={limits} activeRun={null} startRun={async () => null} />)
-    const option = screen.getByRole('option', { name: /Restart Redis/ }) as HTMLOptionElement
-    expect(option.disabled).toBe(true)
+  it('offers redis-restart only where the demo owns a Redis, and says why not', () => {
+    const { rerender } = render(<RunControls limits={limits} activeRun={null} startRun={async () => null} />)
+    expect(screen.queryByRole('option', { name: /Restart Redis/ })).toBeNull()
+    expect(screen.getByText(/Restart Redis is not offered: REDIS_URL is set/)).toBeTruthy()
+    rerender(<RunControls limits={{ ...limits, redisRestart: true }} activeRun={null} startRun={async () => null} />)
+    expect(screen.getByRole('option', { name: 'Restart Redis' })).toBeTruthy()
+    expect(screen.queryByText(/REDIS_URL/)).toBeNull()
   })
 
   it('shows why the shop refused a run', async () => {
@@ -39,5 +42,11 @@ describe('RunControls', () => {
     const bar = screen.getByRole('progressbar', { name: 'Flash sale #4 progress' }) as HTMLProgressElement
     expect([bar.value, bar.max]).toEqual([50, 200])
     expect(screen.getByText(/selling: 50 of 200 buyers done/)).toBeTruthy()
+    expect(screen.getByText(/paid 20 · 3 pauses$/)).toBeTruthy()
+  })
+
+  it('says 1 pause, not 1 pauses', () => {
+    render(<RunControls limits={limits} activeRun={run({ id: 5, status: 'running', phase: 'selling', chaosEvents: 1, result: null })} startRun={async () => null} />)
+    expect(screen.getByText(/ · 1 pause$/)).toBeTruthy()
   })
 })

@@ -76,6 +76,29 @@ describe('RunsComparison', () => {
     expect(cell(failed, 'status').textContent).toContain('instances not ready')
   })
 
+  it('makes each count of the chaos agree with its noun: 1 pause, 1 lease, 1 kill, 1 Redis restart', () => {
+    render(
+      <RunsComparison
+        runs={[
+          run({ id: 3, chaos: 'pause', chaosEvents: 1, result: result({ expiredLocks: 1, staleWritesRejected: 1 }) }),
+          run({ id: 2, mode: 'lock', chaos: 'kill', chaosEvents: 1, result: result({ expiredLocks: 0 }) }),
+          run({ id: 1, mode: 'lock', chaos: 'redis-restart', chaosEvents: 1, result: result({ expiredLocks: 2 }) }),
+        ]}
+      />,
+    )
+    const landed = within(screen.getByRole('table'))
+      .getAllByRole('row')
+      .slice(1)
+      .map((r) => cell(r, 'chaos-landed').textContent)
+    expect(landed).toEqual(['1 pause · 1 lease expired · 1 stale refused', '1 kill · 0 leases expired', '1 Redis restart · 2 leases expired'])
+  })
+
+  it('counts money the ledger and the orders disagree on in a run’s verdict', () => {
+    render(<RunsComparison runs={[run({ id: 4, mode: 'lock', chaos: 'none', result: result({ paidUnchargedOrders: 1, chargedUnpaidOrders: 2 }) })]} />)
+    const [row] = within(screen.getByRole('table')).getAllByRole('row').slice(1) as [HTMLElement]
+    expect(cell(row, 'verdict').textContent).toBe('✗ Violated (3)')
+  })
+
   it('invites a first run', () => {
     render(<RunsComparison runs={[]} />)
     expect(screen.getByText(/No run yet/)).toBeTruthy()

@@ -5,7 +5,9 @@
 // oversells and charges orders twice. A fenced sale's incident timeline is drawn from its records,
 // and "charged twice" opens its orders. Screenshots at 1280×800 and at phone width go to
 // the system's temp directory, never into the repository. Then the demo is stopped and the page
-// must say the connection is lost. Everything started is stopped by PID.
+// must say the connection is lost. At every width: no two chart labels overlap, every control has
+// a label, no placeholder or chosen option is cut (layout-checks.ts). Everything started is
+// stopped by PID.
 import { spawn, spawnSync, type ChildProcess } from 'node:child_process'
 import { randomBytes } from 'node:crypto'
 import { mkdirSync, mkdtempSync, rmSync } from 'node:fs'
@@ -16,6 +18,7 @@ import { fileURLToPath } from 'node:url'
 import pg from 'pg'
 import { chromium, type BrowserContext } from 'playwright-core'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
+import { layoutFindings, type LayoutFindings } from './layout-checks'
 
 const here = dirname(fileURLToPath(import.meta.url))
 const dashboardDir = join(here, '..', '..')
@@ -87,7 +90,9 @@ afterAll(async () => {
   rmSync(join(work, 'dist'), { recursive: true, force: true })
   rmSync(join(work, 'chromium-profile'), { recursive: true, force: true })
   mark('stopped')
-  console.log(`${timings.join('\n')}\nscreenshots: ${shots}`)
+  // A sale that failed says why in the demo's log (the page shows only its status).
+  const runErrors = demoLog.split('\n').filter((line) => line.startsWith('[dashboard]'))
+  console.log(`${timings.join('\n')}\nscreenshots: ${shots}${runErrors.length > 0 ? `\n${runErrors.join('\n')}` : ''}`)
 })
 
 describe('the dashboard in Chromium', () => {
@@ -97,7 +102,8 @@ describe('the dashboard in Chromium', () => {
     page.on('pageerror', (e) => errors.push(e.message))
     await page.goto(url)
     await page.getByText('● Live').waitFor({ timeout: 15_000 })
-    await page.locator('section[data-source="live"]').getByText('Healthy').waitFor({ timeout: 20_000 })
+    // The live shop's first units sold: 20 s was not enough at load 26 (the demo took 57 s to serve).
+    await page.locator('section[data-source="live"]').getByText('Healthy').waitFor({ timeout: 60_000 })
     expect(await page.locator('.chart canvas').count()).toBe(6)
     mark('live dashboard up')
 
@@ -111,8 +117,10 @@ describe('the dashboard in Chromium', () => {
     await page.getByLabel('Comparison stock').fill('10')
     await page.getByRole('button', { name: 'Compare the three modes' }).click()
     const rowOf = (id: number) => page.locator(`tr[data-run-id="${id}"]`)
+    // Bounds for a loaded machine, not a speed claim (that is bench:shop's): at load 20 one of these
+    // 60-buyer sales took 90 s, and npm test runs this suite beside another.
     for (const id of [1, 2, 3]) {
-      await rowOf(id).and(page.locator('[data-status="done"]')).waitFor({ timeout: 120_000 })
+      await rowOf(id).and(page.locator('[data-status="done"]')).waitFor({ timeout: 240_000 })
       mark(`comparison: run ${id} done`)
     }
     await page.screenshot({ path: join(shots, 'desktop-1280x800.png') })
@@ -143,20 +151,22 @@ describe('the dashboard in Chromium', () => {
     // The chart: three bars per figure, their values those of the table.
     const bar = (figure: string, mode: string) => page.locator(`[data-figure="${figure}"] [data-mode="${mode}"]`).getAttribute('data-value')
     expect([await bar('oversold', 'unsafe'), await bar('oversold', 'lock'), await bar('oversold', 'fenced')]).toEqual([unsafe.oversold, lock.oversold, '0'])
-    expect(await page.locator('svg.bars rect').count()).toBe(12)
+    expect(await page.locator('.bars .bar').count()).toBe(12)
     expect(await page.getByTestId('proves').textContent()).toMatch(/no lock broke \d+ invariants|the chaos missed the fenced sale/)
     // The double-charge figure says where it is counted, in the table and on the card.
     const headers = await page.locator('table.runs thead th').allTextContents()
     expect(headers).toEqual(expect.arrayContaining(['Charged twice (gateway)', 'Charges (gateway ledger)', 'Payments (shop)', 'Overcharged', 'Chaos that landed', 'Verdict']))
     const card = page.locator('section[data-source="run-3"]')
-    expect(await card.locator('h3').textContent()).toBe('Flash sale #3 · Lock + fencing, chaos pause')
+    // The card follows the runs table by a snapshot or so: its title says "(running)" until the
+    // final count reaches it (a clean-clone run read it in between), so it is waited for.
+    await expect.poll(() => card.locator('h3').textContent(), { timeout: 15_000 }).toBe('Flash sale #3 · Lock + fencing, chaos pause')
     const figure = async (label: string) => (await card.locator('.kv', { has: page.getByText(label, { exact: true }) }).locator('dd').textContent())?.trim()
     const charges = fenced['gateway-charges']
     expect([await figure('Charged twice (gateway)'), await figure('Charges (gateway ledger)'), await figure('Payments (shop)'), await figure('Paid orders (shop)')]).toEqual(['0', charges, charges, charges])
     expect(await card.textContent()).toContain("charges from the gateway's ledger")
     // Above the fold at 1280×800: the verdict chart and the runs table's rows.
     const fold = async (selector: string) => (await page.locator(selector).first().boundingBox())?.y ?? Infinity
-    expect(await fold('svg.bars')).toBeLessThan(800)
+    expect(await fold('.bars')).toBeLessThan(800)
     expect(await fold('tr[data-run-id="3"]')).toBeLessThan(800 - 20)
 
     await page.screenshot({ path: join(shots, 'desktop-1280x800-full.png'), fullPage: true })
@@ -176,7 +186,7 @@ describe('the dashboard in Chromium', () => {
     let incidentRun = 0
     for (let id = 4; id <= 6 && incidentRun === 0; id++) {
       await page.getByRole('button', { name: 'Start the sale' }).click()
-      await expect.poll(async () => (await runView(id))?.status, { timeout: 150_000, interval: 500 }).toBe('done')
+      await expect.poll(async () => (await runView(id))?.status, { timeout: 240_000, interval: 500 }).toBe('done')
       mark(`fenced sale #${id} for the incident done`)
       if (((await runView(id))?.result?.staleWritesRejected ?? 0) > 0) incidentRun = id
     }
@@ -203,6 +213,9 @@ describe('the dashboard in Chromium', () => {
     expect(await drill.locator('.drill-charges li').first().textContent()).toMatch(/ms: charge ch_\w+ by shop-\d/)
     await drill.scrollIntoViewIfNeeded()
     await drill.screenshot({ path: join(shots, 'charged-twice-1280.png') })
+    // Opening run 1's orders picks run 1 for the incident panel too: the two panels show one sale.
+    const followed = page.locator('section.incident[data-run-id="1"]')
+    await followed.waitFor({ timeout: 15_000 })
     // The charts: the live shop's by default, the sale's (its own instances) at a click.
     const switchToSale = page.getByRole('group', { name: 'Whose lock metrics' }).getByRole('button', { name: /^Sales? #/ })
     await switchToSale.click()
@@ -212,9 +225,11 @@ describe('the dashboard in Chromium', () => {
     await page.evaluate(() => window.scrollTo(0, 0))
     // No horizontal overflow at any of these widths: the page, and no table hiding columns in a scroll.
     const overflow: Record<number, [number, number]> = {}
+    const findings: Record<number, LayoutFindings> = {}
     for (const width of [1280, 1024, 800, 390]) {
       await page.setViewportSize({ width, height: width === 390 ? 844 : 800 })
       await expect.poll(() => page.evaluate(() => window.innerWidth)).toBe(width)
+      findings[width] = await layoutFindings(page)
       const [pageWidth, widestTable] = await page.evaluate(() => [
         document.documentElement.scrollWidth,
         Math.max(0, ...[...document.querySelectorAll('.table-wrap')].map((t) => t.scrollWidth - t.clientWidth)),
@@ -232,8 +247,12 @@ describe('the dashboard in Chromium', () => {
       expect(pageWidth, `page at ${width} px`).toBeLessThanOrEqual(Number(width))
       expect(widestTable, `a table's hidden columns at ${width} px`).toBe(0)
     }
+    // The real sale's figures, the drill-down open: chart labels apart, controls labelled, nothing cut.
+    for (const [width, found] of Object.entries(findings)) {
+      expect(found, `layout at ${width} px`).toEqual({ overlappingLabels: [], unlabelledControls: [], truncatedPlaceholders: [], truncatedSelects: [] })
+    }
     await page.screenshot({ path: join(shots, 'phone-390x844.png') })
-    await timeline.screenshot({ path: join(shots, 'incident-390.png') })
+    await followed.screenshot({ path: join(shots, 'incident-390.png') })
     await page.screenshot({ path: join(shots, 'phone-390x844-full.png'), fullPage: true })
 
     // The shop goes away: the page says so, and keeps trying.
@@ -244,5 +263,5 @@ describe('the dashboard in Chromium', () => {
     expect(await lost.textContent()).toMatch(/Reconnecting/)
     await page.screenshot({ path: join(shots, 'phone-390x844-connection-lost.png') })
     expect(errors).toEqual([])
-  }, 300_000)
+  }, 900_000)
 })

@@ -10,10 +10,12 @@
  * | `POST /api/runs` `{mode, chaos, buyers?, stock?}` | 202 the run started · 400 invalid · 409 a run is going on · 415 not JSON · 403 from another site · 422 chaos unavailable |
  * | `POST /api/comparisons` `{chaos, buyers?, stock?}` | 202 the first of three runs (no lock, lock only, lock + fencing; one seed) started · the same errors |
  * | `GET /` and the assets | the dashboard |
+ * | any, with a `Host` that is not this server's | 403 `host_not_allowed` (allowed-host.ts: loopback names and the address the connection came in on, on the port it listens on) |
  *
  * Starting a run is the only thing the browser can do, and it is fenced in: modes and chaos from
  * their enumerations, bounded sizes, one run at a time, JSON only (a cross-site form cannot send
- * it without a preflight, which is never granted) and a same-origin check. No route releases,
+ * it without a preflight, which is never granted), a same-origin check, and — on every route — a
+ * `Host` that names this server, so a DNS-rebinding page can neither read nor start. No route releases,
  * extends or changes a lock: a run takes its own locks under its own names.
  */
 import { existsSync } from 'node:fs'
@@ -22,6 +24,7 @@ import type { AddressInfo } from 'node:net'
 import { join } from 'node:path'
 import { fileURLToPath } from 'node:url'
 import express, { type ErrorRequestHandler, type Express, type Request, type Response } from 'express'
+import { hostAllowed, pageUrls, parseHost, type LocalEndpoint } from './allowed-host.js'
 import type { DashboardSampler } from './dashboard-sampler.js'
 import { FlashSaleRunError, InvalidRunRequestError, RUN_HISTORY, parseComparisonRequest, parseRunRequest, RunInProgressError, type FlashSaleRuns } from './flash-sale-runs.js'
 import type { ApiError } from './wire.js'
@@ -49,16 +52,24 @@ const fail = (res: Response, status: number, error: string, message: string) => 
   res.status(status).json(body)
 }
 
-/** True when the request comes from a page of another origin (the browser says so in Origin / Sec-Fetch-Site). */
+/**
+ * True when the request comes from a page of another origin (the browser says so in Origin /
+ * Sec-Fetch-Site). Only meaningful once the Host itself is known to be this server's
+ * ({@link hostAllowed}): a rebinding page's Origin matches the Host it sends.
+ */
 function crossSite(req: Request): boolean {
   if (req.get('sec-fetch-site') === 'cross-site') return true
   const origin = req.get('origin')
   if (origin === undefined) return false
+  let from: URL
   try {
-    return new URL(origin).host !== req.get('host')
+    from = new URL(origin)
   } catch {
     return true
   }
+  const host = parseHost(req.get('host'))
+  const page = parseHost(from.host)
+  return host === undefined || page === undefined || host.name !== page.name || host.port !== page.port
 }
 
 /**
@@ -80,6 +91,13 @@ export function createDashboardApp(deps: DashboardAppDeps): Express {
     // No framing (a run button must not be clickjacked); scripts only from here.
     res.setHeader('Content-Security-Policy', "default-src 'self'; style-src 'self' 'unsafe-inline'; img-src 'self' data:; frame-ancestors 'none'")
     next()
+  })
+  // Before every route, the page included: a DNS-rebinding page reads as well as it writes.
+  app.use((req, res, next) => {
+    const local: LocalEndpoint = { address: req.socket.localAddress, port: req.socket.localPort }
+    if (hostAllowed(req.get('host'), local)) return next()
+    const host = JSON.stringify((req.get('host') ?? '').slice(0, 100))
+    fail(res, 403, 'host_not_allowed', `Host ${host} is not this server (a page of another name, e.g. DNS rebinding); open ${pageUrls(local).join(' or ')}`)
   })
 
   let streams = 0

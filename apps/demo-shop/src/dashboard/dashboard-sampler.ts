@@ -59,8 +59,20 @@ const emptyPoint = (atMs: number): MetricsPoint => ({
   instancesWatched: 0,
 })
 
+/**
+ * The orders an instance's `/api/state` says are charged and still being recorded —
+ * `inFlight.chargedUnpaidOrders`, counted apart from `violations.chargedUnpaidOrders` and left out
+ * of `violations.total` — or undefined when the state does not say (a shop that counts them as
+ * charged-not-paid).
+ */
+export function chargesInFlightOf(state: ShopState): number | undefined {
+  const n = (state as ShopState & { readonly inFlight?: { readonly chargedUnpaidOrders?: unknown } }).inFlight?.chargedUnpaidOrders
+  return typeof n === 'number' && Number.isSafeInteger(n) && n >= 0 ? n : undefined
+}
+
 /** The invariants of one shop's `/api/state` (every product summed). */
 export function invariantsOf(state: ShopState, source: string, title: string, atMs: number): InvariantsView {
+  const chargesInFlight = chargesInFlightOf(state)
   let initialStock = 0
   let stock = 0
   let sold = 0
@@ -90,8 +102,10 @@ export function invariantsOf(state: ShopState, source: string, title: string, at
     unmatchedCharges: state.violations.unmatchedCharges,
     reconciledPaid: state.reconciled.paid,
     cancelledOrders: state.reconciled.cancelled,
+    unsettledOrders: state.violations.unsettledOrders,
     violations: state.violations.total,
     atMs,
+    ...(chargesInFlight === undefined ? {} : { chargesInFlight }),
   }
 }
 
@@ -119,6 +133,7 @@ export function finalInvariantsOf(run: RunView): InvariantsView | undefined {
     unmatchedCharges: run.result.unmatchedCharges,
     reconciledPaid: run.result.reconciledPaid,
     cancelledOrders: run.result.cancelledOrders,
+    ...(run.result.unsettledOrders === undefined ? {} : { unsettledOrders: run.result.unsettledOrders }),
     violations: run.result.violations,
     atMs: run.startedAtMs + (run.durationMs ?? 0),
     ...chaosOf(run),

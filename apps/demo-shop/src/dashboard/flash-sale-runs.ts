@@ -366,6 +366,7 @@ export class FlashSaleRuns {
               unmatchedCharges: report.unmatchedCharges,
               reconciledPaid: report.reconciledPaid,
               cancelledOrders: report.cancelledOrders,
+              unsettledOrders: report.unsettledOrders,
               violations: report.violations,
               staleWritesRejected: report.staleWritesRejected,
               expiredLocks: report.expiredLocks,

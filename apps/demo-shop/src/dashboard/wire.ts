@@ -66,6 +66,12 @@ export interface SaleCounts {
   /** What the reconciler settled: payments recorded from the ledger, orders cancelled. */
   readonly reconciledPaid: number
   readonly cancelledOrders: number
+  /**
+   * Orders left pending with no payment intent past the abandon age (an instance died after the
+   * purchase), their unit held, until the reconciler cancels them: a violation meanwhile. Absent
+   * from a shop older than issue 34.
+   */
+  readonly unsettledOrders?: number
   /** Each broken invariant once (the shop's own count). */
   readonly violations: number
 }
@@ -95,6 +101,14 @@ export interface InvariantsView extends SaleCounts {
   /** Writes refused for an old fencing token and leases that expired under a holder; null until the run's report. */
   readonly staleWritesRejected?: number | null
   readonly expiredLocks?: number | null
+  /**
+   * A live count's orders charged at the gateway whose payment the shop is still recording (the
+   * holder that charged is working, or frozen, within its lease): not a violation until they
+   * settle, and not in `chargedUnpaidOrders`. Absent when the shop does not say — then a live
+   * `chargedUnpaidOrders` may include them, and the dashboard does not call it a violation. A
+   * final count has none (its instances drained before counting).
+   */
+  readonly chargesInFlight?: number
 }
 
 /** One lock held now (or believed held by a frozen holder). */

@@ -18,15 +18,17 @@
  *
  * A charge takes its latency first, then runs in one database transaction: the fence (when the
  * request carries fencing headers: the token must still be the newest seen for its resource when
- * the money moves, see `fencingMiddleware` of @fencelock/fencing), then the ledger row, then the
- * idempotency key with its answer (claimed last, so a concurrent request with the same key waits
- * for this one and then replays its answer, its own ledger row deleted before it commits).
+ * the money moves, see `fencingMiddleware` of @fencelock/fencing), then, with an idempotency key,
+ * ONE statement that claims the key with its answer and writes the ledger row only when the key
+ * was new (a concurrent request with the same key waits on the key's unique index for this one,
+ * then writes nothing and replays its answer); without a key, the ledger row alone.
  */
 import { createHash, randomUUID } from 'node:crypto'
 import { fencing, fencingErrorHandler, fencingMiddleware, type FencedRequest } from '@fencelock/fencing'
 import express, { type ErrorRequestHandler, type Express, type Request, type Response } from 'express'
 import type { PrismaClient } from '../../../../generated/prisma/client.js'
 import { bodyParserFailure } from '../body-parser-errors.js'
+import { quoteIdent } from '../database.js'
 import { InFlight } from '../in-flight.js'
 import type { GatewayLatency } from '../payment-gateway.js'
 
@@ -53,6 +55,8 @@ export function gatewayDb(prisma: PrismaClient) {
 /** What {@link createGatewayApp} needs. */
 export interface GatewayDeps {
   readonly db: GatewayDb
+  /** The schema of its ledger (the client's): the claim's one statement names its tables in it. */
+  readonly schema: string
   readonly latency: GatewayLatency
   /** Draws the latency; default Math.random. */
   readonly random?: () => number
@@ -112,7 +116,7 @@ function jsonBody(req: Request, fields: readonly string[]): Record<string, unkno
  * @example
  * ```ts
  * const db = gatewayDb(prisma)
- * createGatewayApp({ db, latency: { minMs: 30, maxMs: 80 } }).listen(4000)
+ * createGatewayApp({ db, schema: 'public', latency: { minMs: 30, maxMs: 80 } }).listen(4000)
  * ```
  */
 export function createGatewayApp(deps: GatewayDeps): Express {
@@ -128,6 +132,7 @@ export function createGatewayApp(deps: GatewayDeps): Express {
       ))
 
   const inFlight = deps.inFlight ?? new InFlight()
+  const claimSql = claimStatement(deps.schema)
   const app = express()
   app.disable('x-powered-by')
   app.disable('etag')
@@ -202,25 +207,34 @@ export function createGatewayApp(deps: GatewayDeps): Express {
 
     // The network and the card scheme, before the ledger: no database transaction waits for them.
     await latency()
+    const chargeId = `ch_${randomUUID().replaceAll('-', '')}`
     const charge = async (tx: TxClient): Promise<Answer> => {
-      const row = await tx.gatewayCharge.create({
-        data: {
-          chargeId: `ch_${randomUUID().replaceAll('-', '')}`,
-          orderId,
-          amountCents,
-          idempotencyKey: rawKey ?? null,
-          fencingResource: fencing?.resource ?? null,
-          fencingToken: fencing?.token ?? null,
-        },
-      })
-      const answer: Answer = { status: 201, body: chargeBody(row) }
-      if (rawKey === undefined) return answer
-      const earlier = await claimKey(tx, rawKey, requestHash, answer)
-      if (earlier === undefined) return answer
-      // The key named an earlier charge: this one never happened (the resource's fence, when the
+      if (rawKey === undefined) {
+        const row = await tx.gatewayCharge.create({
+          data: { chargeId, orderId, amountCents, idempotencyKey: null, fencingResource: fencing?.resource ?? null, fencingToken: fencing?.token ?? null },
+        })
+        return { status: 201, body: chargeBody(row) }
+      }
+      // The answer is known before the statement (the row's id is never shown), so the key is
+      // claimed with it and the ledger row written in one statement.
+      const createdAt = new Date()
+      const body = chargeBody({ chargeId, orderId, amountCents, idempotencyKey: rawKey, createdAt })
+      const claimed = await tx.$queryRawUnsafe<unknown[]>(
+        claimSql,
+        rawKey,
+        requestHash,
+        JSON.stringify(body),
+        chargeId,
+        orderId,
+        amountCents,
+        fencing?.resource ?? null,
+        fencing?.token ?? null,
+        createdAt,
+      )
+      if (claimed.length === 1) return { status: 201, body }
+      // The key named an earlier call: this one charged nothing (the resource's fence, when the
       // request carried one, is still recorded when the transaction commits).
-      await tx.gatewayCharge.delete({ where: { id: row.id } })
-      return earlier
+      return earlierAnswer(tx, rawKey, requestHash)
     }
     const answer =
       fencing !== undefined
@@ -254,19 +268,32 @@ type TxClient = Parameters<Parameters<GatewayDb['$transaction']>[0]>[0]
 class KeyReused extends Error {}
 
 /**
- * Claims `key` for this request with its `answer`, or returns the answer the key's first request
- * got. The claim is the transaction's last write, an `INSERT ... ON CONFLICT DO NOTHING` (no
- * savepoint needed: a conflict is not an error), so a key is never seen without its answer: a
- * concurrent request with the same key blocks on the key's unique index until the first commits,
- * then inserts nothing and finds its answer (or, if the first rolled back, claims the key itself).
- * A key sent with other parameters is refused (422): it names another call.
+ * The claim of an idempotency key and the charge it makes, one statement: the key inserted with
+ * its answer (`INSERT ... ON CONFLICT DO NOTHING`: a conflict is not an error, no savepoint), and
+ * the ledger row inserted only when the key was. A concurrent request with the same key blocks on
+ * the key's unique index until the first commits, then inserts nothing and replays the first
+ * answer (or, if the first rolled back, claims the key itself). So a key is never seen without its
+ * answer, and a replayed request never writes a ledger row. Parameters: $1 key, $2 request hash,
+ * $3 answer (JSON), $4 charge id, $5 order id, $6 amount, $7 fencing resource, $8 fencing token,
+ * $9 created at. Returns one row when it charged, none when the key was taken.
  */
-async function claimKey(tx: TxClient, key: string, requestHash: string, answer: Answer): Promise<Answer | undefined> {
-  const { count } = await tx.gatewayIdempotencyKey.createMany({
-    data: [{ key, requestHash, status: answer.status, body: answer.body as object }],
-    skipDuplicates: true,
-  })
-  if (count === 1) return undefined
+function claimStatement(schema: string): string {
+  const s = quoteIdent(schema)
+  return `WITH claimed AS (
+  INSERT INTO ${s}."GatewayIdempotencyKey" (key, "requestHash", status, body) VALUES ($1, $2, 201, $3::jsonb)
+  ON CONFLICT (key) DO NOTHING
+  RETURNING key
+)
+INSERT INTO ${s}."GatewayCharge" ("chargeId", "orderId", "amountCents", "idempotencyKey", "fencingResource", "fencingToken", "createdAt")
+SELECT $4, $5::int, $6::int, key, $7, $8::bigint, $9::timestamp FROM claimed
+RETURNING 1 AS charged`
+}
+
+/**
+ * The answer the first request with `key` got, replayed; a key sent with other parameters is
+ * refused (422): it names another call.
+ */
+async function earlierAnswer(tx: TxClient, key: string, requestHash: string): Promise<Answer> {
   const earlier = await tx.gatewayIdempotencyKey.findUniqueOrThrow({ where: { key } })
   if (earlier.requestHash !== requestHash)
     throw new KeyReused(

@@ -21,7 +21,7 @@ async function main(): Promise<void> {
   const config = readGatewayConfig(process.env)
   const prisma = createPrisma(config.database, config.dbPoolSize)
   const inFlight = new InFlight()
-  const app = createGatewayApp({ db: gatewayDb(prisma), latency: config.latency, inFlight })
+  const app = createGatewayApp({ db: gatewayDb(prisma), schema: config.database.schema, latency: config.latency, inFlight })
   const server = app.listen(config.port, config.host)
   await new Promise<void>((resolve, reject) => {
     server.once('listening', resolve)

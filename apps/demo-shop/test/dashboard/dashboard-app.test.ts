@@ -1,10 +1,11 @@
 // The dashboard's HTTP API: starting a run is validated and one at a time, the stream speaks
-// server-sent events, the built dashboard is served; and the sampler on a real shop instance
+// server-sent events, the built dashboard is served, a request naming a Host the server is not
+// (a DNS-rebinding page) is refused on every route; and the sampler on a real shop instance
 // (real Redis and PostgreSQL) turns its /metrics and /api/state into a snapshot.
 import { mkdtempSync, writeFileSync } from 'node:fs'
-import type { Server } from 'node:http'
-import type { AddressInfo } from 'node:net'
-import { tmpdir } from 'node:os'
+import { request, type IncomingHttpHeaders, type Server } from 'node:http'
+import { connect, type AddressInfo } from 'node:net'
+import { networkInterfaces, tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { createDashboardApp, listenDashboard, MAX_RUN_BODY_BYTES, type DashboardServer } from '../../src/dashboard/dashboard-app.js'
@@ -183,6 +184,155 @@ describe('dashboard API', () => {
   })
 })
 
+/** What {@link raw} got back: the status, the headers and the start of the body. */
+interface RawAnswer {
+  readonly status: number
+  readonly headers: IncomingHttpHeaders
+  readonly body: string
+}
+
+/**
+ * One HTTP request with the headers given as they are — `Host` included, which fetch will not
+ * set — to `address:port`, as a browser whose page name resolved there would send it. A stream is
+ * read until its first event, then closed.
+ */
+function raw(target: { address: string; port: number }, options: { method?: string; path: string; headers: Record<string, string>; body?: string; noHost?: boolean }): Promise<RawAnswer> {
+  return new Promise((resolve, reject) => {
+    const req = request({ host: target.address, port: target.port, method: options.method ?? 'GET', path: options.path, headers: options.headers, setHost: !options.noHost }, (res) => {
+      let body = ''
+      res.setEncoding('utf8')
+      res.on('data', (chunk: string) => {
+        body += chunk
+        if (String(res.headers['content-type']).startsWith('text/event-stream') && body.includes('event: snapshot')) res.destroy()
+      })
+      const done = () => resolve({ status: res.statusCode ?? 0, headers: res.headers, body })
+      res.on('end', done)
+      res.on('close', done)
+    })
+    req.on('error', reject)
+    req.end(options.body)
+  })
+}
+
+/** This machine's first address that is not loopback (eth0 here and in CI). */
+function outsideAddress(): string {
+  const found = Object.values(networkInterfaces())
+    .flat()
+    .find((i) => i !== undefined && !i.internal && i.family === 'IPv4')
+  if (found === undefined) throw new Error('this test needs a network interface other than loopback, to bind the dashboard elsewhere')
+  return found.address
+}
+
+describe('dashboard API: only the hosts the server is bound to (DNS rebinding)', () => {
+  const { runner, pending, report } = controllableRunner()
+  const runs = new FlashSaleRuns({ runner, redis, database, limits: { redisRestart: false } })
+  const sampler = new DashboardSampler({ runs })
+  const dist = mkdtempSync(join(tmpdir(), 'dashboard-dist-'))
+  writeFileSync(join(dist, 'index.html'), '<!doctype html><title>FenceLock</title>')
+  const servers: DashboardServer[] = []
+  const listen = async (host: string) => {
+    const server = await listenDashboard(createDashboardApp({ sampler, runs, staticDir: dist }), { host, port: 0 })
+    servers.push(server)
+    return (server.server.address() as AddressInfo).port
+  }
+  beforeAll(() => sampler.sample())
+  afterAll(async () => {
+    for (const p of pending) p.reject(new Error('test over'))
+    await runs.close()
+    for (const server of servers) await server.close()
+  })
+
+  const RUN = JSON.stringify({ mode: 'fenced', chaos: 'none' })
+  /** The page, the API, the stream and a run's start, each with `host` and its own Origin where a browser sends one. */
+  const everyRoute = (target: { address: string; port: number }, host: string) => {
+    const origin = `http://${host}`
+    return Promise.all([
+      raw(target, { path: '/', headers: { host } }),
+      raw(target, { path: '/api/dashboard', headers: { host } }),
+      raw(target, { path: '/api/runs', headers: { host } }),
+      raw(target, { path: '/api/dashboard/stream', headers: { host } }),
+      raw(target, { method: 'POST', path: '/api/runs', headers: { host, origin, 'content-type': 'application/json' }, body: RUN }),
+    ])
+  }
+
+  it('refuses a page of another name resolved to loopback — with its own Origin, so the origin check alone let it in — on GET, POST and the stream', async () => {
+    const port = await listen('127.0.0.1')
+    const target = { address: '127.0.0.1', port }
+    for (const host of [`evil.example:${port}`, 'evil.example', `localhost.evil.example:${port}`, `127.0.0.1.nip.io:${port}`, `localhost:${port + 1}`, `127.0.0.1:${port + 1}`, `localhost.:${port}`, `user@localhost:${port}`]) {
+      const answers = await everyRoute(target, host)
+      expect(answers.map((a) => a.status), host).toEqual([403, 403, 403, 403, 403])
+      for (const a of answers) expect(JSON.parse(a.body), host).toMatchObject({ error: 'host_not_allowed' })
+      // Nothing streamed, nothing about the shop sent; the refusal says where the page is.
+      expect(answers[3]?.headers['content-type']).toMatch(/^application\/json/)
+      expect(JSON.parse(answers[0]?.body ?? '{}').message).toContain(`http://127.0.0.1:${port}/ or http://localhost:${port}/`)
+    }
+    // No Host at all: HTTP/1.1 without one is Node's 400; HTTP/1.0 (where it is optional) is our 403.
+    expect((await raw(target, { path: '/api/dashboard', headers: {}, noHost: true })).status).toBe(400)
+    const http10 = await new Promise<string>((resolve, reject) => {
+      const socket = connect(port, '127.0.0.1', () => socket.end('GET /api/dashboard HTTP/1.0\r\n\r\n'))
+      let text = ''
+      socket.on('data', (d: Buffer) => (text += d.toString()))
+      socket.on('end', () => resolve(text))
+      socket.on('error', reject)
+    })
+    expect(http10).toMatch(/^HTTP\/1\.1 403 /)
+    expect(http10).toContain('host_not_allowed')
+    expect(pending).toHaveLength(0)
+  })
+
+  it('serves the names and addresses of loopback on the port it listens on: the page, the API, the stream, and a run started', async () => {
+    const port = await listen('127.0.0.1')
+    const target = { address: '127.0.0.1', port }
+    for (const host of [`127.0.0.1:${port}`, `localhost:${port}`, `LocalHost:${port}`, `[::1]:${port}`, `127.0.0.2:${port}`]) {
+      const [page, api, list, stream, post] = await everyRoute(target, host)
+      expect([page?.status, api?.status, list?.status, stream?.status], host).toEqual([200, 200, 200, 200])
+      expect(stream?.headers['content-type'], host).toMatch(/^text\/event-stream/)
+      expect(stream?.body, host).toMatch(/event: snapshot\ndata: \{/)
+      // The first start goes through (202); the next are 409: past the host and origin checks, a run is going on.
+      expect([202, 409], host).toContain(post?.status)
+    }
+    expect(pending).toHaveLength(1)
+    pending[0]?.resolve(report(pending[0].options, {}))
+    await runs.settled()
+    // The Origin still has to be the Host's.
+    const crossOrigin = await raw(target, { method: 'POST', path: '/api/runs', headers: { host: `localhost:${port}`, origin: `http://127.0.0.1:${port}`, 'content-type': 'application/json' }, body: RUN })
+    expect(crossOrigin.status).toBe(403)
+    expect(JSON.parse(crossOrigin.body)).toMatchObject({ error: 'cross_origin' })
+  })
+
+  it('bound to another address, serves that address too; bound to every address, the one a connection arrives on', async () => {
+    const address = outsideAddress()
+    const port = await listen(address)
+    const served = await everyRoute({ address, port }, `${address}:${port}`)
+    expect(served.slice(0, 4).map((a) => a.status)).toEqual([200, 200, 200, 200])
+    expect(served[4]?.status).toBe(202)
+    pending.at(-1)?.resolve(report((pending.at(-1) as (typeof pending)[number]).options, {}))
+    await runs.settled()
+    const refused = await everyRoute({ address, port }, `evil.example:${port}`)
+    expect(refused.map((a) => a.status)).toEqual([403, 403, 403, 403, 403])
+    expect(JSON.parse(refused[0]?.body ?? '{}').message).toContain(`or http://${address}:${port}/`)
+
+    const any = await listen('0.0.0.0')
+    for (const [via, host, status] of [
+      [address, `${address}:${any}`, 200],
+      ['127.0.0.1', `localhost:${any}`, 200],
+      ['127.0.0.1', `evil.example:${any}`, 403],
+      [address, `evil.example:${any}`, 403],
+      // An address of this machine, but not the one this connection came in on.
+      ['127.0.0.1', `${address}:${any}`, 403],
+    ] as const) {
+      expect((await raw({ address: via, port: any }, { path: '/api/dashboard', headers: { host } })).status, `${host} via ${via}`).toBe(status)
+    }
+  })
+})
+
+/**
+ * The sampler's deadline per request to an instance in these tests. Its default (800 ms, below the
+ * 1 s interval) is about a frozen instance, not tested here; the instance's /api/state (a dozen
+ * queries) took longer at load 27, and the sample went without the shop's counts.
+ */
+const SAMPLE_DEADLINE_MS = 15_000
+
 describe('sampler on a real shop instance', () => {
   const { runId, schema } = uniqueRun('dash')
   const location = testDatabase(schema)
@@ -220,7 +370,7 @@ describe('sampler on a real shop instance', () => {
   it('sums the instance’s lock metrics, reads the invariants from its database and the double charges from the gateway’s ledger', async () => {
     const runs = new FlashSaleRuns({ runner: controllableRunner().runner, redis, database })
     const live = { mode: 'fenced' as const, instances: () => [{ id: 'shop-1', pid: process.pid, port: 0, url }] }
-    const sampler = new DashboardSampler({ runs, live })
+    const sampler = new DashboardSampler({ runs, live, requestTimeoutMs: SAMPLE_DEADLINE_MS })
     await sampler.sample()
     const orders: number[] = []
     for (const buyer of ['b1', 'b2']) {
@@ -257,7 +407,7 @@ describe('sampler on a real shop instance', () => {
         signal.addEventListener('abort', () => reject(new Error('stopped')))
       })
     const runs = new FlashSaleRuns({ runner, redis, database })
-    const sampler = new DashboardSampler({ runs })
+    const sampler = new DashboardSampler({ runs, requestTimeoutMs: SAMPLE_DEADLINE_MS })
     const run = runs.start({ mode: 'fenced', chaos: 'none', buyers: 10, stock: 1, segments: 1 })
     try {
       await sampler.sample()

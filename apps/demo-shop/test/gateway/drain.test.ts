@@ -37,6 +37,7 @@ async function callerGoneThenShutdown(orderId: number, how: 'wait-for-handlers' 
   }
   const app = createGatewayApp({
     db: gatewayDb(prisma),
+    schema,
     latency: { minMs: 0, maxMs: 0 },
     wait,
     inFlight,
