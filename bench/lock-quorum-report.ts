@@ -1,27 +1,11 @@
 // The "Quorum mode" part of the bench:lock section: ours over N redis-servers against the Node
 // anchors (redis-semaphore's RedlockMutex, redlock) measured in the same run, on the same
 // servers, and PASS/MISS against issue 15's targets.
-import type { ContendedResult, UncontendedResult } from './lock-child.js'
+import type { UncontendedResult } from './lock-child.js'
 import { STUCK_MS, type DegradedResult, type DegradedWindow, type MajorityDownResult } from './lock-quorum-faults.js'
 import { errorList, fmt, summarizeContended, verdict, type ContenderInfo, type Report } from './lock-report.js'
+import type { QuorumReport } from './lock-quorum-plan.js'
 import { max, median, min, quantile } from './support/stats.js'
-
-/** What the quorum scenarios ran (lock.bench.ts's QUORUM_PLAN). */
-export interface QuorumPlan {
-  uncontended: { nodes: number[]; workers: number[]; warmupMs: number; durationMs: number; rounds: number }
-  contended: { nodes: number; workers: number; holdMs: number; warmupMs: number; durationMs: number; rounds: number }
-  degraded: { nodes: number; kill: number; workers: number; warmupMs: number; allUpMs: number; windowMs: number; rssCapMb: number }
-  majorityDown: { nodes: number; kill: number; waitMs: number; warmupMs: number; tries: number; tryDeadlineMs: number; windowMs: number }
-}
-
-/** The quorum scenarios' plan and results, as saved in the report's JSON. */
-export interface QuorumReport {
-  plan: QuorumPlan
-  uncontended: UncontendedResult[]
-  contended: ContendedResult[]
-  degraded: DegradedResult[]
-  majorityDown: MajorityDownResult[]
-}
 
 /** Issue 15's targets for quorum mode. */
 export const QUORUM_TARGETS = {

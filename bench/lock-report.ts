@@ -1,8 +1,9 @@
 // Turns the children's results into the markdown of the bench:lock section: medians over rounds,
 // ratios against the raw limit measured in the same run, and PASS/MISS against the issue's targets.
+import type { EtcdReport } from './etcd-lock.js'
 import type { ContendedResult, UncontendedResult } from './lock-child.js'
 import type { LockContender } from './lock-contenders.js'
-import type { QuorumReport } from './lock-quorum-report.js'
+import type { QuorumReport } from './lock-quorum-plan.js'
 import type { ScriptCost } from './lock-script-costs.js'
 import type { MachineInfo } from './support/machine.js'
 import { max, median, min, quantile } from './support/stats.js'
@@ -40,6 +41,8 @@ export interface Report {
   contended: ContendedResult[]
   /** The fair-queue scenario (absent in reports saved before it existed). */
   fair?: ContendedResult[]
+  /** The etcd rows (issue 36, bench/etcd-lock.ts); absent when no etcd scenario ran. */
+  etcd?: EtcdReport
   /** What each script costs Redis per call (absent in older reports). */
   scriptCosts?: ScriptCost[]
   /** Quorum mode on N servers (issue 15; absent in older reports and runs without its scenarios). */

@@ -9,6 +9,9 @@
 //   npm run bench:lock -- --quick --no-write smoke run (~4 min), file untouched
 //   npm run bench:lock -- --scenarios quorum-uncontended,quorum-contended,quorum-degraded,quorum-majority-down
 //                                            the quorum part alone (~15 min)
+//   npm run bench:lock -- --scenarios etcd-uncontended,etcd-contended --quiet-below 0
+//                                            the etcd rows alone (issue 36, bench/etcd-lock.ts): ours
+//                                            on etcd against etcd3's Lock, 1 and 3 members (~6 min)
 //   options: --rounds N  --contended-rounds N  --contenders raw,ours  --scenarios contended,fair
 //            --quorum-nodes 3,5 (quorum-uncontended node counts)  --degraded-seconds 60 (the
 //            window with 2 of 5 servers down)  --down-try-seconds 30 (3 of 5 down: when to give
@@ -37,8 +40,11 @@ import { redisServerBin } from '@fencelock/devkit/redis-server'
 import type { ChildJob, ChildMessage, ChildResult, ContendedResult, KilledMessage, ServerAddress, UncontendedResult } from './lock-child.js'
 import { isQuorumScenario, loadContenders, QUORUM_SCENARIOS, SINGLE_SCENARIOS, type Scenario } from './lock-contenders.js'
 import { faultMs, type DegradedResult, type FaultPlan, type MajorityDownResult } from './lock-quorum-faults.js'
-import { renderQuorumReport, type QuorumPlan } from './lock-quorum-report.js'
+import type { QuorumPlan } from './lock-quorum-plan.js'
+import { renderQuorumReport } from './lock-quorum-report.js'
 import { renderReport, type Report } from './lock-report.js'
+import { ETCD_SCENARIOS, runEtcdScenarios, type EtcdPlan, type EtcdReport, type EtcdScenario } from './etcd-lock.js'
+import { renderEtcdReport } from './etcd-lock-report.js'
 import { measureScriptCosts, type ScriptCost } from './lock-script-costs.js'
 import { writeMarkedSection } from './support/docs-section.js'
 import { cpuBusyShare, loadAverage, machineInfo } from './support/machine.js'
@@ -47,12 +53,13 @@ import { startRedisServer, type BenchRedisServer } from './support/redis-server.
 const here = dirname(fileURLToPath(import.meta.url))
 const root = join(here, '..')
 
-const SCENARIO_NAMES: readonly Scenario[] = [...SINGLE_SCENARIOS, ...QUORUM_SCENARIOS]
+const SCENARIO_NAMES: readonly (Scenario | EtcdScenario)[] = [...SINGLE_SCENARIOS, ...QUORUM_SCENARIOS, ...ETCD_SCENARIOS]
+const isEtcdScenario = (name: string): name is EtcdScenario => (ETCD_SCENARIOS as readonly string[]).includes(name)
 
 const CLI: CliSpec = {
   command: 'npm run bench:lock --',
   summary:
-    "Our lock against the raw SET NX PX limit, redis-semaphore and redlock, in one run on a redis-server of its own: uncontended throughput, contended latency, the fair queue, and the scripts' costs; and our quorum mode against redis-semaphore's RedlockMutex and redlock on N redis-servers of its own: throughput, contention, 2 of 5 servers killed, 3 of 5 killed. Writes its section of docs/BENCHMARKS.md.",
+    "Our lock against the raw SET NX PX limit, redis-semaphore and redlock, in one run on a redis-server of its own: uncontended throughput, contended latency, the fair queue, and the scripts' costs; and our quorum mode against redis-semaphore's RedlockMutex and redlock on N redis-servers of its own: throughput, contention, 2 of 5 servers killed, 3 of 5 killed; and ours on etcd against the etcd3 package's Lock on 1 and 3 etcd members of its own (data on tmpfs), with etcd's request counts (the etcd-* scenarios, their own section). Writes its sections of docs/BENCHMARKS.md.",
   flags: {
     quick: { type: 'boolean', description: 'smoke run (~4 min, 1 without the quorum scenarios): one short round of each' },
     'no-write': { type: 'boolean', description: 'leave docs/BENCHMARKS.md untouched' },
@@ -62,6 +69,8 @@ const CLI: CliSpec = {
     'contenders-module': { type: 'string', value: '<a.ts,b.ts>', description: 'modules with extra contenders (see bench/lock-contenders.ts)' },
     scenarios: { type: 'string', value: '<a,b>', description: SCENARIO_NAMES.join(', '), default: SCENARIO_NAMES.join(',') },
     'no-script-costs': { type: 'boolean', description: "skip the per-script INFO commandstats probe" },
+    'etcd-members': { type: 'string', value: '<n,m>', description: 'etcd scenarios: member counts, each 1, 3 or 5 (data on tmpfs)', default: '1,3' },
+    'write-etcd-only': { type: 'boolean', description: 'write only the etcd section of docs/BENCHMARKS.md (a partial Redis run leaves its section alone)' },
     'no-family': {
       type: 'boolean',
       description: "skip the lock family's rows at the end (bench/lock-family.bench.ts, as npm run bench:lock-family; skipped too when --scenarios names a part)",
@@ -76,7 +85,7 @@ const CLI: CliSpec = {
     'quiet-below': { type: 'string', value: '<share>', description: 'before each measurement, wait up to 3 min until other processes use less than this share of all CPUs, 0-1 (0 skips)', default: '0.2, 0 with --quick' },
     render: { type: 'string', value: '<file.json>', description: 're-render saved results, measuring nothing' },
   },
-  notes: `REDIS_SERVER_BIN (default redis-server). A full run takes ~30 min, half of it the quorum scenarios.
+  notes: `REDIS_SERVER_BIN (default redis-server), ETCD_BIN (default etcd, Debian's etcd-server). A full run takes ~40 min, half of it the quorum scenarios, ~8 the etcd ones.
 --rounds and --contended-rounds apply to the quorum scenarios too (quorum-uncontended defaults to 6 rounds).
 A missed target is reported, and the exit code stays 0.`,
   failure: 'it broke off with an error',
@@ -90,6 +99,8 @@ const args = commandLineOrExit(CLI, process.argv.slice(2), (values) => {
   if (bad.length > 0) throw new UsageError(`--scenarios must name ${SCENARIO_NAMES.join(', ')} (got ${bad.join(', ')})`)
   const workers = listFlag(values, 'workers')
   if (workers?.some((w) => !/^\d+$/.test(w) || Number(w) < 1 || Number(w) > 1_000)) throw new UsageError(`--workers must list integers from 1 to 1000 (got ${JSON.stringify(values.workers)})`)
+  const etcdMembers = listFlag(values, 'etcd-members')
+  if (etcdMembers?.some((n) => !['1', '3', '5'].includes(n))) throw new UsageError(`--etcd-members must list 1, 3 or 5 (got ${JSON.stringify(values['etcd-members'])})`)
   const quorumNodes = listFlag(values, 'quorum-nodes')
   if (quorumNodes?.some((n) => !/^\d+$/.test(n) || Number(n) < 3 || Number(n) > 15)) throw new UsageError(`--quorum-nodes must list integers from 3 to 15 (got ${JSON.stringify(values['quorum-nodes'])})`)
   const quietBelow = stringFlag(values, 'quiet-below')
@@ -102,7 +113,10 @@ const args = commandLineOrExit(CLI, process.argv.slice(2), (values) => {
     'contended-rounds': values['contended-rounds'] === undefined ? undefined : integerFlag(values, 'contended-rounds', 1, 1, 100),
     contenders: stringFlag(values, 'contenders'),
     'contenders-module': listFlag(values, 'contenders-module') ?? [],
-    scenarios: scenarios as Scenario[],
+    scenarios: scenarios.filter((name) => !isEtcdScenario(name)) as Scenario[],
+    etcdScenarios: scenarios.filter(isEtcdScenario),
+    'etcd-members': etcdMembers?.map(Number),
+    'write-etcd-only': values['write-etcd-only'] === true,
     'no-script-costs': values['no-script-costs'] === true,
     family: values['no-family'] !== true && values.scenarios === undefined,
     'cpu-prof': stringFlag(values, 'cpu-prof'),
@@ -121,12 +135,40 @@ function publish(report: Report): void {
   // The lock family's rows run at the end, in a process of their own (their own redis-server and workers), into their own section.
   const FAMILY_POINTER =
     "The lock family's rows — a reentrant re-acquire (no round trip), `acquireAll` of 3 against 3 sequential acquires, a semaphore with 3 permits under 20 workers — are measured at the end of `npm run bench:lock` (unless `--no-family` or `--scenarios`), or alone by `npm run bench:lock-family`: [The lock family](#the-lock-family-issue-22) below.\n"
+  const redisRan = report.uncontended.length + report.contended.length + (report.fair?.length ?? 0) + (report.quorum ? 1 : 0) > 0
   const markdown = [renderReport(report), renderQuorumReport(report), FAMILY_POINTER].filter((part) => part !== '').join('\n')
-  console.log(markdown)
-  if (!args['no-write']) {
-    writeMarkedSection(join(root, 'docs', 'BENCHMARKS.md'), 'bench:lock', markdown)
+  if (redisRan) console.log(markdown)
+  const etcd = report.etcd ? renderEtcdSection(report) : undefined
+  if (etcd) console.log(etcd)
+  if (args['no-write']) return
+  const file = join(root, 'docs', 'BENCHMARKS.md')
+  if (redisRan && !args['write-etcd-only']) {
+    writeMarkedSection(file, 'bench:lock', markdown)
     console.error('[bench:lock] written to docs/BENCHMARKS.md')
   }
+  if (etcd) {
+    writeMarkedSection(file, 'bench:lock-etcd', etcd)
+    console.error("[bench:lock] etcd rows written to docs/BENCHMARKS.md")
+  }
+}
+
+/** The etcd rows' section: its own heading, command, machine and load, then the tables. */
+function renderEtcdSection(report: Report): string {
+  const etcd = report.etcd!
+  const { machine } = report
+  const date = report.startedAt.replace('T', ' ').replace(/\.\d+Z$/, ' UTC')
+  const redis = report.uncontended.length + report.contended.length > 0 ? { uncontended: report.uncontended, contended: report.contended } : undefined
+  return [
+    '## Lock on etcd: our Locker against the etcd3 package\'s Lock (issue 36)',
+    '',
+    ...(report.quick ? ['> **Smoke run (`--quick`)**: short windows, one round. Not a result.', ''] : []),
+    `- Command: \`${report.command}\`${report.command.startsWith('npm ') ? ' (builds the packages, then runs `node --import tsx bench/lock.bench.ts`)' : ' (the packages built beforehand)'}; the etcd rows are bench/etcd-lock.ts`,
+    `- Date: ${date}`,
+    `- Machine: ${machine.nproc} × ${machine.cpuModel}, ${machine.totalMemGiB} GiB RAM, ${machine.os}; Node ${machine.node}; etcd ${etcd.etcdVersion} (Debian's etcd-server)`,
+    `- Load average (1, 5, 15 min): ${report.loadAtStart} at start, ${report.loadAtEnd} at the end; 1-min load at the start of each measurement ${report.loads.length > 0 ? `${Math.min(...report.loads).toFixed(2)}–${Math.max(...report.loads).toFixed(2)}` : '—'}`,
+    '',
+    renderEtcdReport(etcd, redis),
+  ].join('\n')
 }
 
 if (args.render) {
@@ -209,6 +251,32 @@ const QUORUM_PLAN: QuorumPlan = {
     windowMs: quick ? 6_000 : 60_000,
   },
 }
+
+/**
+ * The etcd rows (issue 36): ours against etcd3's Lock on 1 and 3 spawned members, data on tmpfs.
+ * Fewer, shorter rounds than Redis's: every measurement runs in this process, and the members
+ * share the 2 CPUs with it.
+ */
+const ETCD_PLAN: EtcdPlan = {
+  members: args['etcd-members'] ?? [1, 3],
+  uncontended: {
+    workers: args.workers ?? [1, 50],
+    warmupMs: quick ? 300 : 500,
+    durationMs: quick ? 1_000 : 2_000,
+    rounds: args.rounds ?? (quick ? 1 : 5),
+  },
+  contended: {
+    workers: 20,
+    holdMs: 1,
+    warmupMs: quick ? 300 : 1_000,
+    durationMs: quick ? 2_000 : 5_000,
+    rounds: args['contended-rounds'] ?? args.rounds ?? (quick ? 1 : 3),
+    anchorRetryMs: 5,
+  },
+  ttlSeconds: TTL_MS / 1000,
+  dataDir: '/dev/shm',
+}
+let etcdReport: EtcdReport | undefined
 
 const scenarios = args.scenarios
 const modules = args['contenders-module']
@@ -461,6 +529,24 @@ try {
   if (scenarios.includes('contended')) await held('contended', PLAN.contended, contended)
   if (scenarios.includes('fair')) await held('fair', PLAN.fair, fair)
   await runQuorum()
+  if (args.etcdScenarios.length > 0 && !interrupted) {
+    // etcd that cannot start (not installed) costs the etcd rows only, not what was measured.
+    try {
+      etcdReport = await runEtcdScenarios(args.etcdScenarios, ETCD_PLAN, runId, {
+        before: async () => {
+          await awaitQuiet()
+          loads.push(loadavg()[0]!)
+        },
+        interrupted: () => interrupted,
+        log: (line) => console.error(`[bench:lock] ${line}`),
+      })
+      failures.push(...etcdReport.failures)
+    } catch (error) {
+      const message = `etcd rows: ${error instanceof Error ? error.message : String(error)}`
+      console.error(`[bench:lock] FAILED: ${message}`)
+      failures.push(message)
+    }
+  }
   if (runScriptCosts && server && !interrupted) {
     await awaitQuiet()
     // Last in the run: a probe that fails is reported, not allowed to lose what was measured.
@@ -557,6 +643,7 @@ const report: Report = {
   fair,
   ...(quorumScenarios.length > 0 ? { quorum: { plan: QUORUM_PLAN, ...quorum } } : {}),
   scriptCosts,
+  ...(etcdReport ? { etcd: etcdReport } : {}),
   quick,
 }
 const saved = args.save ?? join(tmpdir(), `bench-lock-${runId}.json`)

@@ -41,6 +41,7 @@ const NEEDS = {
       why: 'the chaos clock-jump fault',
       present: () => existsSync('/usr/lib/x86_64-linux-gnu/faketime/libfaketime.so.1') || existsSync('/usr/lib/aarch64-linux-gnu/faketime/libfaketime.so.1'),
     },
+    { pkg: 'etcd-server', why: "the lock's etcd backend: its tests spawn their own etcd members", present: () => onPath('etcd') },
   ],
   // The demo spawns redis-server when nothing answers on 6379, and embeds PostgreSQL (PGlite).
   demo: [{ pkg: 'redis-server', why: 'the demo spawns one when no Redis answers', present: () => onPath('redis-server') }],
