@@ -247,32 +247,40 @@ export async function runElectionChaos(options: {
   try {
     let last = -1n
     while (pauses < options.pauses) {
-      const elected = await election.waitFor((m) => m.type === 'elected' && BigInt(m.term) > last, 'a leader')
-      if (elected.type !== 'elected') continue
-      last = BigInt(elected.term)
-      // Let it write, then freeze it past its lease (between two of its writes: frozen inside a
-      // transaction it would hold the row lock its successor's write waits for, and the pause
-      // would test the database's lock queue, not the fence) and wake it while its successor leads.
-      const wrote = election.messages.length
-      await election.waitFor(
-        (m) => election.messages.indexOf(m as never) >= wrote && m.type === 'wrote' && m.term === elected.term,
-        'a write of the leader',
+      // A leader that is writing: an accepted write of a term above the last one frozen. On a busy
+      // machine a 300 ms lease can be lost before the parent gets to it (its term then writes no
+      // more): such a leader is passed over, not frozen, and the next term is waited for.
+      const leaderWrote = await election.waitFor(
+        (m) => m.type === 'wrote' && m.outcome === 'accepted' && BigInt(m.term) > last,
+        'a write of a leader',
+        60_000,
       )
+      if (leaderWrote.type !== 'wrote') continue
+      const elected = { process: leaderWrote.process, term: leaderWrote.term }
+      last = BigInt(elected.term)
+      const demoted = (): boolean =>
+        election.messages.some((m) => m.type === 'demoted' && m.term === elected.term)
+      if (demoted()) continue
+      // Freeze it past its lease between two of its writes (frozen inside a transaction it would
+      // hold the row lock its successor's write waits for, and the pause would test the database's
+      // lock queue, not the fence) and wake it while its successor leads.
       const asked = election.messages.length
       election.send(elected.process, { cmd: 'quiet' })
       await election.waitFor(
         (m) => election.messages.indexOf(m as never) >= asked && m.type === 'quiet' && m.process === elected.process,
         'the leader quiet',
       )
+      if (demoted()) continue
       election.freeze(elected.process)
       pauses++
-      // A successor that cannot write within 10 × TTL (counted as `blocked`) is reported, and the
-      // frozen leader is woken all the same.
+      // A successor that cannot write within 15 s (counted as `blocked`; a successor waiting for
+      // the frozen leader's row lock waits until it is woken) is reported, and the frozen leader is
+      // woken all the same. 15 s, not a few leases: a starved machine delays an election by seconds.
       const successor = election
         .waitFor(
           (m) => m.type === 'wrote' && BigInt(m.term) > last && m.outcome === 'accepted',
           'a write of its successor',
-          10 * ttlMs,
+          Math.max(10 * ttlMs, 15_000),
         )
         .then(
           () => true,

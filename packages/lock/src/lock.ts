@@ -247,6 +247,11 @@ export class Lock implements AsyncDisposable {
       throw this.#notOwned()
     }
     if (this.#state !== 'held') throw this.#notOwned()
+    // Its reply read after the lease it grants ran out (a frozen or starved process): not extended.
+    if (validUntil <= performance.now()) {
+      this.#lose('expired')
+      throw this.#notOwned()
+    }
     this.#ttlMs = ttlMs
     this.#renewed(validUntil)
     this.#host.emit({ type: 'extended', resource: this.resource, token: this.token, ttlMs, auto: false })
@@ -363,6 +368,9 @@ export class Lock implements AsyncDisposable {
         (validUntil) => {
           if (this.#state !== 'held') return
           if (validUntil === undefined) return this.#lose('not-owner')
+          // A reply read after the lease it grants ran out (the process was frozen or starved with
+          // the reply waiting in its socket) extends nothing: the key may be another's by now.
+          if (validUntil <= performance.now()) return this.#lose('expired')
           this.#renewed(validUntil)
           this.#host.emit({ type: 'extended', resource: this.resource, token: this.token, ttlMs, auto: true })
           this.#scheduleRenewal()

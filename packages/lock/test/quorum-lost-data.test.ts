@@ -168,10 +168,14 @@ describe('quorum mode: a new Locker with one node that does not answer', () => {
         const { error } = await settle(locker.acquire(unique('q-start'), { waitMs: 1_000 }))
         expect(error).toBeInstanceOf(LockUnavailableError)
         const message = String((error as Error).message)
-        expect(message).toMatch(/2 of 3 nodes did not answer/)
         expect(message).toMatch(/node 0\b/)
         expect(message).toMatch(/node 2\b/)
-        expect(message).not.toMatch(/node 1\b/)
+        // Node 1 answers, but whether it restarted cannot be told with two of three nodes' lease
+        // records unread: it sits out too, and says why (on a loaded machine its first check may
+        // still be in flight when the wait ends).
+        expect(message).toMatch(
+          /node 1 was not asked: [^;]*(lease records of only 1 of 3 nodes could be read \(2 needed\)|whether it forgot a live lease is being checked)/,
+        )
       } finally {
         servers[0]!.resume()
         servers[2]!.resume()

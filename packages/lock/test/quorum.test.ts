@@ -23,6 +23,7 @@ import { clockDriftMs, majorityOf } from '../src/quorum/quorum-backend.js'
 import { commandCalls, connect, makeLocker, ready, unique } from './support/connections.js'
 import { eventLog } from './support/events.js'
 import { useQuorumNodes } from './support/quorum.js'
+import { startTcpProxy } from './support/latency-proxy.js'
 import { startRedisServer } from './support/redis-server.js'
 import { settle, sleep, waitUntil } from './support/timing.js'
 
@@ -301,13 +302,55 @@ describe('quorum mode: tokens strictly increase across changing majorities', () 
         await value.release()
         return true
       }
-      expect(error).toBeInstanceOf(LockTimeoutError)
+      // No second holder: refused as held, or (a loaded machine, a node's check still failing) as unavailable.
+      expect(error instanceof LockTimeoutError || error instanceof LockUnavailableError, String(error)).toBe(true)
       return false
     }
     expect(await secondHolder(0)).toBe(true) // the hole: {B, C} is a majority
     expect(await secondHolder(undefined)).toBe(false)
     expect(await secondHolder(5_000)).toBe(false)
     await Promise.all(servers.map((s) => s.dispose()))
+  })
+
+  it("a restarted node whose peers' lease records could not be read in time sits out until they are read: no second holder", async () => {
+    // The defect: a read of the records that timed out counted as an answer, so B's check decided
+    // on B's own (empty) record, found no orphan, and let B in at once; once A and C answered
+    // again, {B, C} granted a second holder (seen in a loaded CI run with a 300 ms commandTimeoutMs).
+    const servers = await Promise.all([0, 1, 2].map(() => startRedisServer()))
+    const admins = servers.map((s) => connect({ port: s.port }))
+    for (const [i, a] of admins.entries()) await ready(a, servers[i]!.url)
+    const proxies = await Promise.all(servers.map((s) => startTcpProxy({ port: s.port })))
+    try {
+      const r = unique('q-unread-records')
+      const options = { ttlMs: 10_000, commandTimeoutMs: 300 }
+      const holderClients = servers.map((s) => connect({ port: s.port }))
+      for (const c of holderClients) await ready(c, 'a node')
+      const holder = makeLocker(holderClients, options)
+      // C is held by someone else for a moment: the holder's key lands on A and B only.
+      await admins[2]!.set(keysOf(r).lock, 'someone-else', 'PX', 10_000)
+      const lock = await holder.acquire(r)
+      await admins[2]!.del(keysOf(r).lock)
+      await servers[1]!.restart() // B forgets the holder's key
+      // A new contender checks its nodes with A and C cut off: their records go unread.
+      const contenderClients = proxies.map((p) => connect({ port: p.port }))
+      for (const c of contenderClients) await ready(c, 'a node')
+      const contender = makeLocker(contenderClients, options)
+      proxies[0]!.partition()
+      proxies[2]!.partition()
+      const early = await settle(contender.acquire(r, { waitMs: 1_000 }))
+      expect(early.value).toBeUndefined() // only B answers: no majority
+      proxies[0]!.heal()
+      proxies[2]!.heal()
+      const { value, error } = await settle(contender.acquire(r, { waitMs: 2_000 }))
+      expect(lock.isHeld()).toBe(true)
+      await value?.release().catch(() => {})
+      expect(value, 'a second holder while the first held the lock').toBeUndefined()
+      expect(error instanceof LockTimeoutError || error instanceof LockUnavailableError, String(error)).toBe(true)
+      await lock.release()
+    } finally {
+      for (const p of proxies) await p.close()
+      await Promise.all(servers.map((s) => s.dispose()))
+    }
   })
 
   it("a per-call lease longer than the Locker's ttlMs, a node restarted empty, a second Locker (existing, or new after the restart): no second holder with the defaults; with the guard off, two", async () => {
@@ -326,7 +369,9 @@ describe('quorum mode: tokens strictly increase across changing majorities', () 
         return clients
       }
       const r = unique('q-long-lease')
-      const base = { ttlMs: 1_000, commandTimeoutMs: 300, ...options }
+      // 1 s per command: a loaded machine keeps a reply from the test process longer than 300 ms,
+      // and the contender then fails for that (LockUnavailableError), not for the lock it wants.
+      const base = { ttlMs: 1_000, commandTimeoutMs: 1_000, ...options }
       const holder = makeLocker(await clientsOf(), base)
       let contender = contenderAfterRestart ? undefined : makeLocker(await clientsOf(), base)
       if (contender) await (await contender.acquire(unique('q-warm'))).release() // its nodes known before the restart
@@ -347,7 +392,8 @@ describe('quorum mode: tokens strictly increase across changing majorities', () 
         await value.release().catch(() => {})
         return true
       }
-      expect(error).toBeInstanceOf(LockTimeoutError)
+      // No second holder: refused as held, or (a loaded machine, a node still coming back) as unavailable.
+      expect(error instanceof LockTimeoutError || error instanceof LockUnavailableError, String(error)).toBe(true)
       return false
     }
     expect(await secondHolder({ nodeRestartDelayMs: 0 }, false)).toBe(true) // the hole, with the guard off
@@ -496,7 +542,6 @@ describe('quorum mode: nodes that fail', () => {
   it("a reply lost to a reconnect on one node: the lock is granted by the others, and the resent try's grant on that node is given back, not left for its TTL", async () => {
     const locker = nodes.locker({ ttlMs: 30_000, commandTimeoutMs: 2_000 })
     await (await locker.acquire(unique('q-warm'))).release()
-    const r = unique('q-lost-reply')
     // Node 0 runs the try; its reply is lost. That it ran is read from the server's own count of
     // scripts run, not from the key: the key may already be gone again (the grant on the others
     // comes first, and a loaded machine's poll can miss a key that lived a few ms).
@@ -504,12 +549,29 @@ describe('quorum mode: nodes that fail', () => {
       const calls = await commandCalls(nodes.admins[0]!)
       return (calls.evalsha ?? 0) + (calls.eval ?? 0)
     }
-    const before = await scriptsRun()
-    nodes.proxies[0]!.blackhole('replies')
-    const pending = locker.acquire(r)
-    await waitUntil(async () => (await scriptsRun()) > before, { timeoutMs: 20_000, what: 'the try ran on node 0' })
-    nodes.proxies[0]!.restore()
-    await nodes.admins[0]!.call('CLIENT', 'KILL', 'TYPE', 'normal', 'SKIPME', 'yes') // ioredis resends it
+    const reconnect = () => nodes.admins[0]!.call('CLIENT', 'KILL', 'TYPE', 'normal', 'SKIPME', 'yes') // ioredis resends
+    // On a loaded machine the Locker may not ask node 0 at all (a call of the warm-up still
+    // unanswered there while the others answered: node-health in quorum-node.ts); that try is not
+    // the case under test, and it is made again, with node 0 reconnected.
+    let r = ''
+    let pending: Promise<Lock> | undefined
+    for (let round = 1; pending === undefined; round++) {
+      r = unique('q-lost-reply')
+      const before = await scriptsRun()
+      nodes.proxies[0]!.blackhole('replies')
+      const acquiring = locker.acquire(r)
+      const ran = await waitUntil(async () => (await scriptsRun()) > before, { timeoutMs: 5_000, what: 'the try ran on node 0' }).then(
+        () => true,
+        (error: unknown) => {
+          if (round === 5) throw error
+          return false
+        },
+      )
+      nodes.proxies[0]!.restore()
+      await reconnect()
+      if (ran) pending = acquiring
+      else await (await acquiring).release()
+    }
     const lock = await pending
     expect(await lock.release()).toBe(true)
     await waitUntil(async () => (await state(r)).lock.every((v) => v === null), {

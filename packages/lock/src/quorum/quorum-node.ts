@@ -35,6 +35,8 @@ export class QuorumNode {
    * of locks still held (restart-guard.ts). Infinity while that is being found out.
    */
   youngUntil = 0
+  /** Why its last restart-guard check failed (kept while it is checked again, until one succeeds). */
+  checkFailure: string | undefined = undefined
   /**
    * The node marker's epoch this Locker learned at the node's last check (scripts/node-marker.ts):
    * a grant or raise sent to the node checks it where the node may have lost its data. Undefined
@@ -93,6 +95,8 @@ export class QuorumNode {
     if (!this.usable) return 'its calls in flight have not been answered lately while other nodes answered'
     if (this.evicts !== undefined) return this.evicts
     const left = this.youngForMs
+    if (left === Number.POSITIVE_INFINITY && this.checkFailure !== undefined)
+      return `it (re)connected or lost its data, and whether it forgot a live lease could not be checked yet (${this.checkFailure})`
     return left === Number.POSITIVE_INFINITY
       ? 'it (re)connected or lost its data, and whether it forgot a live lease is being checked'
       : `it may have restarted or lost its data and sits out acquires for ${Math.round(left)} ms more (restart guard)`

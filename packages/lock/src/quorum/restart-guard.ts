@@ -266,11 +266,13 @@ export class RestartGuard {
       () => {
         if (r.check !== mine) return
         r.state = 'checked'
+        node.checkFailure = undefined
         for (const look of [...this.#onChecked]) look()
       },
-      () => {
+      (error: unknown) => {
         if (r.check !== mine) return
         r.state = 'failed'
+        node.checkFailure = error instanceof Error ? error.message : String(error)
         for (const look of [...this.#onChecked]) look()
         const again = setTimeout(() => {
           if (r.check === mine && !node.backend.connection.down) this.#check(node)
@@ -349,20 +351,26 @@ export class RestartGuard {
   /**
    * The identities the reachable nodes' records list, each with the longest time an entry has
    * left. Every reachable node is read, but a node that does not answer is not waited for: once
-   * all but a minority (N − majority) answered or failed, the rest get {@link STALL_MS} more, then
-   * what was read decides. That is the quorum's own assumption — at most a minority of the nodes
-   * lost their data or are cut off at a time: with the silent ones counted among them, a node
-   * that forgot a live lease is still listed by a node that answered. A record that answers later
-   * goes to `late`, merged with the rest (the node then sits out if it lists an orphan). Decided
-   * at once when a record lists `identity`: the node has neither restarted nor lost its data since
-   * a Locker listed it, whatever the others say.
+   * all but a minority (N − majority) answered, the rest get {@link STALL_MS} more, then what was
+   * read decides. That is the quorum's own assumption — at most a minority of the nodes lost
+   * their data or are cut off at a time: with the silent ones counted among them, a node that
+   * forgot a live lease is still listed by a node that answered. A read that failed (no answer
+   * within `commandTimeoutMs`: a loaded machine, a stalled node) says nothing and is not counted
+   * as an answer: when fewer than all but a minority answered, the check fails (the node sits out
+   * and is checked again) — deciding on what a minority said let a restarted node back in at once
+   * with the records that list its forgotten lease unread, and a second holder won a majority.
+   * A record that answers later goes to `late`, merged with the rest (the node then sits out if
+   * it lists an orphan). Decided at once when a record lists `identity`: the node has neither
+   * restarted nor lost its data since a Locker listed it, whatever the others say.
    */
   #listed(identity: string | undefined, late: (listed: Map<string, number>) => void): Promise<Map<string, number>> {
     const reachable = this.#nodes.filter((node) => !node.backend.connection.down)
     const listed = new Map<string, number>()
     const minority = this.#nodes.length - (Math.floor(this.#nodes.length / 2) + 1)
+    const enough = this.#nodes.length - minority
     let pending = reachable.length
-    return new Promise((resolve) => {
+    let answered = 0
+    return new Promise((resolve, reject) => {
       let decided = false
       let grace: ReturnType<typeof setTimeout> | undefined
       const decide = (): void => {
@@ -371,8 +379,9 @@ export class RestartGuard {
         clearTimeout(grace)
         resolve(listed)
       }
-      const settled = (reply: unknown): void => {
+      const settled = (reply: unknown, ok: boolean): void => {
         pending--
+        if (ok) answered++
         let added = false
         if (Array.isArray(reply)) {
           for (let i = 0; i + 1 < reply.length; i += 2) {
@@ -388,20 +397,32 @@ export class RestartGuard {
           if (added) late(listed)
           return
         }
-        if (pending === 0 || (identity !== undefined && listed.has(identity))) return decide()
-        if (pending <= minority && grace === undefined) {
-          grace = setTimeout(decide, STALL_MS)
-          grace.unref()
+        if (identity !== undefined && listed.has(identity)) return decide()
+        if (answered >= enough) {
+          if (pending === 0) return decide()
+          if (grace === undefined) {
+            grace = setTimeout(decide, STALL_MS)
+            grace.unref()
+          }
+        } else if (pending === 0) {
+          decided = true
+          reject(new Error(`the lease records of only ${answered} of ${this.#nodes.length} nodes could be read (${enough} needed)`))
         }
       }
-      if (pending === 0) return decide()
+      if (reachable.length < enough) {
+        decided = true
+        return reject(new Error(`only ${reachable.length} of ${this.#nodes.length} nodes are reachable to read the lease records from (${enough} needed)`))
+      }
       for (const node of reachable) {
         this.#deadlines
           .race(
             readLeaseRecordScript.run(node.client, { record: this.#key }, {}) as Promise<unknown>,
             this.#options.commandTimeoutMs,
           )
-          .then(settled, () => settled(undefined))
+          .then(
+            (reply) => settled(reply, true),
+            () => settled(undefined, false),
+          )
       }
     })
   }
