@@ -278,7 +278,9 @@ describe('quorum mode: tokens strictly increase across changing majorities', () 
       const r = unique('q-restarted')
       const options = {
         ttlMs: 5_000,
-        commandTimeoutMs: 300,
+        // 1 s per command: with 300 ms the control (guard off) failed on a loaded machine with
+        // LockUnavailableError, a reply kept from the test process that long.
+        commandTimeoutMs: 1_000,
         ...(nodeRestartDelayMs === undefined ? {} : { nodeRestartDelayMs }),
       }
       const holderClients = servers.map((s) => connect({ port: s.port }))
