@@ -34,12 +34,14 @@ export const FLASH_SALE_CLI: CliSpec = {
     concurrency: { type: 'string', value: '<n>', description: 'buyers in flight at once, 1-1000', default: FLASH_SALE_DEFAULTS.concurrency },
     segments: { type: 'string', value: '<n>', description: 'stock segments, 1-64: the stock split over n rows, each its own lock and fence', default: FLASH_SALE_DEFAULTS.segments },
     redis: { type: 'string', value: '<r>', description: 'single | sentinel (a spawned primary, 2 replicas and 3 Sentinels; the instances connect through the Sentinels, lock replicas: 1)', default: 'single' },
+    backend: { type: 'string', value: '<b>', description: 'redis | etcd (the locks on ETCD_ENDPOINTS, else on an etcd member it spawns; Redis still keeps the views)', default: 'redis' },
     json: { type: 'boolean', description: 'print the report as JSON on stdout (and nothing else there)' },
     'keep-data': { type: 'boolean', description: "keep the run's database schema" },
     verbose: { type: 'boolean', description: "show the instances' and the gateway's logs" },
   },
   notes: `Uses REDIS_URL, else 127.0.0.1:6379, else a redis-server it spawns (always its own for
---chaos redis-restart); DATABASE_URL, else an embedded PGlite.`,
+--chaos redis-restart); DATABASE_URL, else an embedded PGlite; with --backend etcd, ETCD_ENDPOINTS,
+else an etcd member it spawns.`,
   failure: 'a violation happened in fenced mode (the one mode that promises none), or the run broke off with an error',
 }
 
@@ -72,6 +74,7 @@ export function parseFlashSaleArgs(argv: readonly string[]): FlashSaleCommand {
     gatewayLatencyMs,
     keepData: values['keep-data'] === true,
     redis: choiceFlag(values, 'redis', 'single', ['single', 'sentinel'] as const),
+    backend: choiceFlag(values, 'backend', 'redis', ['redis', 'etcd'] as const),
   }
   return { help: values.help === true, json: values.json === true, verbose: values.verbose === true, options }
 }

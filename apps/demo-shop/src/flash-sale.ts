@@ -5,6 +5,8 @@
  */
 import { randomBytes } from 'node:crypto'
 import { Locker } from '@fencelock/lock'
+import { startEtcdServer } from '@fencelock/devkit/etcd-server'
+import { Etcd3 } from 'etcd3'
 import { Redis } from 'ioredis'
 import {
   noChaos,
@@ -91,6 +93,11 @@ export interface FlashSaleOptions {
    * Default `single` (REDIS_URL, 127.0.0.1:6379, or a spawned redis-server).
    */
   readonly redis?: 'single' | 'sentinel'
+  /**
+   * Where the locks are: `redis` (default) or `etcd` — the members of ETCD_ENDPOINTS, else one
+   * member spawned for the run (Debian's etcd-server, by the devkit). Redis still keeps the views.
+   */
+  readonly backend?: 'redis' | 'etcd'
 }
 
 /** Progress of a running sale, for the progress line. */
@@ -111,8 +118,8 @@ export interface FlashSaleProgress {
 export interface FlashSaleReport {
   readonly options: Omit<FlashSaleOptions, 'keepData' | 'instanceLogs'>
   readonly durationMs: number
-  /** Where Redis and PostgreSQL came from. */
-  readonly services: { readonly redis: string; readonly database: string; readonly schema: string }
+  /** Where Redis and PostgreSQL came from (and etcd, when the locks are on it). */
+  readonly services: { readonly redis: string; readonly database: string; readonly schema: string; readonly etcd?: string }
   // From the database:
   readonly initialStock: number
   readonly remainingStock: number
@@ -251,6 +258,7 @@ export async function runFlashSale(
   }
 
   try {
+    if (options.backend === 'etcd') checkEtcdOptions(options)
     // Say only what is started: the demo hands the same Redis and database to each of its sales.
     const starting = [services.redis ? '' : 'Redis', services.database ? '' : 'the database'].filter(Boolean).join(' and ')
     progress({ phase: 'starting', done: 0, chaosCount: 0, message: starting ? `starting ${starting}` : "preparing the sale's schema" })
@@ -280,6 +288,7 @@ export async function runFlashSale(
         `--chaos redis-restart only restarts a Redis the demo started; this run uses ${redis.origin}`,
       )
     }
+    const etcd = options.backend === 'etcd' ? await resolveEtcd(cleanups) : undefined
 
     let database = services.database
     if (database === undefined) {
@@ -341,6 +350,7 @@ export async function runFlashSale(
           SHOP_DB_POOL_SIZE: embedded ? '1' : '4',
           ...(options.saleTimers ? { SHOP_SALE_TIMERS: '1' } : {}),
           ...sentinelEnv,
+          ...(etcd ? { ETCD_ENDPOINTS: etcd.endpoints } : {}),
         },
       }),
     )
@@ -409,6 +419,7 @@ export async function runFlashSale(
     const finalReconcile = await reconcileAfterSale({
       location,
       redisUrl: redis.url,
+      ...(etcd ? { etcdEndpoints: etcd.endpoints } : {}),
       runId,
       mode: options.mode,
       ttlMs: options.ttlMs,
@@ -441,7 +452,7 @@ export async function runFlashSale(
     return {
       options: shown,
       durationMs: Math.round(performance.now() - started),
-      services: { redis: redis.origin, database: database.origin, schema: location.schema },
+      services: { redis: redis.origin, database: database.origin, schema: location.schema, ...(etcd ? { etcd: etcd.origin } : {}) },
       initialStock: options.stock,
       remainingStock: product?.stock ?? 0,
       sold: counts.unitsSold,
@@ -490,6 +501,8 @@ export async function runFlashSale(
 export async function reconcileAfterSale(run: {
   location: DatabaseLocation
   redisUrl: string
+  /** The locks' etcd (`host:port,...`), when they are on etcd. */
+  etcdEndpoints?: string
   runId: string
   mode: ProtectionMode
   ttlMs: number
@@ -497,7 +510,8 @@ export async function reconcileAfterSale(run: {
 }): Promise<ReconcilePass> {
   const redis = new Redis(run.redisUrl, { maxRetriesPerRequest: 2 })
   redis.on('error', () => {})
-  const locker = new Locker(redis, {
+  const etcd = run.etcdEndpoints ? new Etcd3({ hosts: run.etcdEndpoints.split(',') }) : undefined
+  const locker = new Locker(etcd ?? redis, {
     ttlMs: run.ttlMs,
     waitMs: INSTANCE_DEFAULTS.lockWaitMs,
     prefix: lockPrefixOf(run.runId),
@@ -523,7 +537,23 @@ export async function reconcileAfterSale(run: {
     return await reconciler.runOnce()
   } finally {
     await locker.close().catch(() => {})
+    etcd?.close()
     await prisma.$disconnect().catch(() => {})
     redis.disconnect()
   }
+}
+
+/** What cannot go with the locks on etcd, refused before anything starts. */
+function checkEtcdOptions(options: FlashSaleOptions): void {
+  if (options.chaos === 'redis-restart') throw new FlashSaleSetupError("--chaos redis-restart restarts the locks' Redis; with --backend etcd use --chaos none, pause or kill")
+  if (options.redis === 'sentinel') throw new FlashSaleSetupError('--redis sentinel puts the locks on Sentinel; with --backend etcd they are on etcd')
+}
+
+/** The etcd of a run whose locks are on etcd: ETCD_ENDPOINTS, else one member spawned for the run (stopped by the run's cleanups). */
+async function resolveEtcd(cleanups: Array<() => Promise<void>>): Promise<{ endpoints: string; origin: string }> {
+  const given = process.env.ETCD_ENDPOINTS
+  if (given) return { endpoints: given, origin: 'ETCD_ENDPOINTS' }
+  const member = await startStep('etcd', () => startEtcdServer())
+  cleanups.push(() => member.dispose())
+  return { endpoints: member.endpoint, origin: `etcd (spawned: one member :${member.clientPort})` }
 }

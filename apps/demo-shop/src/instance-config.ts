@@ -8,6 +8,7 @@
  * | `REDIS_SENTINELS` | none | `host:port,host:port,...` of Redis Sentinels: the locks' Redis is the primary they name (ioredis follows a failover); takes precedence over `REDIS_URL` |
  * | `REDIS_SENTINEL_NAME` | `fencelock` | the master name the Sentinels monitor |
  * | `SHOP_LOCK_REPLICAS` | `0` | the lock's `replicas` option: replicas that must acknowledge a grant (0-16) |
+ * | `ETCD_ENDPOINTS` | none | `host:port,host:port,...` of etcd members: the locks are on etcd (`new Locker(etcd3Client)`) instead of Redis; Redis still keeps the views (held locks). Not with `SHOP_LOCK_REPLICAS` |
  * | `DATABASE_URL` | required | PostgreSQL; `?schema=<name>` picks the schema (default `public`) |
  * | `SHOP_INSTANCE_ID` | `shop-<pid>` | the instance's name in answers, payments and lock views |
  * | `SHOP_MODE` | `fenced` | `unsafe` (no lock), `lock` (lock only), `fenced` (lock + fencing) |
@@ -50,6 +51,8 @@ export interface InstanceConfig {
   readonly sentinels?: { readonly addresses: readonly { host: string; port: number }[]; readonly name: string }
   /** The lock's `replicas` option. */
   readonly lockReplicas: number
+  /** etcd members (ETCD_ENDPOINTS), when set: the locks are on etcd, not Redis. */
+  readonly etcdEndpoints?: readonly string[]
   readonly database: { readonly connectionString: string; readonly schema: string }
   readonly runId: string
   readonly lockTtlMs: number
@@ -122,6 +125,10 @@ export function readInstanceConfig(env: NodeJS.ProcessEnv): InstanceConfig {
   const runId = env.SHOP_RUN_ID || INSTANCE_DEFAULTS.runId
   if (!RUN_ID_PATTERN.test(runId))
     throw new InvalidConfigError('SHOP_RUN_ID', 'must be 1 to 40 of A-Z a-z 0-9 _ -', runId)
+  const etcdEndpoints = env.ETCD_ENDPOINTS ? etcdEndpointsOf(env.ETCD_ENDPOINTS) : undefined
+  const lockReplicas = integerVariable(env, 'SHOP_LOCK_REPLICAS', 0, 0, 16)
+  if (etcdEndpoints && lockReplicas > 0)
+    throw new InvalidConfigError('SHOP_LOCK_REPLICAS', 'must be 0 with ETCD_ENDPOINTS: etcd commits every grant on a majority of its members', String(lockReplicas))
   const gatewayUrl = env.SHOP_GATEWAY_URL
   if (!gatewayUrl || !/^https?:\/\/[^\s]+$/.test(gatewayUrl))
     throw new InvalidConfigError('SHOP_GATEWAY_URL', 'must be an http:// or https:// URL', gatewayUrl)
@@ -132,7 +139,8 @@ export function readInstanceConfig(env: NodeJS.ProcessEnv): InstanceConfig {
     port: integerVariable(env, 'PORT', INSTANCE_DEFAULTS.port, 0, 65_535),
     redisUrl,
     ...(sentinels ? { sentinels } : {}),
-    lockReplicas: integerVariable(env, 'SHOP_LOCK_REPLICAS', 0, 0, 16),
+    lockReplicas,
+    ...(etcdEndpoints ? { etcdEndpoints } : {}),
     database,
     runId,
     lockTtlMs: integerVariable(env, 'SHOP_LOCK_TTL_MS', INSTANCE_DEFAULTS.lockTtlMs, 10, 600_000),
@@ -175,6 +183,16 @@ function sentinelsOf(list: string, name: string): NonNullable<InstanceConfig['se
   })
   if (!/^[A-Za-z0-9_.-]{1,64}$/.test(name)) throw new InvalidConfigError('REDIS_SENTINEL_NAME', 'must be 1 to 64 of A-Z a-z 0-9 _ . -', name)
   return { addresses, name }
+}
+
+/** `host:port,host:port` (ETCD_ENDPOINTS), checked; etcd3's `hosts`. */
+function etcdEndpointsOf(list: string): readonly string[] {
+  return list.split(',').map((item) => {
+    const match = /^(?:https?:\/\/)?([A-Za-z0-9_.-]+|\[[0-9a-fA-F:]+\]):(\d{1,5})$/.exec(item.trim())
+    const port = Number(match?.[2])
+    if (!match || port < 1 || port > 65_535) throw new InvalidConfigError('ETCD_ENDPOINTS', 'must be host:port[,host:port...]', list)
+    return item.trim()
+  })
 }
 
 /** SHOP_ABANDONED_ORDER_MS, at least the lease (default ten leases): a live payer may hold the order that long. */

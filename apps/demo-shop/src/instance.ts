@@ -8,6 +8,7 @@ import { StaleFencingTokenError } from '@fencelock/fencing'
 import { Locker, type LockEvent } from '@fencelock/lock'
 import { instrument, metricsHandler } from '@fencelock/metrics'
 import type { Express } from 'express'
+import { Etcd3 } from 'etcd3'
 import { Redis } from 'ioredis'
 import { Registry } from 'prom-client'
 import { createApp } from './app.js'
@@ -96,7 +97,9 @@ export async function buildInstance(config: InstanceConfig, observer?: ShopObser
     else if (event.type === 'lost') counters.expiredLocks++
     else if (event.type === 'released' && event.outcome === 'expired' && !event.wasLost) counters.expiredLocks++
   }
-  const locker = new Locker(redis, {
+  // The locks on etcd when ETCD_ENDPOINTS is set (Redis still keeps the views); else on Redis.
+  const etcd = config.etcdEndpoints ? new Etcd3({ hosts: [...config.etcdEndpoints] }) : undefined
+  const locker = new Locker(etcd ?? redis, {
     ttlMs: config.lockTtlMs,
     waitMs: config.lockWaitMs,
     prefix: lockPrefix,
@@ -218,6 +221,7 @@ export async function buildInstance(config: InstanceConfig, observer?: ShopObser
       (closed ??= (async () => {
         await stopReconciler()
         await locker.close().catch(() => {})
+        etcd?.close()
         metrics.stop()
         await prisma.$disconnect().catch(() => {})
         redis.disconnect()

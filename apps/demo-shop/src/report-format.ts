@@ -81,7 +81,7 @@ export function formatReport(report: FlashSaleReport): string {
           .join(', ')}`
   return [
     `Flash sale: mode ${o.mode}, chaos ${o.chaos}, ${o.instances} instances, ${o.buyers} buyers, stock ${o.stock}${(o.segments ?? 1) > 1 ? ` in ${o.segments} segments` : ''}, seed ${o.seed}, TTL ${o.ttlMs} ms — ${(report.durationMs / 1000).toFixed(1)} s`,
-    `Redis: ${report.services.redis} · PostgreSQL: ${report.services.database}, schema ${report.services.schema}`,
+    `Redis: ${report.services.redis}${report.services.etcd ? ` · locks on ${report.services.etcd}` : ''} · PostgreSQL: ${report.services.database}, schema ${report.services.schema}`,
     '',
     line('', 'value', 'counted from'),
     ...rows.map((r) => line(...r)),

@@ -62,6 +62,24 @@ describe('docker-compose.yml', () => {
     for (const s of ['shop', 'redis', 'postgres', 'gateway']) expect(without.stdout).not.toMatch(profiled(s))
   })
 
+  it('profile etcd: one etcd member, pinned, on the loopback, its data in a volume, only with the profile; the shop takes ETCD_ENDPOINTS from the environment', () => {
+    const withProfile = spawnSync('docker-compose', ['-f', composeFile, '--profile', 'etcd', 'config'], {
+      cwd: root,
+      encoding: 'utf8',
+      env: { ...process.env, ETCD_ENDPOINTS: 'etcd:2379' },
+    })
+    expect(withProfile.status, withProfile.stderr).toBe(0)
+    expect(withProfile.stdout).toMatch(/ETCD_ENDPOINTS: etcd:2379/)
+    const etcd = resolvedService('etcd')
+    expect(valueOf(etcd, 'image')).toBe('quay.io/coreos/etcd:v3.4.23')
+    expect(etcd).toMatch(/^ports:\n- 127\.0\.0\.1:2379:2379\/tcp$/m)
+    expect(etcd).toMatch(/^volumes:\n- etcd-data:\/etcd-data:rw$/m)
+    expect(etcd).toContain('- --data-dir=/etcd-data')
+    expect(etcd).toMatch(/^profiles:\n- etcd$/m)
+    // Unset, the shop's locks stay on Redis (an empty ETCD_ENDPOINTS).
+    expect(valueOf(resolvedService('shop'), 'ETCD_ENDPOINTS')).toBe('')
+  })
+
   it('has the services of the demo, and every file it mounts or builds from exists', () => {
     const text = readFileSync(composeFile, 'utf8')
     for (const service of ['redis', 'postgres', 'gateway', 'shop', 'prometheus', 'grafana']) expect(text).toMatch(new RegExp(`^  ${service}:$`, 'm'))

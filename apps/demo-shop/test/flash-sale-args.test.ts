@@ -17,6 +17,8 @@ describe('parseFlashSaleArgs', () => {
     expect(parseFlashSaleArgs(['--mode=lock', '--ttl-ms=500', '--gateway-latency-ms=10-20']).options).toMatchObject({ mode: 'lock', ttlMs: 500, gatewayLatencyMs: '10-20' })
     expect(parseFlashSaleArgs([]).options.redis).toBe('single')
     expect(parseFlashSaleArgs(['--redis', 'sentinel']).options.redis).toBe('sentinel')
+    expect(parseFlashSaleArgs([]).options.backend).toBe('redis')
+    expect(parseFlashSaleArgs(['--backend', 'etcd']).options.backend).toBe('etcd')
   })
 
   it.each([
@@ -34,6 +36,7 @@ describe('parseFlashSaleArgs', () => {
     [['--json=yes'], /takes no value/],
     [['--frobnicate'], /unknown option/],
     [['--redis', 'cluster'], /--redis must be one of single, sentinel/],
+    [['--backend', 'zookeeper'], /--backend must be one of redis, etcd/],
   ])('refuses %j', (argv, message) => {
     expect(() => parseFlashSaleArgs(argv)).toThrow(UsageError)
     expect(() => parseFlashSaleArgs(argv)).toThrow(message)

@@ -42,7 +42,20 @@ describe('readInstanceConfig', () => {
     expect(readInstanceConfig(base).lockReplicas).toBe(0)
   })
 
+  it('ETCD_ENDPOINTS: the locks on etcd (Redis still required, for the views); not with SHOP_LOCK_REPLICAS', () => {
+    expect(readInstanceConfig({ ...base, ETCD_ENDPOINTS: 'etcd:2379, 127.0.0.1:2380,http://[::1]:2379' }).etcdEndpoints).toEqual([
+      'etcd:2379',
+      '127.0.0.1:2380',
+      'http://[::1]:2379',
+    ])
+    expect(readInstanceConfig(base).etcdEndpoints).toBeUndefined()
+    expect(readInstanceConfig({ ...base, ETCD_ENDPOINTS: '' }).etcdEndpoints).toBeUndefined()
+  })
+
   it.each([
+    [{ ETCD_ENDPOINTS: 'etcd' }, 'ETCD_ENDPOINTS'],
+    [{ ETCD_ENDPOINTS: 'etcd:2379,etcd:0' }, 'ETCD_ENDPOINTS'],
+    [{ ETCD_ENDPOINTS: 'etcd:2379', SHOP_LOCK_REPLICAS: '1' }, 'SHOP_LOCK_REPLICAS'],
     [{ REDIS_URL: undefined }, 'REDIS_URL'],
     [{ REDIS_URL: 'http://x' }, 'REDIS_URL'],
     [{ DATABASE_URL: '' }, 'DATABASE_URL'],

@@ -403,6 +403,14 @@ export class EtcdBackend implements LockBackend {
     })
   }
 
+  /**
+   * etcd is unreachable: the client's last calls, lately, failed to connect (etcd-reachability.ts).
+   * An acquire then ends at once, as on Redis, rather than wait out its `waitMs`.
+   */
+  connectionDown(): Error | undefined {
+    return this.#calls.reachability.down()
+  }
+
   /** Nothing to subscribe to: a waiter's watch is set up by its own try. */
   subscribe(): Promise<void> {
     return Promise.resolve()

@@ -6,6 +6,7 @@
  */
 import type { Deadlines } from '../deadline.js'
 import { InFlightCalls } from '../backend/in-flight.js'
+import { EtcdReachability } from './etcd-reachability.js'
 
 /** An etcd call that did not answer within its deadline. */
 export class EtcdTimeoutError extends Error {
@@ -18,6 +19,8 @@ export class EtcdTimeoutError extends Error {
 export class EtcdCalls {
   readonly #deadlines: Deadlines
   readonly inFlight = new InFlightCalls()
+  /** What the calls' own outcomes (late ones too) say of the connection. */
+  readonly reachability = new EtcdReachability()
 
   constructor(deadlines: Deadlines) {
     this.#deadlines = deadlines
@@ -25,14 +28,16 @@ export class EtcdCalls {
 
   /**
    * Settles with the call, or rejects with {@link EtcdTimeoutError} after `ms`; `late` then gets
-   * what the call answers, if it answers.
+   * what the call answers, if it answers. A call that fails because etcd is unreachable rejects
+   * with an `EtcdDownError` (etcd-reachability.ts). `observe: false` for a promise whose call was
+   * observed already (a lease grant that several tries wait for counts once).
    */
-  run<T>(call: () => Promise<T>, ms: number, late?: (value: T) => void): Promise<T> {
+  run<T>(call: () => Promise<T>, ms: number, late?: (value: T) => void, observe = true): Promise<T> {
     const inFlight = this.inFlight
     inFlight.begin()
     let sent: Promise<T>
     try {
-      sent = call()
+      sent = observe ? this.observe(call()) : call()
     } catch (error) {
       inFlight.end()
       return Promise.reject(error instanceof Error ? error : new Error(String(error)))
@@ -51,5 +56,21 @@ export class EtcdCalls {
         },
       )
     })
+  }
+
+  /**
+   * What the call `sent` comes to (late too) tells {@link reachability}; it rejects with an
+   * `EtcdDownError` when etcd is unreachable now.
+   */
+  observe<T>(sent: Promise<T>): Promise<T> {
+    return sent.then(
+      (value) => {
+        this.reachability.answered()
+        return value
+      },
+      (error: unknown) => {
+        throw this.reachability.failed(error instanceof Error ? error : new Error(String(error)))
+      },
+    )
   }
 }

@@ -70,7 +70,7 @@ export class EtcdLeases {
         if (this.#leases.get(seconds) === lease) this.#leases.delete(seconds)
       })
     }
-    return this.#calls.run(() => lease, ms)
+    return this.#calls.run(() => lease, ms, undefined, false)
   }
 
   async #grant(seconds: number): Promise<EtcdLease> {
@@ -79,7 +79,7 @@ export class EtcdLeases {
     handle.on('lost', () => {})
     const lease = new EtcdLease(seconds, handle)
     const sentAt = performance.now()
-    lease.id = await handle.grant()
+    lease.id = await this.#calls.observe(handle.grant())
     lease.validUntil = sentAt + lease.ttlMs
     if (this.#closed) {
       handle.revoke().catch(() => {})

@@ -87,7 +87,11 @@ describe('lead() and runOnce() on etcd', () => {
 
   it('runOnce(): three instances, 4 ticks: each tick run exactly once, the others report skipped', async () => {
     const key = unique('e-job')
-    const everyMs = 600
+    // A tick's runner needs about four etcd round trips under its lease (the grant, the done
+    // record's lease and transaction, the release): with 300 ms, a loaded machine (load 15 on 2
+    // cores) let one run out before the record was written, and the next runner ran the tick
+    // again. 1.5 s is far from both that and an unloaded machine's ~10 ms.
+    const everyMs = 2_000
     const runs = new Map<number, number>()
     const reports: TickReport[] = []
     const schedules: Schedule[] = Array.from({ length: 3 }, () =>
@@ -96,12 +100,12 @@ describe('lead() and runOnce() on etcd', () => {
           expect(typeof token).toBe('bigint')
           runs.set(tick, (runs.get(tick) ?? 0) + 1)
         },
-        { key, everyMs, leaseMs: 300, onTick: (r) => reports.push(r) },
+        { key, everyMs, leaseMs: 1_500, onTick: (r) => reports.push(r) },
       ),
     )
     const first = Math.floor(Date.now() / everyMs)
     const done = (tick: number) => reports.filter((r) => r.tick === tick).length === 3
-    await waitUntil(() => [1, 2, 3, 4].every((d) => done(first + d)), { what: '4 ticks', timeoutMs: 20_000 })
+    await waitUntil(() => [1, 2, 3, 4].every((d) => done(first + d)), { what: '4 ticks', timeoutMs: 40_000 })
     await Promise.all(schedules.map((s) => s.stop()))
     for (let tick = first + 1; tick <= first + 4; tick++) {
       const outcomes = reports.filter((r) => r.tick === tick).map((r) => r.outcome)
@@ -111,5 +115,5 @@ describe('lead() and runOnce() on etcd', () => {
         `tick ${tick}`,
       ).toHaveLength(1)
     }
-  })
+  }, 60_000)
 })
