@@ -153,8 +153,8 @@ export async function startElection(options: ElectionOptions): Promise<Election>
               new Promise<void>((resolve, reject) => {
                 const timer = setTimeout(() => {
                   child.kill('SIGKILL')
-                  reject(new Error(`election process ${i} did not stop within 20 s`))
-                }, 20_000)
+                  reject(new Error(`election process ${i} did not stop within 60 s`))
+                }, 60_000)
                 child.once('exit', () => {
                   clearTimeout(timer)
                   resolve()

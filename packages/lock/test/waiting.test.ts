@@ -191,7 +191,13 @@ describe('backstops when no release message comes', () => {
     const fastWait = fast.acquire(a, { waitMs: 3_000 })
     const controller = new AbortController()
     const slowWait = settle(slow.acquire(b, { waitMs: 3_000, signal: controller.signal }))
-    await sleep(100)
+    // Both waiting in Redis's queues before the keys go (a sleep of 100 ms was not enough on a
+    // loaded machine: the slow waiter's first try came after the DEL and simply took the lock).
+    await waitUntil(async () => (await fast.inspect(a)).waiting === 1 && (await slow.inspect(b)).waiting === 1, {
+      timeoutMs: 10_000,
+      everyMs: 20,
+      what: 'both waiting',
+    })
     // A DEL publishes nothing (as when a release message is lost).
     await env.admin.del(resourceKeys('fencelock:', a).lock, resourceKeys('fencelock:', b).lock)
     const deletedAt = performance.now()

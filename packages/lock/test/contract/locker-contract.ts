@@ -138,9 +138,10 @@ export function lockerContract(name: string, deployment: ContractDeployment): vo
 
     it('the watchdog keeps a lock past 3 TTLs; a lock lost behind its back aborts lock.signal with LockLostError, and its release says false', async () => {
       const r = unique('c-watchdog')
-      // 600 ms: a renewal every 200 ms, so a stall of the test process under ~400 ms loses nothing.
-      const lock = await deployment.locker({ ttlMs: 600 }).acquire(r, { autoExtend: true })
-      await sleep(1_900)
+      // 1 s: a renewal every 333 ms, so a stall of the test process under ~650 ms loses nothing
+      // (600 ms lost a Cluster lock at load 20).
+      const lock = await deployment.locker({ ttlMs: 1_000 }).acquire(r, { autoExtend: true })
+      await sleep(3_100)
       expect(lock.isHeld()).toBe(true)
       expect(lock.signal.aborted).toBe(false)
       await deployment.steal(r)

@@ -126,12 +126,12 @@ describe('runOnce with a runner frozen past its lease (real processes, SIGSTOP 9
     expect(frozen).toBe('ran')
     expect(other).toBe('skipped')
     expect(runs).toBe(1)
-  }, 30_000)
+  }, 90_000)
 
   it('frozen during its job: the frozen runner reports lost, the other runs the tick; one ran', async () => {
     const { frozen, other, runs } = await frozenTick('during')
     expect(frozen).toBe('lost')
     expect(other).toBe('ran')
     expect(runs).toBe(2) // the frozen one's append landed before the freeze: fenced writes are for that
-  }, 30_000)
+  }, 90_000)
 })
