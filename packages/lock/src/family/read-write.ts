@@ -241,6 +241,7 @@ export class ReadWriteLock {
     const until = start + o.waitMs
     let backoff = FIRST_BACKOFF_MS
     let failure: unknown
+    let contended = false
     for (;;) {
       const sentAt = performance.now()
       let reply: [number, number | string] | undefined
@@ -288,7 +289,11 @@ export class ReadWriteLock {
         this.#emit({ type: 'timeout', resource: this.name, waitedMs })
         throw new LockTimeoutError(this.name, waitedMs)
       }
-      if (reply) this.#emit({ type: 'contended', resource: this.name, holderTtlMs: Number(reply[1]) })
+      // Reported once per acquire, at its first miss: the retries are the wait's workings.
+      if (reply && !contended) {
+        contended = true
+        this.#emit({ type: 'contended', resource: this.name, holderTtlMs: Number(reply[1]) })
+      }
       const hint = reply && Number(reply[1]) >= 0 ? Number(reply[1]) + 1 : Number.POSITIVE_INFINITY
       const cap = Math.min(d.pollMs, MAX_BACKOFF_MS)
       const pause = Math.min(hint, backoff * (0.75 + Math.random() / 2), until - now)
