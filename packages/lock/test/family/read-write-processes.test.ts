@@ -48,6 +48,9 @@ function worker(
       mode,
       '3',
       '25',
+      // Stalled runs: a lease well below the stall. Others: far above a loaded machine's delays,
+      // so that no lease lapses and the order of grants is the order of the recorded starts.
+      stall ? '500' : '3000',
       stall ? '1' : '0',
     ],
     { stdio: ['ignore', 'pipe', 'pipe'] },

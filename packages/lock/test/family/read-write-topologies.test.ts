@@ -45,7 +45,7 @@ async function scenario(a: Locker, b: Locker, admin: Redis | Cluster, name: stri
   const w2 = await writing
   expect(w2.token).toBeGreaterThan(w1)
   await w2.release()
-  const w3 = await rw.write({ ttlMs: 600, autoExtend: true })
+  const w3 = await rw.write({ ttlMs: 3_000, autoExtend: true })
   await admin.del(`fencelock:rw:{${name}}:writer`)
   await waitUntil(() => w3.signal.aborted, { what: 'the writer lost' })
   expect((w3.signal.reason as LockLostError).reason).toBe('not-owner')

@@ -128,7 +128,9 @@ describe('readers and writers', () => {
 describe('losing a hold', () => {
   it("a writer's signal aborts (not-owner) when its key is deleted; its watchdog finds out", async () => {
     const name = unique('rw-del')
-    const w = await a.readWrite(name).write({ ttlMs: 600, autoExtend: true })
+    // A lease far longer than the watchdog's period (ttlMs / 3): the renewal, not the local
+    // expiry, finds the loss, even on a loaded machine.
+    const w = await a.readWrite(name).write({ ttlMs: 3_000, autoExtend: true })
     await client.del(`fencelock:rw:{${name}}:writer`)
     const reason = (await aborted(w.signal)) as LockLostError
     expect(reason).toBeInstanceOf(LockLostError)
@@ -162,10 +164,10 @@ describe('losing a hold', () => {
 
   it('extend() renews a hold; the watchdog keeps a hold past its ttl', async () => {
     const name = unique('rw-extend')
-    const w = await a.readWrite(name).write({ ttlMs: 300, autoExtend: true })
+    const w = await a.readWrite(name).write({ ttlMs: 1_000, autoExtend: true })
     const r = b.readWrite(name)
     // Held well past its ttl: readers still wait.
-    expect((await settle(r.read({ waitMs: 900 }))).error).toBeInstanceOf(LockTimeoutError)
+    expect((await settle(r.read({ waitMs: 2_500 }))).error).toBeInstanceOf(LockTimeoutError)
     expect(w.isHeld()).toBe(true)
     await w.extend(5_000)
     expect(w.ttlMs).toBe(5_000)
