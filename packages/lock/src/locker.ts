@@ -34,6 +34,7 @@ import {
   type ReadWriteOptions,
 } from './family/read-write.js'
 import type { ReadWriteHold } from './family/read-write-hold.js'
+import { ReadWriteWakes } from './family/read-write-wakes.js'
 import { Deadlines, withinDeadline } from './deadline.js'
 import { SEMAPHORE_PREFIX } from './keys.js'
 import type { Lock } from './lock.js'
@@ -74,7 +75,7 @@ export class Locker {
   /** The client of one Redis (also Sentinel, Cluster) that read-write locks run on; undefined on other engines. */
   readonly #scriptClient: RedisClient | undefined
   /** The read-write locks' deadline clock and holds (family/read-write.ts); made on first use. */
-  #readWrite: { deadlines: Deadlines; holds: Set<ReadWriteHold> } | undefined
+  #readWrite: { deadlines: Deadlines; holds: Set<ReadWriteHold>; wakes: ReadWriteWakes } | undefined
 
   /**
    * @param redis an ioredis `Redis` or `Cluster`; or, for quorum mode, an array of 3 or more
@@ -370,21 +371,30 @@ export class Locker {
     await Promise.all([this.#core.close(until), this.#permits?.close(until), this.#closeReadWrite(until)])
   }
 
-  /** Gives back every read-write hold still held (their signals abort: `closed`), within `until`. */
+  /**
+   * Gives back every read-write hold still held (their signals abort: `closed`), within `until`,
+   * and closes the read-write locks' pub/sub connection.
+   */
   async #closeReadWrite(until: number): Promise<void> {
     const holds = [...(this.#readWrite?.holds ?? [])]
     await withinDeadline(Promise.all(holds.map((hold) => hold.close())), until)
+    this.#readWrite?.wakes.close()
   }
 
   /** What read-write locks run on: the client, the Locker's defaults, events and deadline clock. */
   #readWriteHost(client: RedisClient): ReadWriteHost {
-    this.#readWrite ??= { deadlines: new Deadlines(), holds: new Set() }
-    const { deadlines, holds } = this.#readWrite
+    this.#readWrite ??= {
+      deadlines: new Deadlines(),
+      holds: new Set(),
+      wakes: new ReadWriteWakes(client, this.#options.commandTimeoutMs),
+    }
+    const { deadlines, holds, wakes } = this.#readWrite
     const events = this.#events
     const core = this.#core
     return {
       client,
       deadlines,
+      wakes,
       defaults: this.#options,
       ttlFloor: core.ttlFloor,
       emit: events.emit,

@@ -13,9 +13,11 @@
  * Writers are granted in arrival order. A waiting writer that stops trying (its process died) is
  * dropped after `3 × pollMs + commandTimeoutMs`, so readers are held back at most that long.
  *
- * Waiting is a bounded retry with jittered exponential backoff (from 2 ms up to
- * `min(pollMs, 50 ms)`, never later than the end of the lease Redis reports), not the lock's
- * release messages: this round's trade-off (docs/LOCK.md).
+ * Waiting: a blocked read or write listens for the release messages of the name (one pub/sub
+ * connection per Locker, family/read-write-wakes.ts) and tries again when one comes; as the
+ * backstop for a lost message or a lease that simply ran out, it also tries after a jittered
+ * exponential backoff (2 ms doubling up to `pollMs`), never later than the end of the lease Redis
+ * reported. Not the lock's fair queue and wake-one: every waiter of a name here wakes (docs/LOCK.md).
  *
  * Keys live under `<prefix>rw:`, apart from every lock's (`<prefix>{…}`) and semaphore's.
  */
@@ -44,14 +46,13 @@ import {
   writeScript,
 } from '../scripts/read-write.js'
 import { ReadWriteHold, type HoldCalls, type ReadWriteMode } from './read-write-hold.js'
+import type { ReadWriteWakes } from './read-write-wakes.js'
 
 /** The prefix (after the Locker's) of every read-write lock's keys. */
 export const READ_WRITE_PREFIX = 'rw:'
 
 /** First pause of a blocked read or write before it tries again, in ms. */
 const FIRST_BACKOFF_MS = 2
-/** Longest pause between two tries of a blocked read or write, in ms (`pollMs` if smaller). */
-const MAX_BACKOFF_MS = 50
 
 /** The keys of one read-write lock, all in one hash tag. */
 export interface ReadWriteKeys {
@@ -60,6 +61,8 @@ export interface ReadWriteKeys {
   readonly writers: string
   readonly writerLeases: string
   readonly fence: string
+  /** The channel of the releases that may let a waiter in (family/read-write-wakes.ts). */
+  readonly released: string
 }
 
 /** Builds the keys of read-write lock `name` under `prefix` (the Locker's). */
@@ -71,7 +74,18 @@ export function readWriteKeys(prefix: string, name: string): ReadWriteKeys {
     writers: `${base}:writers`,
     writerLeases: `${base}:writer-leases`,
     fence: `${base}:fence`,
+    released: `${base}:released`,
   }
+}
+
+/** A blocked acquire's link to the release messages. */
+interface Waiting {
+  /** A release message came since the last try. */
+  woken: boolean
+  /** Ends the pause in progress, if any. */
+  wake: (() => void) | undefined
+  /** Stops listening; set once the acquire first missed. */
+  unwatch: (() => void) | undefined
 }
 
 /** Options of `locker.readWrite()`: none yet (each `read()`/`write()` takes its own). */
@@ -103,6 +117,8 @@ export interface ReadWriteHost extends EventSink {
   readonly defaults: ResolvedLockerOptions
   readonly ttlFloor: TtlFloor
   readonly deadlines: Deadlines
+  /** Where blocked reads and writes hear of releases. */
+  readonly wakes: ReadWriteWakes
   readonly closed: boolean
   held(hold: ReadWriteHold): void
   ended(hold: ReadWriteHold): void
@@ -236,6 +252,15 @@ export class ReadWriteLock {
     const start = performance.now()
     if (this.#host.closed) throw new LockUnavailableError(this.name, 'acquire', 'the locker was closed')
     if (o.signal?.aborted) throw this.#aborted(start, o.signal)
+    const waiting: Waiting = { woken: false, wake: undefined, unwatch: undefined }
+    try {
+      return await this.#tries(mode, o, start, waiting)
+    } finally {
+      waiting.unwatch?.()
+    }
+  }
+
+  async #tries(mode: ReadWriteMode, o: ResolvedAcquire, start: number, waiting: Waiting): Promise<ReadWriteHold> {
     const ownerId = newOwnerId()
     const d = this.#host.defaults
     const until = start + o.waitMs
@@ -244,6 +269,7 @@ export class ReadWriteLock {
     let contended = false
     for (;;) {
       const sentAt = performance.now()
+      waiting.woken = false
       let reply: [number, number | string] | undefined
       try {
         reply =
@@ -294,11 +320,23 @@ export class ReadWriteLock {
         contended = true
         this.#emit({ type: 'contended', resource: this.name, holderTtlMs: Number(reply[1]) })
       }
+      if (!waiting.unwatch) {
+        // The first miss: listen for releases, then try again at once (one may have come before
+        // the subscription).
+        waiting.unwatch = await this.#host.wakes.watch(this.#keys.released, () => {
+          waiting.woken = true
+          waiting.wake?.()
+        })
+        if (o.signal?.aborted) {
+          this.#giveBack(mode, ownerId)
+          throw this.#aborted(start, o.signal)
+        }
+        continue
+      }
       const hint = reply && Number(reply[1]) >= 0 ? Number(reply[1]) + 1 : Number.POSITIVE_INFINITY
-      const cap = Math.min(d.pollMs, MAX_BACKOFF_MS)
       const pause = Math.min(hint, backoff * (0.75 + Math.random() / 2), until - now)
-      backoff = Math.min(cap, backoff * 2)
-      if (!(await this.#pause(pause, o.signal))) {
+      backoff = Math.min(d.pollMs, backoff * 2)
+      if (!(await this.#pause(pause, o.signal, waiting))) {
         this.#giveBack(mode, ownerId)
         throw this.#aborted(start, o.signal)
       }
@@ -354,21 +392,20 @@ export class ReadWriteLock {
     call.catch(() => {})
   }
 
-  /** Sleeps `ms`; false when `signal` aborted first. */
-  #pause(ms: number, signal: AbortSignal | undefined): Promise<boolean> {
+  /** Sleeps `ms`, or less when a release message comes; false when `signal` aborted first. */
+  #pause(ms: number, signal: AbortSignal | undefined, waiting: Waiting): Promise<boolean> {
     return new Promise((resolve) => {
       if (signal?.aborted) return resolve(false)
-      const onAbort = (): void => {
+      if (waiting.woken) return resolve(true)
+      const done = (ok: boolean): void => {
         clearTimeout(timer)
-        resolve(false)
+        signal?.removeEventListener('abort', onAbort)
+        waiting.wake = undefined
+        resolve(ok)
       }
-      const timer = setTimeout(
-        () => {
-          signal?.removeEventListener('abort', onAbort)
-          resolve(true)
-        },
-        Math.max(0, ms),
-      )
+      const onAbort = (): void => done(false)
+      const timer = setTimeout(() => done(true), Math.max(0, ms))
+      waiting.wake = () => done(true)
       signal?.addEventListener('abort', onAbort, { once: true })
     })
   }

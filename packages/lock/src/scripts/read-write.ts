@@ -8,6 +8,7 @@
  * - `writers`: the waiting writers, a sorted set by arrival (server ms), with `writerLeases`, a
  *   hash of when (server ms) each counts as gone unless it tries again. While a live writer waits,
  *   no new reader enters (writer preference); writers are granted in arrival order;
+ * - `released`: the channel on which a release that may let a waiter in is announced;
  * - `fence`: the token counter, the same kind as a lock's (scripts/mint-token.ts). Only a write
  *   increments it; a read returns its current value: the token of the last write granted before
  *   the read.
@@ -102,28 +103,37 @@ redis.call('PEXPIRE', ${k.writer}, ${a.ttlMs})
 return {1, token}`,
 })
 
-/** A writer's owner-checked release; also takes the owner out of the waiting writers. 1: it was ours. */
+/**
+ * A writer's owner-checked release; also takes the owner out of the waiting writers. Publishes on
+ * `released` when it freed the lock or left the queue (readers may enter). 1: the lock was ours.
+ */
 export const releaseWriteScript = defineScript({
-  keys: ['writer', 'writers', 'writerLeases'],
+  keys: ['writer', 'writers', 'writerLeases', 'released'],
   args: ['ownerId'],
   lua: (k, a) => `
-redis.call('ZREM', ${k.writers}, ${a.ownerId})
+local left = redis.call('ZREM', ${k.writers}, ${a.ownerId})
 redis.call('HDEL', ${k.writerLeases}, ${a.ownerId})
 if redis.call('HGET', ${k.writer}, 'owner') == ${a.ownerId} then
   redis.call('DEL', ${k.writer})
+  redis.call('PUBLISH', ${k.released}, 'w')
   return 1
 end
+if left == 1 then redis.call('PUBLISH', ${k.released}, 'q') end
 return 0`,
 })
 
-/** A reader's release. 1: its lease was still live (ours until now). */
+/**
+ * A reader's release; publishes on `released` when no live reader is left (a writer may enter).
+ * 1: its lease was still live (ours until now).
+ */
 export const releaseReadScript = defineScript({
-  keys: ['readers'],
+  keys: ['readers', 'released'],
   args: ['ownerId'],
   lua: (k, a) => `${NOW}
 local score = redis.call('ZSCORE', ${k.readers}, ${a.ownerId})
 if not score then return 0 end
 redis.call('ZREM', ${k.readers}, ${a.ownerId})
+if redis.call('ZCOUNT', ${k.readers}, '(' .. now, '+inf') == 0 then redis.call('PUBLISH', ${k.released}, 'r') end
 if tonumber(score) <= now then return 0 end
 return 1`,
 })

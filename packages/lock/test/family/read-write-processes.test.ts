@@ -30,12 +30,16 @@ interface Hold {
   token: bigint
 }
 
-/** Runs one worker process to its end; `onStall` is told when it stops itself. */
+/**
+ * Runs one worker process to its end; `onStall` is told when it stops itself, `ready` once it waits
+ * for the word to go (given by calling the function it gets).
+ */
 function worker(
   name: string,
   mode: 'lock' | 'bypass',
   stall: boolean,
   onStall: (pid: number) => void,
+  ready: (go: () => void) => void,
 ): Promise<Hold[]> {
   const child = spawn(
     process.execPath,
@@ -53,14 +57,15 @@ function worker(
       stall ? '500' : '3000',
       stall ? '1' : '0',
     ],
-    { stdio: ['ignore', 'pipe', 'pipe'] },
+    { stdio: ['pipe', 'pipe', 'pipe'] },
   )
   let errors = ''
   child.stderr.on('data', (chunk: Buffer) => (errors += chunk.toString()))
   return new Promise((resolve, reject) => {
     let holds: Hold[] | undefined
     createInterface({ input: child.stdout }).on('line', (line) => {
-      if (line === 'stalling') onStall(child.pid!)
+      if (line === 'ready') ready(() => child.stdin.write('go\n'))
+      else if (line === 'stalling') onStall(child.pid!)
       else if (line.startsWith('['))
         holds = (JSON.parse(line) as Record<string, string | number>[]).map((h) => ({
           kind: h.kind as Hold['kind'],
@@ -100,7 +105,12 @@ async function run(mode: 'lock' | 'bypass', stall: boolean): Promise<Hold[]> {
     // Continued 1.5 s later: three times its 500 ms lease.
     stalls.push(new Promise((resolve) => setTimeout(() => resolve(void process.kill(pid, 'SIGCONT')), 1_500)))
   }
-  const all = await Promise.all([0, 1, 2, 3].map((i) => worker(name, mode, stall && i === 0, onStall)))
+  const gos: (() => void)[] = []
+  const ready = (go: () => void): void => {
+    gos.push(go)
+    if (gos.length === 4) for (const g of gos) g()
+  }
+  const all = await Promise.all([0, 1, 2, 3].map((i) => worker(name, mode, stall && i === 0, onStall, ready)))
   await Promise.all(stalls)
   return all.flat()
 }

@@ -14,10 +14,10 @@ import {
   type Locker,
   type ReadWriteHold,
 } from '../../src/index.js'
-import { connect, makeLocker, ready, unique } from '../support/connections.js'
+import { commandCalls, connect, makeLocker, ready, unique } from '../support/connections.js'
 import { fencedStore } from '../support/fenced-store.js'
 import { startRedisServer, type RedisServer } from '../support/redis-server.js'
-import { settle, waitUntil } from '../support/timing.js'
+import { HANDOFF_BOUND_MS, settle, sleep, waitUntil } from '../support/timing.js'
 
 let server: RedisServer
 let client: Redis
@@ -185,6 +185,33 @@ describe('losing a hold', () => {
 })
 
 describe('waiting', () => {
+  it("a blocked writer is woken by the last reader's release message, and a blocked reader by the writer's, not by polling", async () => {
+    const name = unique('rw-wake')
+    // A backoff that may grow to 10 s: only the release message can bring the try within the bound.
+    const slow = makeLocker(connect({ port: server.port }), { pollMs: 10_000 })
+    const r = await a.readWrite(name).read()
+    const before = await commandCalls(client)
+    const writing = slow.readWrite(name).write({ waitMs: 30_000 })
+    // Long enough for the backoff to grow past a second (2 ms doubling: 2 s of waiting).
+    await sleep(3_000)
+    const during = await commandCalls(client)
+    const released = performance.now()
+    await r.release()
+    const w = await writing
+    expect(performance.now() - released).toBeLessThan(HANDOFF_BOUND_MS)
+    // Tries while waiting 3 s: a dozen (backoff), not the 60 that 50 ms polling would send.
+    const tries = (during.evalsha ?? 0) - (before.evalsha ?? 0)
+    expect(tries).toBeLessThan(25)
+    const reading = slow.readWrite(name).read({ waitMs: 30_000 })
+    await sleep(3_000)
+    const freed = performance.now()
+    await w.release()
+    const r2 = await reading
+    expect(performance.now() - freed).toBeLessThan(HANDOFF_BOUND_MS)
+    expect(r2.token).toBe(w.token)
+    await r2.release()
+  })
+
   it('honours an AbortSignal: LockAbortedError, and the waiting writer leaves no trace', async () => {
     const name = unique('rw-abort')
     const r = await a.readWrite(name).read()
