@@ -183,7 +183,12 @@ export class ReadWriteHold implements AsyncDisposable {
       renewed = undefined
     }
     this.#renewal = undefined
-    if (this.#state !== 'held') return
+    if (this.#state !== 'held') {
+      // Lost on our clock while the renewal was out, and Redis renewed it anyway: nobody here holds
+      // it any more, so give it back rather than keep others out for another lease.
+      if (renewed === true && this.#state === 'lost') this.#calls.release().catch(() => {})
+      return
+    }
     if (renewed === false) return this.#lose('not-owner')
     if (renewed) this.#renewed(sentAt, this.#ttlMs, true)
     this.#scheduleRenewal()

@@ -14,7 +14,7 @@ import {
   type Locker,
   type ReadWriteHold,
 } from '../../src/index.js'
-import { commandCalls, connect, makeLocker, ready, unique } from '../support/connections.js'
+import { commandCalls, connect, makeLocker, ready, stallServer, unique } from '../support/connections.js'
 import { fencedStore } from '../support/fenced-store.js'
 import { startRedisServer, type RedisServer } from '../support/redis-server.js'
 import { HANDOFF_BOUND_MS, settle, sleep, waitUntil } from '../support/timing.js'
@@ -160,6 +160,18 @@ describe('losing a hold', () => {
     const w = await b.readWrite(name).write({ waitMs: 0 })
     await w.release()
     await r.release()
+  })
+
+  it('a writer whose renewals cannot reach Redis (CLIENT PAUSE) is lost on its own clock (expired); then another writer gets in', async () => {
+    const name = unique('rw-pause')
+    const w = await a.readWrite(name).write({ ttlMs: 1_000, autoExtend: true })
+    await stallServer(client, 2_500)
+    const reason = (await aborted(w.signal)) as LockLostError
+    expect(reason.reason).toBe('expired')
+    expect(w.isHeld()).toBe(false)
+    const w2 = await b.readWrite(name).write({ waitMs: 20_000 })
+    expect(w2.token).toBeGreaterThan(w.token)
+    await w2.release()
   })
 
   it('extend() renews a hold; the watchdog keeps a hold past its ttl', async () => {
