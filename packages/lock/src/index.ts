@@ -46,3 +46,5 @@ export {
 export type { LockInspection, NodeInspection } from './family/inspect.js'
 export { MAX_RESOURCES, type MultiLock } from './family/multi-lock.js'
 export { MAX_PERMITS, type Semaphore, type SemaphoreOptions, type SemaphoreInspection } from './family/semaphore.js'
+export type { ReadWriteLock, ReadWriteOptions, ReadWriteInspection } from './family/read-write.js'
+export type { ReadWriteHold, ReadWriteMode } from './family/read-write-hold.js'

@@ -26,6 +26,16 @@ import {
   type SemaphoreHost,
   type SemaphoreOptions,
 } from './family/semaphore.js'
+import {
+  READ_WRITE_PREFIX,
+  ReadWriteLock,
+  resolveReadWrite,
+  type ReadWriteHost,
+  type ReadWriteOptions,
+} from './family/read-write.js'
+import type { ReadWriteHold } from './family/read-write-hold.js'
+import { ReadWriteWakes } from './family/read-write-wakes.js'
+import { Deadlines, withinDeadline } from './deadline.js'
 import { SEMAPHORE_PREFIX } from './keys.js'
 import type { Lock } from './lock.js'
 import {
@@ -62,6 +72,10 @@ export class Locker {
   readonly #core: LockCore
   /** Grants the permits of every semaphore of this Locker (family/semaphore.ts); made on first use. */
   #permits: LockCore | undefined
+  /** The client of one Redis (also Sentinel, Cluster) that read-write locks run on; undefined on other engines. */
+  readonly #scriptClient: RedisClient | undefined
+  /** The read-write locks' deadline clock and holds (family/read-write.ts); made on first use. */
+  #readWrite: { deadlines: Deadlines; holds: Set<ReadWriteHold>; wakes: ReadWriteWakes } | undefined
 
   /**
    * @param redis an ioredis `Redis` or `Cluster`; or, for quorum mode, an array of 3 or more
@@ -76,6 +90,7 @@ export class Locker {
     engine.checkOptions(o)
     this.#engine = engine
     this.#options = o
+    this.#scriptClient = engine.nodes === 1 && engine.store === 'Redis' ? (redis as RedisClient) : undefined
     if (o.onEvent) this.#events.add(o.onEvent)
     this.#core = new LockCore({
       options: o,
@@ -258,6 +273,42 @@ export class Locker {
   }
 
   /**
+   * A read-write lock: many readers or one writer at a time among every Locker and process that
+   * uses `name` (with the same prefix). A waiting writer stops new readers (writer preference);
+   * each reader has a lease of its own. A writer's token is fresh and above every earlier
+   * reader's and writer's; a reader's token is the token of the last write granted before it.
+   * Its keys are apart from every lock's (family/read-write.ts, docs/LOCK.md "Read-write lock").
+   * One Redis (also Sentinel or Cluster) only, for now.
+   *
+   * @example
+   * ```ts
+   * const rw = locker.readWrite('doc:1')
+   * const text = await rw.usingRead((read) => loadDoc('doc:1', { readAfter: read.token }))
+   * await rw.usingWrite((write) => saveDoc('doc:1', text, { fenceToken: write.token }))
+   * ```
+   * @throws InvalidLockOptionError for a bad name or option, or a Locker in quorum mode or on
+   *   etcd, before any I/O.
+   */
+  readWrite(name: string, options?: ReadWriteOptions): ReadWriteLock {
+    const checked = resolveReadWrite(name, options)
+    const prefix = this.#options.prefix
+    if (prefix.length + READ_WRITE_PREFIX.length > 256)
+      throw new InvalidLockOptionError(
+        'prefix',
+        `must be at most ${256 - READ_WRITE_PREFIX.length} characters to hold read-write locks`,
+        prefix,
+      )
+    if (!this.#scriptClient)
+      throw new InvalidLockOptionError(
+        'redis',
+        'readWrite() runs on one Redis (also Sentinel or Cluster) for now: not in quorum mode, not on etcd',
+        this.#engine.nodes,
+      )
+    this.#core.assertOpen(checked)
+    return new ReadWriteLock(this.#readWriteHost(this.#scriptClient), checked)
+  }
+
+  /**
    * Campaigns for the leadership of `name` until `stop()`: one leader at a time among every
    * process that campaigns for it. The leader's lease is renewed by the watchdog; its term is the
    * lease's fencing token (strictly increasing across leaders), so a leader that paused past its
@@ -317,7 +368,45 @@ export class Locker {
     // One bound for all of it: each step given commandTimeoutMs of its own added up to twice that
     // (releases that time out, then the backend waiting for their replies) while Redis stalled.
     const until = performance.now() + this.#options.commandTimeoutMs
-    await Promise.all([this.#core.close(until), this.#permits?.close(until)])
+    await Promise.all([this.#core.close(until), this.#permits?.close(until), this.#closeReadWrite(until)])
+  }
+
+  /**
+   * Gives back every read-write hold still held (their signals abort: `closed`), within `until`,
+   * and closes the read-write locks' pub/sub connection.
+   */
+  async #closeReadWrite(until: number): Promise<void> {
+    const holds = [...(this.#readWrite?.holds ?? [])]
+    await withinDeadline(Promise.all(holds.map((hold) => hold.close())), until)
+    this.#readWrite?.wakes.close()
+  }
+
+  /** What read-write locks run on: the client, the Locker's defaults, events and deadline clock. */
+  #readWriteHost(client: RedisClient): ReadWriteHost {
+    this.#readWrite ??= {
+      deadlines: new Deadlines(),
+      holds: new Set(),
+      wakes: new ReadWriteWakes(client, this.#options.commandTimeoutMs),
+    }
+    const { deadlines, holds, wakes } = this.#readWrite
+    const events = this.#events
+    const core = this.#core
+    return {
+      client,
+      deadlines,
+      wakes,
+      defaults: this.#options,
+      ttlFloor: core.ttlFloor,
+      emit: events.emit,
+      held: (hold) => holds.add(hold),
+      ended: (hold) => holds.delete(hold),
+      get listening() {
+        return events.listening
+      },
+      get closed() {
+        return core.closed
+      },
+    }
   }
 
   /** What a semaphore runs on: the permits' core (made on first use), the Locker's defaults and events. */

@@ -1,0 +1,83 @@
+/**
+ * How blocked reads and writes of a Locker's read-write locks hear that a lock may be free: one
+ * pub/sub connection (a duplicate of the Locker's client, opened when a read or write first has to
+ * wait), subscribed to the release channel of each name someone here waits for. The scripts
+ * publish when a writer releases, when a waiting writer leaves (readers may enter), and when the
+ * last live reader leaves (scripts/read-write.ts). A message wakes every waiter of the name here
+ * (readers all may enter; writers race, Redis grants the oldest). Messages can be lost (a
+ * reconnection, a lease that simply ran out publishes nothing): waiters keep their backoff tries,
+ * bounded by `pollMs` and by the lease Redis reported, as the backstop.
+ */
+import type { RedisClient } from '../backend/connection.js'
+
+export class ReadWriteWakes {
+  readonly #client: RedisClient
+  readonly #subscribeMs: number
+  #connection: RedisClient | undefined
+  readonly #waiters = new Map<string, Set<() => void>>()
+  readonly #onClientEnd = (): void => this.close()
+
+  /** @param subscribeMs how long a first waiter waits for its SUBSCRIBE before it goes on without. */
+  constructor(client: RedisClient, subscribeMs: number) {
+    this.#client = client
+    this.#subscribeMs = subscribeMs
+  }
+
+  /**
+   * Calls `wake` on every release message of `channel` until the returned function is called.
+   * Resolves once subscribed, or after `subscribeMs` without (the waiter then relies on its tries).
+   */
+  async watch(channel: string, wake: () => void): Promise<() => void> {
+    let set = this.#waiters.get(channel)
+    const first = set === undefined
+    if (!set) {
+      set = new Set()
+      this.#waiters.set(channel, set)
+    }
+    set.add(wake)
+    const unwatch = (): void => {
+      const now = this.#waiters.get(channel)
+      if (!now?.delete(wake) || now.size > 0) return
+      this.#waiters.delete(channel)
+      this.#connection?.unsubscribe(channel).catch(() => {})
+    }
+    if (first) {
+      const subscribed = this.#open()
+        .subscribe(channel)
+        .catch(() => {})
+      await new Promise<void>((resolve) => {
+        const timer = setTimeout(resolve, this.#subscribeMs)
+        timer.unref()
+        void subscribed.then(() => {
+          clearTimeout(timer)
+          resolve()
+        })
+      })
+    }
+    return unwatch
+  }
+
+  /** Closes the connection; waiters still waiting go on with their tries. */
+  close(): void {
+    if (!this.#connection) return
+    this.#client.off('end', this.#onClientEnd)
+    this.#connection.disconnect()
+    this.#connection = undefined
+  }
+
+  #open(): RedisClient {
+    if (this.#connection) return this.#connection
+    // Both clients have duplicate(); their signatures differ only in optional overrides.
+    const sub = (this.#client as { duplicate(): RedisClient }).duplicate()
+    sub.on('error', () => {
+      // Reconnection is ioredis's job (it subscribes again); waiters try on meanwhile.
+    })
+    sub.on('message', (channel: string) => {
+      for (const wake of this.#waiters.get(channel) ?? []) wake()
+    })
+    // A process that quits its client without closing the Locker must still be able to exit.
+    this.#client.once('end', this.#onClientEnd)
+    this.#connection = sub
+    return sub
+  }
+}

@@ -1,0 +1,433 @@
+/**
+ * A read-write lock: `locker.readWrite(name)`, many readers or one writer at a time across every
+ * Locker and process that uses the name (with the same prefix).
+ *
+ * Built on scripts of its own (scripts/read-write.ts) over one Redis (also Sentinel or Cluster
+ * through ioredis: one hash tag per name), not on the lock's grants: a reader count kept as locks
+ * would need a lock per reader that a writer cannot enumerate. Each reader has a lease of its own
+ * (a member of a sorted set scored by its expiry), so a stalled reader expires alone; a writer's
+ * lease is a key like a lock's.
+ *
+ * Policy: writer preference. A writer that finds the lock held takes a place among the waiting
+ * writers, and while one live writer waits no new reader is granted; readers already in finish.
+ * Writers are granted in arrival order. A waiting writer that stops trying (its process died) is
+ * dropped after `3 × pollMs + commandTimeoutMs`, so readers are held back at most that long.
+ *
+ * Waiting: a blocked read or write listens for the release messages of the name (one pub/sub
+ * connection per Locker, family/read-write-wakes.ts) and tries again when one comes; as the
+ * backstop for a lost message or a lease that simply ran out, it also tries after a jittered
+ * exponential backoff (2 ms doubling up to `pollMs`), never later than the end of the lease Redis
+ * reported. Not the lock's fair queue and wake-one: every waiter of a name here wakes (docs/LOCK.md).
+ *
+ * Keys live under `<prefix>rw:`, apart from every lock's (`<prefix>{…}`) and semaphore's.
+ */
+import type { Deadlines } from '../deadline.js'
+import { InvalidLockOptionError, LockAbortedError, LockTimeoutError, LockUnavailableError } from '../errors.js'
+import type { EventSink } from '../core/lock-source.js'
+import type { LockEvent } from '../events.js'
+import { newOwnerId } from '../owner-id.js'
+import {
+  checkResource,
+  resolveAcquireOptions,
+  type AcquireOptions,
+  type ResolvedAcquire,
+  type ResolvedLockerOptions,
+  type TtlFloor,
+  type UsingOptions,
+} from '../options.js'
+import type { Script, ScriptClient } from '../scripts/define-script.js'
+import {
+  extendReadScript,
+  extendWriteScript,
+  inspectReadWriteScript,
+  readScript,
+  releaseReadScript,
+  releaseWriteScript,
+  writeScript,
+} from '../scripts/read-write.js'
+import { ReadWriteHold, type HoldCalls, type ReadWriteMode } from './read-write-hold.js'
+import type { ReadWriteWakes } from './read-write-wakes.js'
+
+/** The prefix (after the Locker's) of every read-write lock's keys. */
+export const READ_WRITE_PREFIX = 'rw:'
+
+/** First pause of a blocked read or write before it tries again, in ms. */
+const FIRST_BACKOFF_MS = 2
+
+/** The keys of one read-write lock, all in one hash tag. */
+export interface ReadWriteKeys {
+  readonly writer: string
+  readonly readers: string
+  readonly writers: string
+  readonly writerLeases: string
+  readonly fence: string
+  /** The channel of the releases that may let a waiter in (family/read-write-wakes.ts). */
+  readonly released: string
+}
+
+/** Builds the keys of read-write lock `name` under `prefix` (the Locker's). */
+export function readWriteKeys(prefix: string, name: string): ReadWriteKeys {
+  const base = `${prefix}${READ_WRITE_PREFIX}{${name}}`
+  return {
+    writer: `${base}:writer`,
+    readers: `${base}:readers`,
+    writers: `${base}:writers`,
+    writerLeases: `${base}:writer-leases`,
+    fence: `${base}:fence`,
+    released: `${base}:released`,
+  }
+}
+
+/** A blocked acquire's link to the release messages. */
+interface Waiting {
+  /** A release message came since the last try. */
+  woken: boolean
+  /** Ends the pause in progress, if any. */
+  wake: (() => void) | undefined
+  /** Stops listening; set once the acquire first missed. */
+  unwatch: (() => void) | undefined
+}
+
+/** Options of `locker.readWrite()`: none yet (each `read()`/`write()` takes its own). */
+export type ReadWriteOptions = Record<never, never>
+
+/** What Redis says of a read-write lock at one moment (a snapshot: it may be stale when it arrives). */
+export interface ReadWriteInspection {
+  readonly name: string
+  readonly state: 'free' | 'read' | 'write'
+  /** Readers whose lease is live. */
+  readonly readers: number
+  /** The writer's token while a writer holds. */
+  readonly writerToken: bigint | undefined
+  /** The writer's remaining lease in ms while a writer holds. */
+  readonly writerTtlMs: number | undefined
+  /** Writers waiting (live): while there is one, no new reader is granted. */
+  readonly waitingWriters: number
+  /** The counter's value: the last write's token (or a reader's seed); undefined when none. */
+  readonly lastToken: bigint | undefined
+}
+
+/**
+ * What a {@link ReadWriteLock} needs from its Locker: the client that runs its scripts, the
+ * defaults, the deadline clock and events, and a register of the holds, so that closing the
+ * Locker gives them back.
+ */
+export interface ReadWriteHost extends EventSink {
+  readonly client: ScriptClient
+  readonly defaults: ResolvedLockerOptions
+  readonly ttlFloor: TtlFloor
+  readonly deadlines: Deadlines
+  /** Where blocked reads and writes hear of releases. */
+  readonly wakes: ReadWriteWakes
+  readonly closed: boolean
+  held(hold: ReadWriteHold): void
+  ended(hold: ReadWriteHold): void
+}
+
+/**
+ * Checks `locker.readWrite()`'s arguments before any I/O.
+ * @returns the checked name.
+ */
+export function resolveReadWrite(name: unknown, options: unknown): string {
+  let checked: string
+  try {
+    checked = checkResource(name)
+  } catch (error) {
+    if (error instanceof InvalidLockOptionError) throw new InvalidLockOptionError('name', error.rule, name)
+    throw error
+  }
+  if (options !== undefined) {
+    if (options === null || typeof options !== 'object' || Array.isArray(options))
+      throw new InvalidLockOptionError('options', 'must be an object (not an array)', options)
+    const unknown = Object.keys(options)[0]
+    if (unknown !== undefined)
+      throw new InvalidLockOptionError(
+        `options.${unknown}`,
+        'is not an option of readWrite() (it takes none yet; give ttlMs, waitMs, signal to read() or write())',
+        (options as Record<string, unknown>)[unknown],
+      )
+  }
+  return checked
+}
+
+/**
+ * A read-write lock: many readers or one writer at a time, across every Locker and process that
+ * uses the same name and prefix; a waiting writer stops new readers (writer preference). Obtained
+ * from `locker.readWrite()`; never built by hand.
+ *
+ * @example
+ * ```ts
+ * const rw = locker.readWrite('doc:1')
+ * const text = await rw.usingRead((read) => loadDoc('doc:1', { readAfter: read.token }))
+ * await rw.usingWrite((write) => saveDoc('doc:1', text + '!', { fenceToken: write.token }))
+ * ```
+ */
+export class ReadWriteLock {
+  /** The name, as given to `locker.readWrite()`. */
+  readonly name: string
+  readonly #host: ReadWriteHost
+  readonly #keys: ReadWriteKeys
+
+  /** @internal */
+  constructor(host: ReadWriteHost, name: string) {
+    this.#host = host
+    this.name = name
+    this.#keys = readWriteKeys(host.defaults.prefix, name)
+  }
+
+  /**
+   * Takes a reader's hold, waiting up to `waitMs` while a writer holds or waits.
+   * @throws LockTimeoutError after `waitMs`.
+   * @throws LockAbortedError when `signal` aborts first.
+   * @throws LockUnavailableError when Redis did not answer within the wait.
+   * @throws InvalidLockOptionError for bad input, before any I/O.
+   */
+  read(options?: AcquireOptions): Promise<ReadWriteHold> {
+    return this.#acquire('read', resolveAcquireOptions(options, this.#host.defaults, 'acquire', this.#host.ttlFloor))
+  }
+
+  /**
+   * Takes the writer's hold, waiting up to `waitMs` while readers or another writer hold it.
+   * Once it waits, no new reader is granted until it is served or gives up.
+   * @throws LockTimeoutError, LockAbortedError, LockUnavailableError, InvalidLockOptionError as read().
+   */
+  write(options?: AcquireOptions): Promise<ReadWriteHold> {
+    return this.#acquire('write', resolveAcquireOptions(options, this.#host.defaults, 'acquire', this.#host.ttlFloor))
+  }
+
+  /** Runs `fn` holding a reader's hold, its watchdog on, and always releases it. */
+  usingRead<T>(fn: (hold: ReadWriteHold) => Promise<T> | T, options: UsingOptions = {}): Promise<T> {
+    return this.#using('read', fn, options)
+  }
+
+  /** Runs `fn` holding the writer's hold, its watchdog on, and always releases it. */
+  usingWrite<T>(fn: (hold: ReadWriteHold) => Promise<T> | T, options: UsingOptions = {}): Promise<T> {
+    return this.#using('write', fn, options)
+  }
+
+  /**
+   * What Redis holds for the lock now: who holds (readers, a writer), writers waiting, the last
+   * token. Read-only, one round trip.
+   * @throws LockUnavailableError when Redis did not answer within `commandTimeoutMs`.
+   */
+  async inspect(): Promise<ReadWriteInspection> {
+    if (this.#host.closed) throw new LockUnavailableError(this.name, 'inspect', 'the locker was closed')
+    let reply: unknown[]
+    try {
+      reply = (await this.#run(inspectReadWriteScript, {})) as unknown[]
+    } catch (error) {
+      throw new LockUnavailableError(this.name, 'inspect', `could not inspect "${this.name}"`, error)
+    }
+    const [writerToken, writerTtl, readers, waiting, last] = reply as [
+      string | null,
+      number,
+      number,
+      number,
+      string | null,
+    ]
+    const writing = writerToken !== null && writerTtl !== -2
+    return {
+      name: this.name,
+      state: writing ? 'write' : readers > 0 ? 'read' : 'free',
+      readers,
+      writerToken: writing ? BigInt(writerToken) : undefined,
+      writerTtlMs: writing ? writerTtl : undefined,
+      waitingWriters: waiting,
+      lastToken: last === null ? undefined : BigInt(last),
+    }
+  }
+
+  async #using<T>(mode: ReadWriteMode, fn: (hold: ReadWriteHold) => Promise<T> | T, options: UsingOptions): Promise<T> {
+    if (typeof fn !== 'function') throw new InvalidLockOptionError('fn', 'must be a function', fn)
+    const o = resolveAcquireOptions(options, this.#host.defaults, 'using', this.#host.ttlFloor)
+    const hold = await this.#acquire(mode, o)
+    try {
+      return await fn(hold)
+    } finally {
+      await hold.release().catch(() => {})
+    }
+  }
+
+  async #acquire(mode: ReadWriteMode, o: ResolvedAcquire): Promise<ReadWriteHold> {
+    const start = performance.now()
+    if (this.#host.closed) throw new LockUnavailableError(this.name, 'acquire', 'the locker was closed')
+    if (o.signal?.aborted) throw this.#aborted(start, o.signal)
+    const waiting: Waiting = { woken: false, wake: undefined, unwatch: undefined }
+    try {
+      return await this.#tries(mode, o, start, waiting)
+    } finally {
+      waiting.unwatch?.()
+    }
+  }
+
+  async #tries(mode: ReadWriteMode, o: ResolvedAcquire, start: number, waiting: Waiting): Promise<ReadWriteHold> {
+    const ownerId = newOwnerId()
+    const d = this.#host.defaults
+    const until = start + o.waitMs
+    let backoff = FIRST_BACKOFF_MS
+    let failure: unknown
+    let contended = false
+    for (;;) {
+      const sentAt = performance.now()
+      waiting.woken = false
+      let reply: [number, number | string] | undefined
+      try {
+        reply =
+          mode === 'read'
+            ? await this.#run(readScript, { ownerId, ttlMs: o.ttlMs, fenceTtlMs: d.fenceTtlMs })
+            : await this.#run(writeScript, {
+                ownerId,
+                ttlMs: o.ttlMs,
+                fenceTtlMs: d.fenceTtlMs,
+                queueLeaseMs: 3 * d.pollMs + d.commandTimeoutMs,
+                join: o.waitMs > 0 ? '1' : '0',
+              })
+      } catch (error) {
+        // The outcome is unknown (no answer in time, a dropped connection): whatever the try did
+        // in our name is undone before anything else is sent for it.
+        failure = error
+        this.#giveBack(mode, ownerId)
+      }
+      if (reply?.[0] === 1) {
+        const token = BigInt(reply[1])
+        if (performance.now() - sentAt >= o.ttlMs) {
+          // The lease ran out during the round trip: nothing of it is ours.
+          this.#giveBack(mode, ownerId)
+        } else {
+          return this.#granted(mode, ownerId, token, o, sentAt, start)
+        }
+      }
+      if (this.#host.closed) {
+        this.#giveBack(mode, ownerId)
+        throw new LockUnavailableError(this.name, 'acquire', 'the locker was closed')
+      }
+      const now = performance.now()
+      if (now >= until) {
+        if (mode === 'write') this.#giveBack(mode, ownerId)
+        if (failure !== undefined && reply === undefined)
+          throw new LockUnavailableError(
+            this.name,
+            'acquire',
+            `could not acquire "${this.name}" for ${mode}: Redis did not answer within the wait`,
+            failure,
+          )
+        const waitedMs = now - start
+        this.#emit({ type: 'timeout', resource: this.name, waitedMs })
+        throw new LockTimeoutError(this.name, waitedMs)
+      }
+      // Reported once per acquire, at its first miss: the retries are the wait's workings.
+      if (reply && !contended) {
+        contended = true
+        this.#emit({ type: 'contended', resource: this.name, holderTtlMs: Number(reply[1]) })
+      }
+      if (!waiting.unwatch) {
+        // The first miss: listen for releases, then try again at once (one may have come before
+        // the subscription).
+        waiting.unwatch = await this.#host.wakes.watch(this.#keys.released, () => {
+          waiting.woken = true
+          waiting.wake?.()
+        })
+        if (o.signal?.aborted) {
+          this.#giveBack(mode, ownerId)
+          throw this.#aborted(start, o.signal)
+        }
+        continue
+      }
+      const hint = reply && Number(reply[1]) >= 0 ? Number(reply[1]) + 1 : Number.POSITIVE_INFINITY
+      const pause = Math.min(hint, backoff * (0.75 + Math.random() / 2), until - now)
+      backoff = Math.min(d.pollMs, backoff * 2)
+      if (!(await this.#pause(pause, o.signal, waiting))) {
+        this.#giveBack(mode, ownerId)
+        throw this.#aborted(start, o.signal)
+      }
+    }
+  }
+
+  #granted(
+    mode: ReadWriteMode,
+    ownerId: string,
+    token: bigint,
+    o: ResolvedAcquire,
+    sentAt: number,
+    start: number,
+  ): ReadWriteHold {
+    const host = this.#host
+    const calls: HoldCalls = {
+      ttlFloor: host.ttlFloor,
+      emit: (event) => this.#emit(event),
+      ended: (hold) => host.ended(hold),
+      extend: async (ttlMs) =>
+        (mode === 'read'
+          ? await this.#run(extendReadScript, { ownerId, ttlMs })
+          : await this.#run(extendWriteScript, { ownerId, ttlMs })) === 1,
+      release: async () =>
+        (mode === 'read'
+          ? await this.#run(releaseReadScript, { ownerId })
+          : await this.#run(releaseWriteScript, { ownerId })) === 1,
+    }
+    const hold = new ReadWriteHold(calls, {
+      resource: this.name,
+      mode,
+      token,
+      ttlMs: o.ttlMs,
+      sentAt,
+      autoExtend: o.autoExtend,
+    })
+    host.held(hold)
+    this.#emit({
+      type: 'acquired',
+      resource: this.name,
+      token,
+      ttlMs: o.ttlMs,
+      waitedMs: performance.now() - start,
+      attempts: 1,
+    })
+    return hold
+  }
+
+  /** Undoes whatever a try may have done in `ownerId`'s name (a lease, a place among waiting writers). */
+  #giveBack(mode: ReadWriteMode, ownerId: string): void {
+    const call =
+      mode === 'read' ? this.#run(releaseReadScript, { ownerId }) : this.#run(releaseWriteScript, { ownerId })
+    call.catch(() => {})
+  }
+
+  /** Sleeps `ms`, or less when a release message comes; false when `signal` aborted first. */
+  #pause(ms: number, signal: AbortSignal | undefined, waiting: Waiting): Promise<boolean> {
+    return new Promise((resolve) => {
+      if (signal?.aborted) return resolve(false)
+      if (waiting.woken) return resolve(true)
+      const done = (ok: boolean): void => {
+        clearTimeout(timer)
+        signal?.removeEventListener('abort', onAbort)
+        waiting.wake = undefined
+        resolve(ok)
+      }
+      const onAbort = (): void => done(false)
+      const timer = setTimeout(() => done(true), Math.max(0, ms))
+      waiting.wake = () => done(true)
+      signal?.addEventListener('abort', onAbort, { once: true })
+    })
+  }
+
+  /** One script call on this lock's keys, with the Locker's `commandTimeoutMs`. */
+  #run<T, K extends keyof ReadWriteKeys, A extends string>(
+    script: Script<K, A>,
+    args: { readonly [a in A]: string | number },
+  ): Promise<T> {
+    return script.run<T>(this.#host.client, this.#keys, args, {
+      deadlines: this.#host.deadlines,
+      ms: this.#host.defaults.commandTimeoutMs,
+    })
+  }
+
+  #aborted(start: number, signal: AbortSignal | undefined): LockAbortedError {
+    const waitedMs = performance.now() - start
+    this.#emit({ type: 'aborted', resource: this.name, waitedMs })
+    return new LockAbortedError(this.name, waitedMs, signal?.reason)
+  }
+
+  #emit(event: LockEvent): void {
+    if (this.#host.listening) this.#host.emit(event)
+  }
+}
