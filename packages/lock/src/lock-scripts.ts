@@ -13,6 +13,15 @@ import { readLeaseRecordScript, recordLeaseScript } from './scripts/record-lease
 import { markDoneScript, readDoneScript } from './scripts/mark-done.js'
 import { releaseScript } from './scripts/release.js'
 import { inspectScript } from './family/inspect.js'
+import {
+  extendReadScript,
+  extendWriteScript,
+  inspectReadWriteScript,
+  readScript,
+  releaseReadScript,
+  releaseWriteScript,
+  writeScript,
+} from './scripts/read-write.js'
 
 /** One script as {@link LOCK_SCRIPTS} lists it. */
 export interface LockScriptSource {
@@ -44,6 +53,13 @@ export type LockScriptName =
   | 'inspect'
   | 'markDone'
   | 'readDone'
+  | 'rwRead'
+  | 'rwWrite'
+  | 'rwReleaseRead'
+  | 'rwReleaseWrite'
+  | 'rwExtendRead'
+  | 'rwExtendWrite'
+  | 'rwInspect'
 
 /**
  * The scripts a Locker runs (`queuedAcquire`, `handoffRelease` and `leave` only when acquires
@@ -52,7 +68,7 @@ export type LockScriptName =
  * the raise with the node marker's check — in quorum mode with the restart guard on, in place of
  * the two acquires and `raiseFence`;
  * `inspect`, read-only, only for `locker.inspect()`; `markDone` and `readDone` only for
- * `locker.runOnce()`), for auditing them, loading them ahead
+ * `locker.runOnce()`; the seven `rw…` only for `locker.readWrite()`), for auditing them, loading them ahead
  * (`SCRIPT LOAD`) or driving them from elsewhere (the benchmark's bare loop); the Locker needs none
  * of it. Each lists its keys and arguments by name, in the order the script takes them. Changing
  * them here changes nothing: they are copies.
@@ -74,6 +90,13 @@ export const LOCK_SCRIPTS: Readonly<Record<LockScriptName, LockScriptSource>> = 
   inspect: source(inspectScript),
   markDone: source(markDoneScript),
   readDone: source(readDoneScript),
+  rwRead: source(readScript),
+  rwWrite: source(writeScript),
+  rwReleaseRead: source(releaseReadScript),
+  rwReleaseWrite: source(releaseWriteScript),
+  rwExtendRead: source(extendReadScript),
+  rwExtendWrite: source(extendWriteScript),
+  rwInspect: source(inspectReadWriteScript),
 })
 
 function source(script: LockScriptSource): LockScriptSource {
