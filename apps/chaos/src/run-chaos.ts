@@ -7,6 +7,7 @@
  *   npm run chaos -- --short           # the CI version (5 s per run, more where a scenario needs it), prints the tables only
  *   npm run chaos -- --only redis-stall,clock-jump --duration-ms 10000 --verbose
  *   npm run chaos -- --only quorum --no-write  # quorum mode over 3 redis-servers, both tables
+ *   npm run chaos -- --only etcd --no-write    # the locks on a 3-member etcd cluster: leader kill -9, holder SIGSTOP past its lease
  *   npm run chaos -- --only election           # leader election: 3 candidates, the leader paused 10 times per mode
  */
 import { existsSync, readFileSync, writeFileSync } from 'node:fs'
@@ -30,7 +31,7 @@ export const CHAOS_CLI: CliSpec = {
   command: 'npm run chaos --',
   summary: 'Every fault scenario, fenced then lock-only, each run checked from its recorded history and the stores; the table on stdout, and in docs/RELIABILITY.md for a full run.',
   flags: {
-    short: { type: 'boolean', description: 'the CI version: 5 s of faults per run (more where a scenario needs it: redis-stall 20 s, quorum 9 s), no failover or election scenarios, tables printed only' },
+    short: { type: 'boolean', description: 'the CI version: 5 s of faults per run (more where a scenario needs it: redis-stall 20 s, quorum 9 s), no slow scenarios (the failovers, worker-kill-9, etcd) and no election, tables printed only' },
     'duration-ms': { type: 'string', value: '<n>', description: 'faults per run, ms, 1000-600000', default: '15000, 5000 with --short' },
     only: { type: 'string', value: '<a,b>', description: `scenarios to run: ${[...SCENARIOS.map((s) => s.name), ELECTION].join(', ')}` },
     out: { type: 'string', value: '<file>', description: 'where to write the report', default: 'docs/RELIABILITY.md' },
