@@ -9,6 +9,7 @@ import { Redis } from 'ioredis'
 import { startKillChaos } from '@fencelock/demo-shop/chaos'
 import { seededRandom } from '@fencelock/demo-shop/random'
 import type { Supervisor } from '@fencelock/demo-shop/supervisor'
+import type { EtcdCluster } from '@fencelock/devkit/etcd-server'
 import type { RedisServer } from '@fencelock/devkit/redis-server'
 import type { ClusterSet, SentinelSet } from '@fencelock/devkit/redis-topology'
 import { monoNow, type Recorder } from './history.js'
@@ -32,6 +33,8 @@ export interface FaultContext {
   readonly sentinel?: SentinelSet
   /** The run's Cluster (topology `cluster`). */
   readonly cluster?: ClusterSet
+  /** The run's etcd cluster, which the workers' locks are on (the etcd scenario). */
+  readonly etcd?: EtcdCluster
   /** The longest gateway latency of the run, in ms (a kill mid-charge lands at a random moment of it). */
   readonly gatewayMaxMs?: number
 }
@@ -73,7 +76,8 @@ function loop(gapMs: () => number, step: (stopped: () => boolean) => Promise<voi
 const upTo3Ttl = (ttlMs: number) => Math.random() * 3 * ttlMs
 
 /**
- * SIGSTOP of a worker that is inside a gateway call under a lock, for 0-3 × TTL, then SIGCONT.
+ * SIGSTOP of a worker that is inside a gateway call under a lock, for 0-3 × TTL (or `freezeMs()`),
+ * then SIGCONT.
  *
  * `enough` resolves once a freeze has landed: another worker made an external call on the frozen
  * holder's resource, under a later token, while it was stopped (its lease had gone and someone
@@ -83,7 +87,7 @@ const upTo3Ttl = (ttlMs: number) => Math.random() * 3 * ttlMs
  * landed in one CI run of the lock-only control. The overlap itself is still found by the checker
  * from the workers' own records, never from this signal.
  */
-export function sigstopHolder(ctx: FaultContext): Injector {
+export function sigstopHolder(ctx: FaultContext, freezeMs: () => number = () => upTo3Ttl(ctx.ttlMs)): Injector {
   let armedAt = performance.now() + ctx.ttlMs
   let current: { pid: number; resource: string; token: bigint | undefined; wake: () => void } | undefined
   let running: Promise<void> = Promise.resolve()
@@ -95,7 +99,7 @@ export function sigstopHolder(ctx: FaultContext): Injector {
     if (current !== undefined && call.pid !== current.pid && call.resource === current.resource && (token === undefined || current.token === undefined || token > current.token)) landed()
     if (stopped || current !== undefined || performance.now() < armedAt || Math.random() > 0.5) return
     if (!ctx.supervisor.freeze(call.pid)) return
-    const ms = upTo3Ttl(ctx.ttlMs)
+    const ms = freezeMs()
     const start = monoNow()
     const frozen = { pid: call.pid, resource: call.resource, token, wake: () => {} }
     current = frozen

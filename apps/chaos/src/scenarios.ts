@@ -18,11 +18,13 @@ import { countShop } from '@fencelock/demo-shop/shop-counts'
 import { lockPrefixOf } from '@fencelock/demo-shop/shop-keys'
 import { startGateway } from '@fencelock/demo-shop/gateway'
 import { Supervisor } from '@fencelock/demo-shop/supervisor'
+import { startEtcdCluster, type EtcdCluster } from '@fencelock/devkit/etcd-server'
 import { startRedisServer, type RedisServer } from '@fencelock/devkit/redis-server'
 import { startCluster, startSentinelSet, type ClusterSet, type SentinelSet } from '@fencelock/devkit/redis-topology'
 import { checkHistory, type CheckResult } from './checker.js'
 import { expireEarly, flushScripts, jumpClock, killRedis, killWorker, quorumFaults, sigstopHolder, stallRedis, type FaultContext, type Injector } from './faults.js'
 import { clusterFailover, killClusterPrimary, killSentinelPrimary } from './ha-faults.js'
+import { etcdFaults } from './etcd-faults.js'
 import { readHistory, Recorder } from './history.js'
 import { WRITE_SEQUENCE } from './recording-protection.js'
 
@@ -65,6 +67,13 @@ export interface Scenario {
    * lock alone); tokens must increase in the fenced run, and are shown for lock-only.
    */
   readonly topology?: 'sentinel' | 'cluster'
+  /**
+   * The workers' locks on an etcd cluster of this many members the devkit spawned
+   * (`startEtcdCluster`), an `etcd3` client over all of them, instead of Redis. A redis-server is
+   * still spawned for what is not the lock (the injectors' context). Tokens are the lock keys'
+   * `create_revision`: they must increase in both runs.
+   */
+  readonly etcdMembers?: number
   /** Only in `npm run chaos`, not in the short suite of `npm test` (a failover takes seconds). */
   readonly slow?: boolean
 }
@@ -87,6 +96,9 @@ export const WAIT_MS = 2_000
  * workers, a gateway, PostgreSQL and the runner share 2 cores.
  */
 export const OUTAGE_SLACK_MS = 250
+
+/** Members of the etcd scenario's cluster. */
+export const ETCD_MEMBERS = 3
 
 /** Redis masters of the quorum scenario (see its entry in {@link SCENARIOS}). */
 export const QUORUM_NODES = 3
@@ -171,6 +183,21 @@ export const SCENARIOS: readonly Scenario[] = Object.freeze([
     minDurationMs: 10_000,
     slow: true,
   },
+  // Issue 36: the same Locker on etcd (Raft underneath; a key's create_revision as the token).
+  // Both of etcd's faults of the issue side by side: the leader killed (the two others elect
+  // another; grants go on) and a holder frozen past its lease (etcd's leases are whole seconds, at
+  // least 2 s, so a TTL of 500 ms lives on a 2 s lease). Slow: an election takes about a second,
+  // and the freeze must outlast 2 s to bite.
+  {
+    name: 'etcd',
+    faults: `etcd cluster of ${ETCD_MEMBERS} members: kill -9 of the Raft leader (back on its data 3-5×TTL later, next kill 1-2 s after the cluster is whole), and SIGSTOP of a holder inside its section for its 2 s lease + 0-3×TTL, side by side`,
+    gatewayMs: '100-700',
+    lockOnly: 'report',
+    etcdMembers: ETCD_MEMBERS,
+    inject: etcdFaults,
+    minDurationMs: 15_000,
+    slow: true,
+  },
 ])
 
 /** Options of {@link runScenario}. */
@@ -233,6 +260,7 @@ export async function runScenario(scenario: Scenario, options: RunOptions): Prom
     let sentinel: SentinelSet | undefined
     let cluster: ClusterSet | undefined
     let topologyEnv: Record<string, string> = {}
+    let etcd: EtcdCluster | undefined
     if (scenario.topology === 'sentinel') {
       sentinel = await startSentinelSet()
       const set = sentinel
@@ -250,6 +278,12 @@ export async function runScenario(scenario: Scenario, options: RunOptions): Prom
       for (const s of spawned) if (s.status === 'fulfilled') nodes.push(s.value)
       const notSpawned = spawned.find((s) => s.status === 'rejected')
       if (notSpawned) throw (notSpawned as PromiseRejectedResult).reason
+    }
+    if (scenario.etcdMembers !== undefined) {
+      etcd = await startEtcdCluster(scenario.etcdMembers)
+      const set = etcd
+      cleanups.push(() => set.dispose())
+      topologyEnv = { CHAOS_ETCD_ENDPOINTS: set.endpoints.join(',') }
     }
     if (scenario.topology !== undefined) topologyEnv.CHAOS_REPLICAS = options.mode === 'fenced' ? '1' : '0'
     const redis = nodes[0] as RedisServer
@@ -313,7 +347,7 @@ export async function runScenario(scenario: Scenario, options: RunOptions): Prom
     // Workers are slow for their first seconds (tsx, Prisma and the JIT warming up on a small
     // machine): a lease can run out then with no fault at all. Faults start after the warm-up.
     await sleep(WARMUP_MS)
-    const injector = scenario.inject?.({ supervisor: main, redis, nodes, recorder, ttlMs: TTL_MS, waitMs: WAIT_MS, lockPrefix: lockPrefixOf(runId), gatewayMaxMs: Number(scenario.gatewayMs.split('-')[1]), ...(fakeTimeFile ? { fakeTimeFile } : {}), ...(sentinel ? { sentinel } : {}), ...(cluster ? { cluster } : {}) })
+    const injector = scenario.inject?.({ supervisor: main, redis, nodes, recorder, ttlMs: TTL_MS, waitMs: WAIT_MS, lockPrefix: lockPrefixOf(runId), gatewayMaxMs: Number(scenario.gatewayMs.split('-')[1]), ...(fakeTimeFile ? { fakeTimeFile } : {}), ...(sentinel ? { sentinel } : {}), ...(cluster ? { cluster } : {}), ...(etcd ? { etcd } : {}) })
     await sleep(options.durationMs)
     // Faults that wait for the workers (a kill in a charge, a death after one): on a starved
     // machine the duration may pass before them; wait for them (bounded), then stop.
@@ -326,7 +360,7 @@ export async function runScenario(scenario: Scenario, options: RunOptions): Prom
     await Promise.all(supervisors.map((s) => s.stop(10_000)))
     // Intents a worker left unpaid (its charge timed out, or it was refused) are settled from the
     // ledger before counting, with the gateway still up to answer, as the shop's reconciler does.
-    const reconciled = await reconcileAfterSale({ location, redisUrl: redis.url, runId, mode: options.mode, ttlMs: TTL_MS, gatewayUrl: gateway.url })
+    const reconciled = await reconcileAfterSale({ location, redisUrl: redis.url, ...(etcd ? { etcdEndpoints: etcd.endpoints.join(',') } : {}), runId, mode: options.mode, ttlMs: TTL_MS, gatewayUrl: gateway.url })
     await gateway.stop()
 
     const prisma = createPrisma(location, 2)
@@ -374,6 +408,12 @@ export function verdict(scenario: Scenario, fenced: RunResult, lock: RunResult):
     for (const r of [fenced, lock]) if (r.check.faults === 0) problems.push(`${r.mode}: no fault was injected`)
   }
   if ((scenario.redisNodes ?? 1) > 1) for (const r of [fenced, lock]) problems.push(...majorityDownProblems(r))
+  if (scenario.etcdMembers !== undefined) {
+    for (const r of [fenced, lock]) {
+      if ((r.faultKinds['etcd-leader-kill'] ?? 0) === 0) problems.push(`${r.mode}: no etcd leader was killed`)
+      if ((r.faultKinds.sigstop ?? 0) === 0) problems.push(`${r.mode}: no holder was frozen past its lease`)
+    }
+  }
   if (scenario.inject === killWorker) {
     for (const r of [fenced, lock]) {
       if ((r.faultKinds['worker-kill-9'] ?? 0) === 0) problems.push(`${r.mode}: no worker was killed mid-charge`)

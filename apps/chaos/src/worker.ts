@@ -3,7 +3,8 @@
  * IPC protocol: `ready`, `external-call`, `shutdown`). It runs the shop's business code
  * (`ShopService`) in `lock` or `fenced` mode with its own Redis connection (one per node in
  * quorum mode: `CHAOS_REDIS_URLS`; ioredis's Sentinel or Cluster client with `CHAOS_SENTINELS` or
- * `CHAOS_CLUSTER_NODES`, and the lock's `replicas` option from `CHAOS_REPLICAS`), Locker and Prisma client, from a few concurrent clients, and records its history (see history.ts) to
+ * `CHAOS_CLUSTER_NODES`, and the lock's `replicas` option from `CHAOS_REPLICAS`; or its locks on
+ * etcd with `CHAOS_ETCD_ENDPOINTS`, an `etcd3` client on those members), Locker and Prisma client, from a few concurrent clients, and records its history (see history.ts) to
  * `<CHAOS_HISTORY_DIR>/<instance>.jsonl`. No HTTP: the faults are about the lock and the
  * database, and a server would only add latency between the fault and the write.
  *
@@ -16,6 +17,7 @@
  * there and the money it moved is left to the reconciler's pass.
  */
 import { Locker } from '@fencelock/lock'
+import { Etcd3 } from 'etcd3'
 import { Cluster, Redis } from 'ioredis'
 import { createPrisma } from '@fencelock/demo-shop/database'
 import type { InstanceMessage, SupervisorMessage } from '@fencelock/demo-shop/ipc-messages'
@@ -71,14 +73,20 @@ async function main(): Promise<void> {
   const addresses = (list: string) => list.split(',').map((a) => ({ host: a.split(':')[0] as string, port: Number(a.split(':')[1]) }))
   const sentinels = process.env.CHAOS_SENTINELS
   const clusterNodes = process.env.CHAOS_CLUSTER_NODES
+  // The locks on etcd (CHAOS_ETCD_ENDPOINTS, `host:port,...` of the members): one etcd3 client over
+  // every member, its stock options; then no Redis client at all.
+  const etcdEndpoints = process.env.CHAOS_ETCD_ENDPOINTS?.split(',').filter(Boolean)
+  const etcd = etcdEndpoints === undefined ? undefined : new Etcd3({ hosts: etcdEndpoints })
   const redisClients: (Redis | Cluster)[] =
-    quorumUrls !== undefined
-      ? quorumUrls.map((url) => new Redis(url))
-      : sentinels
-        ? [new Redis({ sentinels: addresses(sentinels), name: env('CHAOS_SENTINEL_NAME'), maxRetriesPerRequest: 2 })]
-        : clusterNodes
-          ? [new Cluster(addresses(clusterNodes), { redisOptions: { maxRetriesPerRequest: 2 } })]
-          : [new Redis(env('CHAOS_REDIS_URL'), { maxRetriesPerRequest: 2 })]
+    etcd !== undefined
+      ? []
+      : quorumUrls !== undefined
+        ? quorumUrls.map((url) => new Redis(url))
+        : sentinels
+          ? [new Redis({ sentinels: addresses(sentinels), name: env('CHAOS_SENTINEL_NAME'), maxRetriesPerRequest: 2 })]
+          : clusterNodes
+            ? [new Cluster(addresses(clusterNodes), { redisOptions: { maxRetriesPerRequest: 2 } })]
+            : [new Redis(env('CHAOS_REDIS_URL'), { maxRetriesPerRequest: 2 })]
   for (const client of redisClients) {
     client.on('error', () => {
       // ioredis reconnects by itself (across a kill -9 of redis-server); the lock reports failures.
@@ -86,7 +94,7 @@ async function main(): Promise<void> {
   }
   const replicas = Number(process.env.CHAOS_REPLICAS ?? 0)
   const lockOptions = { ttlMs, waitMs, prefix: lockPrefixOf(env('CHAOS_RUN_ID')), ...(replicas > 0 ? { replicas } : {}) }
-  const locker = quorumUrls === undefined ? new Locker(redisClients[0] as Redis | Cluster, lockOptions) : new Locker(redisClients as Redis[], lockOptions)
+  const locker = etcd !== undefined ? new Locker(etcd, lockOptions) : quorumUrls === undefined ? new Locker(redisClients[0] as Redis | Cluster, lockOptions) : new Locker(redisClients as Redis[], lockOptions)
   locker.listen((event) => {
     if (event.type === 'lost') recorder.record({ k: 'lost', inst, res: event.resource, token: String(event.token), reason: event.reason })
   })
@@ -170,6 +178,7 @@ async function main(): Promise<void> {
     await locker.close().catch(() => {})
     await prisma.$disconnect().catch(() => {})
     for (const client of redisClients) client.disconnect()
+    etcd?.close()
     stopStalls()
     recorder.close()
     process.disconnect?.()

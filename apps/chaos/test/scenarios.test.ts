@@ -129,3 +129,44 @@ describe('verdict of the clock-jump scenario (lock-only must change nothing)', (
     expect(checkHistory(overlapping(400)).overlaps[0]?.firstLongestStallMs).toBe(400)
   })
 })
+
+describe('verdict of the etcd scenario', () => {
+  const etcd = SCENARIOS.find((s) => s.name === 'etcd')
+  if (etcd === undefined) throw new Error('no etcd scenario')
+  /** A holder frozen past its lease, the leader killed meanwhile, and the next grant's token (a create_revision). */
+  const history = (nextToken: string): HistoryEvent[] => [
+    { k: 'enter', inst: 'w1', res: 'order:1', token: '40', asked: 0, ...clocks(10) },
+    { k: 'fault', kind: 'etcd-leader-kill', start: 100, end: 1_200, ...clocks(1_200) },
+    { k: 'enter', inst: 'w2', res: 'order:1', token: nextToken, asked: 500, ...clocks(2_600) },
+    { k: 'lost', inst: 'w1', res: 'order:1', token: '40', reason: 'expired', ...clocks(2_700) },
+    { k: 'fault', kind: 'sigstop', start: 50, end: 2_800, ...clocks(2_800) },
+    { k: 'exit', inst: 'w2', res: 'order:1', token: nextToken, ...clocks(2_900) },
+    { k: 'exit', inst: 'w1', res: 'order:1', token: '40', ...clocks(3_000) },
+  ]
+  const etcdRun = (mode: 'fenced' | 'lock', events: HistoryEvent[], faultKinds: Record<string, number> = { 'etcd-leader-kill': 1, sigstop: 1 }): RunResult => ({
+    scenario: 'etcd',
+    mode,
+    check: checkHistory(events),
+    faultKinds,
+    seconds: 1,
+  })
+
+  it('is slow (npm run chaos only, not the short suite of npm test) and reports lock-only', () => {
+    expect(etcd.slow).toBe(true)
+    expect(etcd.lockOnly).toBe('report')
+    expect(etcd.etcdMembers).toBe(3)
+  })
+
+  it('passes an overlap under a freeze past the lease when the next revision is higher, in both modes', () => {
+    expect(checkHistory(history('57')).overlaps).toHaveLength(1)
+    expect(verdict(etcd, etcdRun('fenced', history('57')), etcdRun('lock', history('57')))).toEqual([])
+  })
+
+  it('fails a revision that did not increase across a leader kill (lock-only too: etcd promises it), and a run without a leader kill or a freeze', () => {
+    expect(verdict(etcd, etcdRun('fenced', history('57')), etcdRun('lock', history('39')))).toEqual(['lock: 1 tokens did not increase'])
+    expect(verdict(etcd, etcdRun('fenced', history('57'), { sigstop: 1 }), etcdRun('lock', history('57'), { 'etcd-leader-kill': 2 }))).toEqual([
+      'fenced: no etcd leader was killed',
+      'lock: no holder was frozen past its lease',
+    ])
+  })
+})
