@@ -96,17 +96,17 @@ export class Connection {
    * reconnection that follows it (a failover, CLIENT KILL), which a waiter rides out.
    */
   get unreachable(): boolean {
-    return this.down && this.#lastError !== undefined
+    return this.down && this.lastError !== undefined
   }
 
   /** The last connection error the client reported since it was last ready. */
   get lastError(): Error | undefined {
-    return this.#lastError
+    return this.#lastError ?? this.client.lastError
   }
 
   /** The error a call that is not sent (or given up) because the connection is down fails with. */
   downError(): ConnectionDownError {
-    return new ConnectionDownError(this.#lastError)
+    return new ConnectionDownError(this.lastError)
   }
 
   /** Calls `listener` on every (re)connection until the returned function is called. */

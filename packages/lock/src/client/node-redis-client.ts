@@ -90,15 +90,38 @@ function isLostSocket(error: Error): boolean {
 export class NodeRedisConnection implements RedisConnection {
   readonly kind = 'node-redis'
   readonly client: NodeRedisClient
+  /**
+   * The connection was lost, or a (re)connection failed, since it was last ready. node-redis says
+   * "open, not ready" alike while it connects for the first time and while it retries a refused
+   * connection, so the adapter follows the client's events from the start (a Locker made after
+   * the failures must still know Redis is unreachable, and why).
+   */
+  #lost = false
+  #lastError: Error | undefined
 
   constructor(client: NodeRedisClient) {
     this.client = client
+    client.on('error', (e: unknown) => {
+      if (!(e instanceof Error)) return
+      this.#lost = true
+      if (!isLostSocket(e)) this.#lastError = e
+    })
+    client.on('ready', () => {
+      this.#lost = false
+      this.#lastError = undefined
+    })
   }
 
   get state(): ClientState {
     const client = this.client
     if (!client.isOpen) return 'down'
-    return client.isReady ? 'ready' : 'connecting'
+    if (client.isReady) return 'ready'
+    return this.#lost ? 'down' : 'connecting'
+  }
+
+  /** The last failed (re)connection's error since the client was last ready. */
+  get lastError(): Error | undefined {
+    return this.#lastError
   }
 
   evalsha(sha: string, numKeys: number, ...args: (string | number)[]): Promise<unknown> {

@@ -58,6 +58,11 @@ export interface RedisConnection extends ScriptClient, CommandTarget {
   readonly client: object
   readonly state: ClientState
   /**
+   * The last connection error the adapter saw since the client was last ready, when it follows
+   * the client's events on its own (node-redis); undefined otherwise.
+   */
+  readonly lastError?: Error | undefined
+  /**
    * The connection that ran `key`'s script (a Cluster: the primary of its slot), for `WAIT` on the
    * writes it made; undefined when no node is known to serve the key.
    */
