@@ -8,7 +8,7 @@ import {
   isNodeRedisClient,
   isNodeRedisCluster,
   isNodeRedisSentinel,
-  NodeRedisConnection,
+  nodeRedisConnection,
   type NodeRedisClient,
 } from './node-redis-client.js'
 import type { RedisConnection } from './redis-client.js'
@@ -40,7 +40,7 @@ export function adaptClient(value: unknown, field: string): RedisConnection {
         'is a node-redis client that is not connected: call client.connect() first (node-redis does not connect by itself, and the Locker does not connect a client it does not own)',
         'a node-redis client, not connected',
       )
-    return new NodeRedisConnection(value)
+    return nodeRedisConnection(value)
   }
   if (isNodeRedisCluster(value))
     throw new InvalidLockOptionError(

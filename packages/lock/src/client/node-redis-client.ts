@@ -86,7 +86,22 @@ function isLostSocket(error: Error): boolean {
   return error.name === 'SocketClosedUnexpectedlyError' || error.constructor.name === 'SocketClosedUnexpectedlyError'
 }
 
-/** Adapts a node-redis client to the client seam. */
+const adapters = new WeakMap<NodeRedisClient, NodeRedisConnection>()
+
+/**
+ * The adapter of `client`: one per client, however many Lockers share it (the adapter listens to
+ * the client for as long as the client lives).
+ */
+export function nodeRedisConnection(client: NodeRedisClient): NodeRedisConnection {
+  let adapter = adapters.get(client)
+  if (adapter === undefined) {
+    adapter = new NodeRedisConnection(client)
+    adapters.set(client, adapter)
+  }
+  return adapter
+}
+
+/** Adapts a node-redis client to the client seam (one per client: {@link nodeRedisConnection}). */
 export class NodeRedisConnection implements RedisConnection {
   readonly kind = 'node-redis'
   readonly client: NodeRedisClient
@@ -149,13 +164,15 @@ export class NodeRedisConnection implements RedisConnection {
         if (!(e instanceof Error)) return
         if (isLostSocket(e)) events.down?.()
         else {
-          // A failed (re)connection: the client is not ready, the connection is down.
-          if (!client.isReady) events.down?.()
+          // A failed (re)connection: the error first, so that the tries given up on the close
+          // that follows carry it as their cause (ioredis: 'close' then the refused 'error').
           events.error?.(e)
+          if (!client.isReady) events.down?.()
         }
       },
     ])
-    if (events.down) on.push(['reconnecting', events.down.bind(events)])
+    // Not 'reconnecting': node-redis emits it after the error of the loss or of the refused
+    // retry, and a down without that error as its cause would be ridden out as a mere close.
     if (events.ready) on.push(['ready', events.ready.bind(events)])
     on.push([
       'end',

@@ -63,6 +63,22 @@ describe('node-redis: Redis down', () => {
     expect(error).toBeInstanceOf(LockUnavailableError)
     expect((error as Error).cause).toMatchObject({ code: 'ECONNREFUSED' })
     expect(ms).toBeLessThan(AT_ONCE_MS)
+    // A Locker made after the client's refusals began (nothing of ours heard them): its first try
+    // waits in the offline queue only until the client's next refused retry, not commandTimeoutMs.
+    const later = makeLocker(client, { commandTimeoutMs: 8_000 })
+    const second = await settle(() => later.acquire(unique('nr-never-later'), { waitMs: WAIT_MS }))
+    expect(second.error).toBeInstanceOf(LockUnavailableError)
+    expect((second.error as Error).cause).toMatchObject({ code: 'ECONNREFUSED' })
+    expect(second.ms).toBeLessThan(AT_ONCE_MS)
+    const late = nodeRedisClient(port)
+    await once(late, 'error')
+    await once(late, 'error')
+    const third = await settle(() =>
+      makeLocker(late, { commandTimeoutMs: 8_000 }).acquire(unique('nr-never-3'), { waitMs: WAIT_MS }),
+    )
+    expect(third.error).toBeInstanceOf(LockUnavailableError)
+    expect((third.error as Error).cause).toMatchObject({ code: 'ECONNREFUSED' })
+    expect(third.ms).toBeLessThan(AT_ONCE_MS)
   })
 })
 
