@@ -41,8 +41,13 @@ describe('replicas through node-redis', () => {
       const { error, ms } = await settle(safe.acquire(frozen, { waitMs: 1_000 }))
       expect(error).toBeInstanceOf(LockReplicationError)
       expect(error).toMatchObject({ replicas: 1, acknowledged: 0, operation: 'acquire' })
-      expect(ms).toBeLessThan(1_000 + 1_000)
-      expect(await admin.exists(keysOf(frozen).lock)).toBe(0)
+      expect(ms).toBeLessThan(1_000 + 2_000) // its wait, and a loaded machine's delays
+      // The grant the replicas never acknowledged is given back (a compare-and-delete sent behind
+      // the refusal, not awaited by it).
+      await waitUntil(async () => (await admin.exists(keysOf(frozen).lock)) === 0, {
+        timeoutMs: 3_000,
+        what: 'the unreplicated grant to be given back',
+      })
       const control = await plain.acquire(unique('nr-repl-control'), { waitMs: 2_000 })
       expect(await control.release()).toBe(true)
     } finally {
