@@ -22,7 +22,8 @@ describe('replicas through node-redis', () => {
     const primary = await set.primary()
     const client = nodeRedisClient(primary.port)
     await waitUntil(async () => client.isReady, { what: 'the node-redis client to be ready' })
-    const safe = makeLocker(client, { replicas: 1, replicasTimeoutMs: 200, ttlMs: 5_000 })
+    // Acknowledged within 2 s: far above a loaded machine's replication delay (WAIT's timeout).
+    const safe = makeLocker(client, { replicas: 1, replicasTimeoutMs: 2_000, ttlMs: 5_000 })
     const r = unique('nr-repl')
     const lock = await safe.acquire(r)
     const replicas = set.servers.slice(1).map((s) => connect({ port: s.port }))
@@ -35,10 +36,12 @@ describe('replicas through node-redis', () => {
 
     const admin = connect({ port: primary.port })
     const plain = makeLocker(nodeRedisClient(primary.port))
+    // Frozen replicas never acknowledge: a short WAIT keeps the test short, whatever the load.
+    const frozenSafe = makeLocker(client, { replicas: 1, replicasTimeoutMs: 200 })
     for (const replica of set.servers.slice(1)) replica.pause()
     try {
       const frozen = unique('nr-repl-frozen')
-      const { error, ms } = await settle(safe.acquire(frozen, { waitMs: 1_000 }))
+      const { error, ms } = await settle(frozenSafe.acquire(frozen, { waitMs: 1_000 }))
       expect(error).toBeInstanceOf(LockReplicationError)
       expect(error).toMatchObject({ replicas: 1, acknowledged: 0, operation: 'acquire' })
       expect(ms).toBeLessThan(1_000 + 2_000) // its wait, and a loaded machine's delays
