@@ -46,6 +46,7 @@ async function countCycles(
   const locker = makeLocker(clients, { fenceTtlMs: FENCE_TTL_MS, ...(guard ? {} : { nodeRestartDelayMs: 0 }) })
   const resource = unique('q-cost')
   const lockKey = resourceKeys('fencelock:', resource).lock
+  const fenceKey = resourceKeys('fencelock:', resource).fence
   // release() resolves once a majority freed the lock: wait until the last node has run it too.
   const freedEverywhere = () =>
     waitUntil(async () => (await Promise.all(nodes.admins.map((a) => a.exists(lockKey)))).every((n) => n === 0), {
@@ -56,6 +57,12 @@ async function countCycles(
   // (Its second phase may raise a node's counter after the count starts: one EVALSHA, GET and SET
   // at most, allowed for below.)
   await (await locker.acquire(resource, { ttlMs: 60_000 })).release()
+  // The grant ran on every node (a majority suffices for acquire() to resolve: the last node's may
+  // still be in its proxy, and would be counted), and its release, sent behind it, too.
+  await waitUntil(async () => (await Promise.all(nodes.admins.map((a) => a.exists(fenceKey)))).every((n) => n === 1), {
+    timeoutMs: 30_000,
+    what: 'the warm-up grant to run on every node',
+  })
   await freedEverywhere()
   await Promise.all(nodes.admins.map((a) => a.config('RESETSTAT')))
   for (let i = 0; i < CYCLES; i++) {

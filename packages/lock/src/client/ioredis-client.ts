@@ -66,8 +66,10 @@ function stateOf(status: unknown): ClientState {
     case 'close':
     case 'end':
       return 'down'
-    default:
+    case 'connecting':
       return 'connecting'
+    default:
+      return 'handshaking'
   }
 }
 

@@ -14,9 +14,10 @@ export type ClientKind = 'ioredis' | 'node-redis'
 /**
  * A connection's state as the engines read it: `ready`; `lazy` (not connected, a call makes it
  * connect: ioredis `lazyConnect`); `connecting` (for the first time, or again after a loss);
- * `down` (closed or reconnecting: a call would only wait in the client's offline queue).
+ * `handshaking` (connected, not yet ready: ioredis `connect`); `down` (closed or reconnecting: a
+ * call would only wait in the client's offline queue).
  */
-export type ClientState = 'ready' | 'lazy' | 'connecting' | 'down'
+export type ClientState = 'ready' | 'lazy' | 'connecting' | 'handshaking' | 'down'
 
 /** The events an engine listens to; each is optional. */
 export interface ClientEvents {
