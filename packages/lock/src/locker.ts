@@ -1,6 +1,6 @@
 import type { LockBackend } from './backend/backend.js'
 import { chooseBackend, type BackendChoice } from './backend/create-backend.js'
-import type { RedisClient } from './backend/connection.js'
+import type { SupportedRedisClient } from './client/choose-client.js'
 import type { EtcdClient } from './etcd/etcd-client.js'
 import { EventHub } from './core/event-hub.js'
 import { LockCore } from './core/lock-core.js'
@@ -49,6 +49,8 @@ import {
 } from './options.js'
 
 export type { RedisClient } from './backend/connection.js'
+export type { NodeRedisClient } from './client/node-redis-client.js'
+export type { SupportedRedisClient } from './client/choose-client.js'
 
 /**
  * Grants locks on Redis with fencing tokens. One Locker per process is the usual set-up: its
@@ -78,13 +80,15 @@ export class Locker {
   #readWrite: { deadlines: Deadlines; holds: Set<ReadWriteHold>; wakes: ReadWriteWakes } | undefined
 
   /**
-   * @param redis an ioredis `Redis` or `Cluster`; or, for quorum mode, an array of 3 or more
-   *   clients of independent Redis masters (docs/LOCK.md); or an `Etcd3` client of the `etcd3`
-   *   package, for etcd (docs/LOCK.md, "etcd"). The Locker never closes them.
+   * @param redis an ioredis or iovalkey `Redis` or `Cluster`, or a connected node-redis client
+   *   (`createClient`, after `connect()`; docs/LOCK.md, "Which client"); or, for quorum mode, an
+   *   array of 3 or more clients of one kind, of independent Redis masters (docs/LOCK.md); or an
+   *   `Etcd3` client of the `etcd3` package, for etcd (docs/LOCK.md, "etcd"). The Locker never
+   *   closes them.
    * @param options see {@link LockerOptions}; defaults in `LOCK_DEFAULTS`.
    * @throws InvalidLockOptionError for a bad option, before any I/O.
    */
-  constructor(redis: RedisClient | readonly RedisClient[] | EtcdClient, options: LockerOptions = {}) {
+  constructor(redis: SupportedRedisClient | readonly SupportedRedisClient[] | EtcdClient, options: LockerOptions = {}) {
     const engine = chooseBackend(redis)
     const o = resolveLockerOptions(options, engine.ttlFloor)
     engine.checkOptions(o)

@@ -10,6 +10,7 @@ import { Deadlines } from '../src/deadline.js'
 import { releaseMessage } from '../src/fair-queue/formats.js'
 import { InvalidLockOptionError, LOCK_DEFAULTS } from '../src/index.js'
 import { RedisBackend, type RedisBackendOptions } from '../src/backend/redis-backend.js'
+import { IoredisConnection } from '../src/client/ioredis-client.js'
 import { commandCalls, connect, ready, stallServer, unique } from './support/connections.js'
 import { startLatencyProxy } from './support/latency-proxy.js'
 import { useScriptedServer } from './support/scripted-server.js'
@@ -37,7 +38,11 @@ function backendOn(options: Partial<RedisBackendOptions> = {}, client: Redis = c
     released: (resource, handedTo, handoffMs) => heard.released.push({ resource, handedTo, handoffMs }),
     reconnected: () => heard.reconnects++,
   }
-  return { backend: new RedisBackend(client, { ...OPTIONS, ...options }, new Deadlines(), listener), heard, client }
+  return {
+    backend: new RedisBackend(new IoredisConnection(client), { ...OPTIONS, ...options }, new Deadlines(), listener),
+    heard,
+    client,
+  }
 }
 
 const request = (o: Partial<AcquireRequest> = {}): AcquireRequest => ({

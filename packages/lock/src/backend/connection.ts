@@ -1,11 +1,11 @@
-import type { Cluster, Redis } from 'ioredis'
+import type { RedisConnection } from '../client/redis-client.js'
 import { ConnectionDownError } from './connection-error.js'
 
-/** The client a single-node backend runs on: an ioredis `Redis` or `Cluster`. */
-export type RedisClient = Redis | Cluster
+export type { IoredisClient as RedisClient } from '../client/ioredis-client.js'
 
 /**
- * What a backend knows of its client's connection, from the client's own events: whether it is
+ * What a backend knows of its client's connection, from the client's own events (through its
+ * adapter, client/redis-client.ts): whether it is
  * down, the last connection error (the `cause` of the errors it leads to), and a generation that
  * moves on at every (re)connection or change of topology (after which a token counter may have
  * gone back: backend/generations.ts). Listening starts with the first call (a Locker's
@@ -15,12 +15,12 @@ export type RedisClient = Redis | Cluster
  * as "Unhandled error event" (the Locker reports them: `error` events, `cause` of its errors).
  */
 export class Connection {
-  readonly client: RedisClient
+  readonly client: RedisConnection
   #generation = 0
   #lastError: Error | undefined
   /** A `close` came and no `ready` since. */
   #closed = false
-  #watching = false
+  #unlisten: (() => void) | undefined
   /** Called when the connection closes (the backend gives up its tries in flight). */
   readonly #onClose: () => void
   readonly #events = {
@@ -38,15 +38,14 @@ export class Connection {
     node: (): void => {
       this.#generation++
     },
-    error: (error: unknown): void => {
-      if (!(error instanceof Error)) return
+    error: (error: Error): void => {
       this.#lastError = error
       // An error while the client is still connecting, before any `ready`, with no `close` to
       // follow: ioredis's Sentinel connector retries inside one connect (a master name the
       // Sentinels do not know, every Sentinel unreachable) and stays 'connecting' meanwhile. The
       // connection is down as surely as after a close: tries in flight (waiting in the offline
       // queue) fail now, with this error as their cause, instead of at their deadline.
-      if (!this.#closed && (this.client as { status?: unknown }).status === 'connecting') {
+      if (!this.#closed && this.client.state === 'connecting') {
         this.#closed = true
         this.#onClose()
       }
@@ -54,35 +53,22 @@ export class Connection {
   }
   readonly #onReady = new Set<() => void>()
 
-  constructor(client: RedisClient, onClose: () => void = () => {}) {
+  constructor(client: RedisConnection, onClose: () => void = () => {}) {
     this.client = client
     this.#onClose = onClose
   }
 
-  /** Starts listening to the client (idempotent). A client that emits no events is trusted as it is. */
+  /** Starts listening to the client (idempotent). */
   watch(): void {
-    if (this.#watching) return
-    this.#watching = true
-    const client = this.client as Partial<RedisClient>
-    if (typeof client.on !== 'function') return
-    this.client.on('close', this.#events.close)
-    this.client.on('ready', this.#events.ready)
-    this.client.on('+node', this.#events.node)
-    this.client.on('-node', this.#events.node)
-    this.client.on('error', this.#events.error)
+    if (this.#unlisten) return
+    const e = this.#events
+    this.#unlisten = this.client.listen({ down: e.close, ready: e.ready, topology: e.node, error: e.error })
   }
 
   /** Stops listening (calls made afterwards still go out: the client is the caller's). */
   unwatch(): void {
-    if (!this.#watching) return
-    this.#watching = false
-    const client = this.client as Partial<RedisClient>
-    if (typeof client.off !== 'function') return
-    this.client.off('close', this.#events.close)
-    this.client.off('ready', this.#events.ready)
-    this.client.off('+node', this.#events.node)
-    this.client.off('-node', this.#events.node)
-    this.client.off('error', this.#events.error)
+    this.#unlisten?.()
+    this.#unlisten = undefined
   }
 
   /**
@@ -101,8 +87,7 @@ export class Connection {
    */
   get down(): boolean {
     if (this.#closed) return true
-    const status = (this.client as { status?: unknown }).status
-    return status === 'reconnecting' || status === 'close' || status === 'end'
+    return this.client.state === 'down'
   }
 
   /**
@@ -111,17 +96,17 @@ export class Connection {
    * reconnection that follows it (a failover, CLIENT KILL), which a waiter rides out.
    */
   get unreachable(): boolean {
-    return this.down && this.#lastError !== undefined
+    return this.down && this.lastError !== undefined
   }
 
   /** The last connection error the client reported since it was last ready. */
   get lastError(): Error | undefined {
-    return this.#lastError
+    return this.#lastError ?? this.client.lastError
   }
 
   /** The error a call that is not sent (or given up) because the connection is down fails with. */
   downError(): ConnectionDownError {
-    return new ConnectionDownError(this.#lastError)
+    return new ConnectionDownError(this.lastError)
   }
 
   /** Calls `listener` on every (re)connection until the returned function is called. */

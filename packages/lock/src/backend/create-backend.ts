@@ -1,11 +1,12 @@
 /**
  * The one place where a Locker's engine is chosen, from what its constructor was given: one
- * ioredis client (a single Redis, also Sentinel or Cluster), an array of 3 or more (quorum
- * mode), or an etcd3 client (etcd/etcd-backend.ts). Everything above the {@link LockBackend}
- * seam — the wait queues, the locks, the family, the election — is the same over any engine; an
+ * Redis client (ioredis or iovalkey: a single Redis, also Sentinel or Cluster; node-redis: a
+ * single Redis), an array of 3 or more clients of one kind (quorum mode), or an etcd3 client
+ * (etcd/etcd-backend.ts). Each Redis client is adapted to the client seam (client/). Everything
+ * above the {@link LockBackend} seam — the wait queues, the locks, the family, the election — is
+ * the same over any engine; an
  * engine of another kind is one more branch of {@link chooseBackend}.
  */
-import type { Redis } from 'ioredis'
 import type { Deadlines } from '../deadline.js'
 import { InvalidLockOptionError } from '../errors.js'
 import { QUORUM_TTL_FLOOR, SINGLE_TTL_FLOOR, type ResolvedLockerOptions, type TtlFloor } from '../options.js'
@@ -13,7 +14,9 @@ import { QuorumBackend } from '../quorum/quorum-backend.js'
 import { EtcdBackend } from '../etcd/etcd-backend.js'
 import { isEtcdClient, type EtcdClient } from '../etcd/etcd-client.js'
 import type { BackendListener, LockBackend } from './backend.js'
-import { RedisBackend, type RedisBackendOptions, type RedisClient } from './redis-backend.js'
+import { adaptClient } from '../client/choose-client.js'
+import type { RedisConnection } from '../client/redis-client.js'
+import { RedisBackend, type RedisBackendOptions } from './redis-backend.js'
 
 /** Largest quorum accepted: more nodes only add round trips (a majority of 99 is 50). */
 export const MAX_QUORUM_NODES = 99
@@ -45,16 +48,11 @@ export interface BackendChoice {
 export function chooseBackend(connection: unknown): BackendChoice {
   if (Array.isArray(connection)) return quorum(checkClientList(connection))
   if (isEtcdClient(connection)) return etcd(connection)
-  if (isClient(connection)) return single(connection)
-  throw new InvalidLockOptionError(
-    'redis',
-    'must be an ioredis Redis or Cluster client, an array of 3 or more (quorum mode), or an etcd3 client',
-    connection,
-  )
+  return single(adaptClient(connection, 'redis'))
 }
 
 /** One Redis (also Sentinel, Cluster): redis-backend.ts. */
-function single(client: RedisClient): BackendChoice {
+function single(client: RedisConnection): BackendChoice {
   return {
     nodes: 1,
     ttlFloor: SINGLE_TTL_FLOOR,
@@ -78,7 +76,7 @@ function single(client: RedisClient): BackendChoice {
 }
 
 /** N independent masters, a majority granting each lock: quorum/quorum-backend.ts. */
-function quorum(clients: readonly RedisClient[]): BackendChoice {
+function quorum(clients: readonly RedisConnection[]): BackendChoice {
   return {
     nodes: clients.length,
     ttlFloor: QUORUM_TTL_FLOOR,
@@ -133,16 +131,8 @@ function redisOptions(o: ResolvedLockerOptions): RedisBackendOptions {
   }
 }
 
-function isClient(value: unknown): value is RedisClient {
-  return (
-    value != null &&
-    typeof (value as Partial<Redis>).evalsha === 'function' &&
-    typeof (value as Partial<Redis>).duplicate === 'function'
-  )
-}
-
-/** An array of 3 or more distinct clients (quorum mode). */
-function checkClientList(redis: readonly unknown[]): readonly RedisClient[] {
+/** An array of 3 or more distinct clients of one kind (quorum mode), adapted. */
+function checkClientList(redis: readonly unknown[]): readonly RedisConnection[] {
   if (redis.length < 3 || redis.length > MAX_QUORUM_NODES) {
     throw new InvalidLockOptionError(
       'redis',
@@ -151,9 +141,17 @@ function checkClientList(redis: readonly unknown[]): readonly RedisClient[] {
     )
   }
   const seen = new Set<unknown>()
+  const adapted: RedisConnection[] = []
   redis.forEach((client: unknown, i) => {
-    if (!isClient(client))
-      throw new InvalidLockOptionError(`redis[${i}]`, 'must be an ioredis Redis or Cluster client', client)
+    const connection = adaptClient(client, `redis[${i}]`)
+    const first = adapted[0]
+    // One kind: the clients differ in how they reconnect and resend, and a quorum is reasoned about as one.
+    if (first !== undefined && first.kind !== connection.kind)
+      throw new InvalidLockOptionError(
+        `redis[${i}]`,
+        `must be a client of the same kind as redis[0] (${first.kind}): quorum mode does not mix client libraries`,
+        `a ${connection.kind} client`,
+      )
     if (seen.has(client))
       throw new InvalidLockOptionError(
         `redis[${i}]`,
@@ -161,6 +159,7 @@ function checkClientList(redis: readonly unknown[]): readonly RedisClient[] {
         client,
       )
     seen.add(client)
+    adapted.push(connection)
   })
-  return Object.freeze([...(redis as RedisClient[])])
+  return Object.freeze(adapted)
 }

@@ -7,7 +7,8 @@ import type {
   ReleaseOutcome,
 } from './backend.js'
 import { AcquireCall, type AcquireCallHost } from './acquire-call.js'
-import { Connection, type RedisClient } from './connection.js'
+import type { RedisConnection } from '../client/redis-client.js'
+import { Connection } from './connection.js'
 import { FenceTouches } from './fence-touches.js'
 import { Reseeds } from './generations.js'
 import { InFlightCalls } from './in-flight.js'
@@ -85,9 +86,10 @@ type MarkedKeys = LockResource['keys'] & { readonly marker: string }
 const KEY_CACHE_SIZE = 1_024
 
 /**
- * The single-node backend: one ioredis client (a `Redis`, or a `Cluster`, where every key of a
- * resource is in one slot), the scripts, and the concerns around them, each in a module of its
- * own: the connection's state (connection.ts), reseeding after a reconnection (generations.ts),
+ * The single-node backend: one client through its adapter (client/redis-client.ts: ioredis or
+ * iovalkey — a `Redis`, or a `Cluster`, where every key of a resource is in one slot — or
+ * node-redis), the scripts, and the concerns around them, each in a module of its own: the
+ * connection's state (connection.ts), reseeding after a reconnection (generations.ts),
  * our locker's membership in the queues in Redis (fair-queue/membership.ts), the pub/sub
  * connection (subscriber.ts) and the calls in flight (in-flight.ts).
  *
@@ -100,7 +102,7 @@ const KEY_CACHE_SIZE = 1_024
 export class RedisBackend implements LockBackend, AcquireCallHost {
   readonly lockerId: string
   readonly connection: Connection
-  readonly #client: RedisClient
+  readonly #client: RedisConnection
   readonly #deadlines: Deadlines
   readonly #options: RedisBackendOptions
   readonly #keyCache = new Map<string, LockResource>()
@@ -116,10 +118,10 @@ export class RedisBackend implements LockBackend, AcquireCallHost {
   readonly #touches: FenceTouches | undefined
 
   /**
-   * @param client used for every call; never closed by the backend.
+   * @param client the adapted client, used for every call; the user's client is never closed by the backend.
    * @param listener gets the release messages of subscribed resources.
    */
-  constructor(client: RedisClient, options: RedisBackendOptions, deadlines: Deadlines, listener: BackendListener) {
+  constructor(client: RedisConnection, options: RedisBackendOptions, deadlines: Deadlines, listener: BackendListener) {
     this.#client = client
     this.#options = options
     this.#deadlines = deadlines

@@ -1,5 +1,5 @@
 import { DeadlineExceededError, type Deadlines } from '../deadline.js'
-import type { RedisClient } from './connection.js'
+import type { RedisConnection } from '../client/redis-client.js'
 
 /**
  * A grant or renewal that `replicas` replicas did not acknowledge in time (internal: the Locker
@@ -52,17 +52,6 @@ export function keySlot(key: string): number {
   return crc % 16384
 }
 
-interface ClusterLike {
-  readonly slots: readonly (readonly string[] | undefined)[]
-  nodes(
-    role: 'master',
-  ): { options: { host?: string; port?: number }; call(...args: (string | number)[]): Promise<unknown> }[]
-}
-
-function isCluster(client: RedisClient): boolean {
-  return (client as { isCluster?: boolean }).isCluster === true
-}
-
 /**
  * `WAIT replicas timeoutMs` on the connection that ran `key`'s script: the client itself for one
  * Redis (Sentinel included), the primary of the key's slot for a Cluster (its own connection to
@@ -71,25 +60,14 @@ function isCluster(client: RedisClient): boolean {
  * write, and its `WAIT` would answer at once). Resolves with the replicas that acknowledged.
  */
 export function waitForReplicas(
-  client: RedisClient,
+  client: RedisConnection,
   key: string,
   replicas: number,
   timeoutMs: number,
   deadlines: Deadlines,
 ): Promise<Acknowledgement> {
-  let target: { call(...args: (string | number)[]): Promise<unknown> } = client as unknown as {
-    call(...args: (string | number)[]): Promise<unknown>
-  }
-  if (isCluster(client)) {
-    const cluster = client as unknown as ClusterLike
-    const primary = cluster.slots[keySlot(key)]?.[0]
-    const node =
-      primary === undefined
-        ? undefined
-        : cluster.nodes('master').find((n) => `${n.options.host}:${n.options.port}` === primary)
-    if (!node) return Promise.reject(new Error(`no Cluster node is known to serve the slot of ${key}`))
-    target = node
-  }
+  const target = client.connectionFor(key)
+  if (!target) return Promise.reject(new Error(`no Cluster node is known to serve the slot of ${key}`))
   // WAIT itself ends at its timeout; the deadline covers a connection that does not answer.
   return deadlines.race(target.call('WAIT', replicas, timeoutMs), timeoutMs + 2_000).then(
     async (reply): Promise<Acknowledgement> => {

@@ -27,7 +27,8 @@ import type {
   LockResource,
   ReleaseOutcome,
 } from '../backend/backend.js'
-import { RedisBackend, type RedisBackendOptions, type RedisClient } from '../backend/redis-backend.js'
+import { RedisBackend, type RedisBackendOptions } from '../backend/redis-backend.js'
+import type { RedisConnection } from '../client/redis-client.js'
 import { fenceSlackMs } from '../backend/fence-touches.js'
 import type { Deadlines } from '../deadline.js'
 import { asError } from '../errors.js'
@@ -102,11 +103,11 @@ export class QuorumBackend implements LockBackend {
   readonly #attemptHost: AttemptHost
 
   /**
-   * @param clients one ioredis client per node (3 or more, checked by the Locker); never closed here.
+   * @param clients one adapted client per node (3 or more, of one kind, checked by the Locker); never closed here.
    * @param listener gets the release messages of every node.
    */
   constructor(
-    clients: readonly RedisClient[],
+    clients: readonly RedisConnection[],
     options: QuorumBackendOptions,
     deadlines: Deadlines,
     listener: BackendListener,

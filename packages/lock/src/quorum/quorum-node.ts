@@ -1,5 +1,5 @@
 import type { AcquireOutcome } from '../backend/backend.js'
-import type { RedisClient } from '../backend/connection.js'
+import type { RedisConnection } from '../client/redis-client.js'
 import type { RedisBackend } from '../backend/redis-backend.js'
 import { NodeDataLostError } from '../scripts/node-marker.js'
 
@@ -54,7 +54,7 @@ export class QuorumNode {
   constructor(
     readonly index: number,
     readonly backend: RedisBackend,
-    readonly client: RedisClient,
+    readonly client: RedisConnection,
     readonly clock: QuorumClock,
   ) {}
 

@@ -125,8 +125,8 @@ export class RestartGuard {
       if (this.enabled) node.onDataLost = () => this.#dataLost(node)
       this.#stop.push(node.backend.connection.onReady(() => this.#check(node)))
       node.backend.connection.watch()
-      const status = (node.client as { status?: unknown }).status
-      if (status === 'ready' || status === 'wait' || status === undefined) this.#check(node)
+      const state = node.client.state
+      if (state === 'ready' || state === 'lazy') this.#check(node)
       // Connecting: checked when it is ready; the first acquires wait for that (bounded).
       else if (!node.backend.connection.down) this.#records[node.index]!.state = 'checking'
     }
@@ -326,10 +326,12 @@ export class RestartGuard {
    * (ACLs, a renamed command): then nothing is known, and docs/LOCK.md says what to check.
    */
   async #evictionOf(node: QuorumNode): Promise<string | undefined> {
-    const client = node.client as { config(op: 'GET', pattern: string): Promise<unknown> }
     let reply: unknown
     try {
-      reply = await this.#deadlines.race(client.config('GET', 'maxmemory*'), this.#options.commandTimeoutMs)
+      reply = await this.#deadlines.race(
+        node.client.call('CONFIG', 'GET', 'maxmemory*'),
+        this.#options.commandTimeoutMs,
+      )
     } catch {
       return undefined
     }
@@ -343,8 +345,8 @@ export class RestartGuard {
   }
 
   async #runIdOf(node: QuorumNode): Promise<string | undefined> {
-    const client = node.client as { info(section: string): Promise<string> }
-    const info = await this.#deadlines.race(client.info('server'), this.#options.commandTimeoutMs)
+    const info = await this.#deadlines.race(node.client.call('INFO', 'server'), this.#options.commandTimeoutMs)
+    if (typeof info !== 'string') throw new TypeError(`unexpected reply to INFO: ${typeof info}`)
     return /^run_id:(\w+)/m.exec(info)?.[1]
   }
 

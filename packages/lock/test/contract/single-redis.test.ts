@@ -1,12 +1,12 @@
 /** The Locker contract (locker-contract.ts) on one Redis: a redis-server of this file's own. */
 import type { Redis } from 'ioredis'
 import { beforeAll } from 'vitest'
-import { resourceKeys } from '../../src/index.js'
-import { connect, makeLocker, ready } from '../support/connections.js'
+import { connect, ready } from '../support/connections.js'
 import { startRedisServer, type RedisServer } from '../support/redis-server.js'
 import { fencedStore } from '../support/fenced-store.js'
+import { singleRedisDeployment } from './deployments.js'
 import { familyContract } from './family-contract.js'
-import { lockerContract, type ContractDeployment } from './locker-contract.js'
+import { lockerContract } from './locker-contract.js'
 
 let server: RedisServer
 let admin: Redis
@@ -16,18 +16,11 @@ beforeAll(async () => {
   await ready(admin, server.url)
 })
 
-const keysOf = (resource: string) => resourceKeys('fencelock:', resource)
-
-const deployment: ContractDeployment = {
-  locker: (options) => makeLocker(connect({ port: server.port }), options),
-  steal: async (resource) => {
-    await admin.del(keysOf(resource).lock)
-  },
-  traces: async (resource) => ({
-    held: await admin.exists(keysOf(resource).lock),
-    queued: await admin.zcard(keysOf(resource).queue),
-  }),
-}
+const deployment = singleRedisDeployment(
+  'ioredis',
+  () => server.port,
+  () => admin,
+)
 
 lockerContract('one Redis', deployment)
 familyContract('one Redis', deployment, () => fencedStore(admin))

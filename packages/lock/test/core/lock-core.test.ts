@@ -9,6 +9,7 @@ import type { Redis } from 'ioredis'
 import { beforeAll, describe, expect, it } from 'vitest'
 import type { AcquireRequest, BackendListener, LockBackend, LockResource } from '../../src/backend/backend.js'
 import { RedisBackend } from '../../src/backend/redis-backend.js'
+import { IoredisConnection } from '../../src/client/ioredis-client.js'
 import { EventHub } from '../../src/core/event-hub.js'
 import { LockCore } from '../../src/core/lock-core.js'
 import type { Deadlines } from '../../src/deadline.js'
@@ -99,7 +100,7 @@ function core(prefix: string, reentrant: boolean) {
     events,
     backend: (deadlines: Deadlines, listener: BackendListener) => {
       const queueLeaseMs = 3 * options.pollMs + options.commandTimeoutMs
-      const inner = new RedisBackend(redis, { ...options, queueLeaseMs }, deadlines, listener)
+      const inner = new RedisBackend(new IoredisConnection(redis), { ...options, queueLeaseMs }, deadlines, listener)
       backend = new CountingBackend(inner)
       return backend
     },

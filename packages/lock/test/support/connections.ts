@@ -7,7 +7,7 @@ import { randomBytes } from 'node:crypto'
 import { sharedRedisUrl, waitForRedis } from '@fencelock/devkit/redis-url'
 import { Redis, type RedisOptions } from 'ioredis'
 import { afterAll, beforeEach } from 'vitest'
-import { Locker, type LockerOptions, type RedisClient } from '../../src/index.js'
+import { Locker, type LockerOptions, type SupportedRedisClient } from '../../src/index.js'
 
 export const SHARED_REDIS_URL = sharedRedisUrl()
 
@@ -53,7 +53,10 @@ export function ready(client: Redis, label: string, ms = 3_000): Promise<void> {
 }
 
 /** A Locker closed in afterAll. */
-export function makeLocker(client: RedisClient | readonly RedisClient[], options: LockerOptions = {}): Locker {
+export function makeLocker(
+  client: SupportedRedisClient | readonly SupportedRedisClient[],
+  options: LockerOptions = {},
+): Locker {
   const locker = new Locker(client, options)
   lockers.add(locker)
   return locker

@@ -1,0 +1,66 @@
+/**
+ * Recognises the client a Locker is given and adapts it to the client seam (redis-client.ts), or
+ * refuses it with a typed error that names what it got, before any I/O.
+ */
+import { InvalidLockOptionError } from '../errors.js'
+import { IoredisConnection, isIoredisClient, type IoredisClient } from './ioredis-client.js'
+import {
+  isNodeRedisClient,
+  isNodeRedisCluster,
+  isNodeRedisSentinel,
+  nodeRedisConnection,
+  type NodeRedisClient,
+} from './node-redis-client.js'
+import type { RedisConnection } from './redis-client.js'
+
+/** A Redis client the Locker takes: ioredis or iovalkey (`Redis`, `Cluster`), or node-redis (`createClient`). */
+export type SupportedRedisClient = IoredisClient | NodeRedisClient
+
+/** What the Locker takes, in one sentence (error messages). */
+export const ACCEPTED =
+  'must be an ioredis or iovalkey Redis or Cluster client, a node-redis client (createClient, connected), an array of 3 or more of one kind (quorum mode), or an etcd3 client'
+
+/** Whether `value` is a Redis client of a kind the Locker knows (connected or not). */
+export function isRedisClient(value: unknown): value is SupportedRedisClient {
+  return isIoredisClient(value) || isNodeRedisClient(value)
+}
+
+/**
+ * The adapter of `value`, a client of a kind the Locker knows.
+ * @throws InvalidLockOptionError (`field`) for a client it does not know or does not support, or
+ *   a node-redis client whose `connect()` was never called.
+ */
+export function adaptClient(value: unknown, field: string): RedisConnection {
+  // ioredis first: it has a sendCommand of its own, which the node-redis checks look for.
+  if (isIoredisClient(value)) return new IoredisConnection(value)
+  if (isNodeRedisClient(value)) {
+    if (!value.isOpen)
+      throw new InvalidLockOptionError(
+        field,
+        'is a node-redis client that is not connected: call client.connect() first (node-redis does not connect by itself, and the Locker does not connect a client it does not own)',
+        'a node-redis client, not connected',
+      )
+    return nodeRedisConnection(value)
+  }
+  if (isNodeRedisCluster(value))
+    throw new InvalidLockOptionError(
+      field,
+      'is a node-redis cluster client (createCluster), which the Locker does not support yet: use an ioredis Cluster, or quorum mode over node-redis clients',
+      'a node-redis cluster client',
+    )
+  if (isNodeRedisSentinel(value))
+    throw new InvalidLockOptionError(
+      field,
+      'is a node-redis sentinel client (createSentinel), which the Locker does not support yet: use ioredis with sentinels',
+      'a node-redis sentinel client',
+    )
+  throw new InvalidLockOptionError(field, ACCEPTED, kindOf(value))
+}
+
+/** What `value` is, for an error message: its type, or its class. */
+export function kindOf(value: unknown): unknown {
+  if (value === null || typeof value !== 'object') return value
+  if (Array.isArray(value)) return `an array of ${value.length}`
+  const name = (value as { constructor?: { name?: unknown } }).constructor?.name
+  return typeof name === 'string' && name !== 'Object' && name !== '' ? `an object of class ${name}` : 'a plain object'
+}

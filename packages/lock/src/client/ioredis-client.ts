@@ -1,0 +1,142 @@
+/**
+ * The adapter of ioredis (and of its fork iovalkey, the same API) to the client seam
+ * (redis-client.ts): a `Redis` (also through Sentinel) or a `Cluster`. Every call is the client's
+ * own, unchanged: ioredis queues commands while it reconnects and sends those in flight again
+ * after a reconnection (`autoResendUnfulfilledCommands`), which the engines allow for.
+ */
+import { keySlot } from '../backend/replication.js'
+import type {
+  ClientEvents,
+  ClientState,
+  CommandTarget,
+  RedisConnection,
+  SubscriberConnection,
+  SubscriberEvents,
+} from './redis-client.js'
+
+type Listener = (...args: unknown[]) => void
+
+/**
+ * An ioredis or iovalkey client, by shape (`Redis` or `Cluster` of either package): the Locker
+ * neither loads them nor names them in its types.
+ */
+export interface IoredisClient {
+  /** ioredis's connection status: `wait`, `connecting`, `connect`, `ready`, `reconnecting`, `close`, `end`. */
+  readonly status: string
+  evalsha(sha: string, numKeys: number, ...args: (string | number)[]): Promise<unknown>
+  eval(script: string, numKeys: number, ...args: (string | number)[]): Promise<unknown>
+  call(command: string, ...args: (string | number)[]): Promise<unknown>
+  duplicate(): IoredisClient
+  on(event: string, listener: Listener): unknown
+  off(event: string, listener: Listener): unknown
+}
+
+/** What a `Cluster` has besides: its slot table and its primaries' own connections. */
+interface ClusterLike {
+  readonly isCluster: true
+  readonly slots: readonly (readonly string[] | undefined)[]
+  nodes(role: 'master'): ({ options: { host?: string; port?: number } } & CommandTarget)[]
+}
+
+/** A subscriber's connection: the same client API, plus pub/sub. */
+interface PubSubClient {
+  subscribe(channel: string): Promise<unknown>
+  unsubscribe(channel: string): Promise<unknown>
+  disconnect(): void
+  on(event: string, listener: Listener): unknown
+}
+
+/** Whether `value` has the ioredis API (ioredis or iovalkey; `Redis` or `Cluster`). */
+export function isIoredisClient(value: unknown): value is IoredisClient {
+  return (
+    value != null &&
+    typeof (value as Partial<IoredisClient>).evalsha === 'function' &&
+    typeof (value as Partial<IoredisClient>).duplicate === 'function'
+  )
+}
+
+function stateOf(status: unknown): ClientState {
+  switch (status) {
+    case 'ready':
+      return 'ready'
+    case 'wait':
+    case undefined:
+      return 'lazy'
+    case 'reconnecting':
+    case 'close':
+    case 'end':
+      return 'down'
+    case 'connecting':
+      return 'connecting'
+    default:
+      return 'handshaking'
+  }
+}
+
+/** Adapts an ioredis or iovalkey client to the client seam. */
+export class IoredisConnection implements RedisConnection {
+  readonly kind = 'ioredis'
+  readonly client: IoredisClient
+
+  constructor(client: IoredisClient) {
+    this.client = client
+  }
+
+  get state(): ClientState {
+    return stateOf(this.client.status)
+  }
+
+  evalsha(sha: string, numKeys: number, ...args: (string | number)[]): Promise<unknown> {
+    return this.client.evalsha(sha, numKeys, ...args)
+  }
+
+  eval(script: string, numKeys: number, ...args: (string | number)[]): Promise<unknown> {
+    return this.client.eval(script, numKeys, ...args)
+  }
+
+  call(...args: (string | number)[]): Promise<unknown> {
+    const [command, ...rest] = args
+    return this.client.call(String(command), ...rest)
+  }
+
+  connectionFor(key: string): CommandTarget | undefined {
+    if ((this.client as Partial<ClusterLike>).isCluster !== true) return this
+    const cluster = this.client as unknown as ClusterLike
+    const primary = cluster.slots[keySlot(key)]?.[0]
+    if (primary === undefined) return undefined
+    return cluster.nodes('master').find((n) => `${n.options.host}:${n.options.port}` === primary)
+  }
+
+  listen(events: ClientEvents): () => void {
+    const on: [string, Listener][] = []
+    if (events.down) on.push(['close', events.down.bind(events)])
+    if (events.ready) on.push(['ready', events.ready.bind(events)])
+    if (events.topology) on.push(['+node', events.topology.bind(events)], ['-node', events.topology.bind(events)])
+    if (events.error) {
+      const error = events.error.bind(events)
+      on.push(['error', (e: unknown) => e instanceof Error && error(e)])
+    }
+    if (events.end) on.push(['end', events.end.bind(events)])
+    const client = this.client as Partial<IoredisClient>
+    // A client that emits no events is trusted as it is.
+    if (typeof client.on !== 'function') return () => {}
+    for (const [event, listener] of on) this.client.on(event, listener)
+    return () => {
+      for (const [event, listener] of on) this.client.off(event, listener)
+    }
+  }
+
+  subscriber(events: SubscriberEvents): SubscriberConnection {
+    const sub = this.client.duplicate() as unknown as PubSubClient
+    sub.on('error', () => {
+      // Reconnection is ioredis's job; waiters fall back on their backstops meanwhile.
+    })
+    sub.on('message', (channel, text) => events.message(String(channel), String(text)))
+    sub.on('ready', () => events.ready())
+    return {
+      subscribe: (channel) => sub.subscribe(channel),
+      unsubscribe: (channel) => sub.unsubscribe(channel),
+      close: () => sub.disconnect(),
+    }
+  }
+}
