@@ -1,6 +1,7 @@
 import type { LockBackend } from './backend/backend.js'
 import { chooseBackend, type BackendChoice } from './backend/create-backend.js'
-import type { SupportedRedisClient } from './client/choose-client.js'
+import { adaptClient, type SupportedRedisClient } from './client/choose-client.js'
+import type { RedisConnection } from './client/redis-client.js'
 import type { EtcdClient } from './etcd/etcd-client.js'
 import { EventHub } from './core/event-hub.js'
 import { LockCore } from './core/lock-core.js'
@@ -75,7 +76,7 @@ export class Locker {
   /** Grants the permits of every semaphore of this Locker (family/semaphore.ts); made on first use. */
   #permits: LockCore | undefined
   /** The client of one Redis (also Sentinel, Cluster) that read-write locks run on; undefined on other engines. */
-  readonly #scriptClient: RedisClient | undefined
+  readonly #scriptClient: RedisConnection | undefined
   /** The read-write locks' deadline clock and holds (family/read-write.ts); made on first use. */
   #readWrite: { deadlines: Deadlines; holds: Set<ReadWriteHold>; wakes: ReadWriteWakes } | undefined
 
@@ -94,7 +95,7 @@ export class Locker {
     engine.checkOptions(o)
     this.#engine = engine
     this.#options = o
-    this.#scriptClient = engine.nodes === 1 && engine.store === 'Redis' ? (redis as RedisClient) : undefined
+    this.#scriptClient = engine.nodes === 1 && engine.store === 'Redis' ? adaptClient(redis, 'redis') : undefined
     if (o.onEvent) this.#events.add(o.onEvent)
     this.#core = new LockCore({
       options: o,
@@ -386,7 +387,7 @@ export class Locker {
   }
 
   /** What read-write locks run on: the client, the Locker's defaults, events and deadline clock. */
-  #readWriteHost(client: RedisClient): ReadWriteHost {
+  #readWriteHost(client: RedisConnection): ReadWriteHost {
     this.#readWrite ??= {
       deadlines: new Deadlines(),
       holds: new Set(),

@@ -351,9 +351,9 @@ describe('LOCK_SCRIPTS', () => {
     await lock.release()
     const shas = Object.values(LOCK_SCRIPTS).map((script) => createHash('sha1').update(script.lua).digest('hex'))
     expect(shas).toEqual(Object.values(LOCK_SCRIPTS).map((script) => script.sha))
-    expect(shas).toHaveLength(16)
-    // All but inspect (only inspect() runs it), markDone and readDone (only runOnce() runs them)
-    // and the quorum-only ones.
+    expect(shas).toHaveLength(23)
+    // All but inspect (only inspect() runs it), markDone and readDone (only runOnce() runs them),
+    // the read-write lock's (only readWrite() runs them) and the quorum-only ones.
     const quorumOnly = [
       'raiseFence',
       'recordLease',
@@ -364,7 +364,7 @@ describe('LOCK_SCRIPTS', () => {
       'markedRaiseFence',
     ]
     const single = Object.entries(LOCK_SCRIPTS).filter(
-      ([name]) => ![...quorumOnly, 'inspect', 'markDone', 'readDone'].includes(name),
+      ([name]) => ![...quorumOnly, 'inspect', 'markDone', 'readDone'].includes(name) && !name.startsWith('rw'),
     )
     expect(await redis.script('EXISTS', ...single.map(([, script]) => script.sha))).toEqual([1, 1, 1, 1, 1, 1])
     expect(Object.isFrozen(LOCK_SCRIPTS)).toBe(true)

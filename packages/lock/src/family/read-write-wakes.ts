@@ -8,17 +8,17 @@
  * reconnection, a lease that simply ran out publishes nothing): waiters keep their backoff tries,
  * bounded by `pollMs` and by the lease Redis reported, as the backstop.
  */
-import type { RedisClient } from '../backend/connection.js'
+import type { RedisConnection, SubscriberConnection } from '../client/redis-client.js'
 
 export class ReadWriteWakes {
-  readonly #client: RedisClient
+  readonly #client: RedisConnection
   readonly #subscribeMs: number
-  #connection: RedisClient | undefined
+  #connection: SubscriberConnection | undefined
+  #stopListening: (() => void) | undefined
   readonly #waiters = new Map<string, Set<() => void>>()
-  readonly #onClientEnd = (): void => this.close()
 
   /** @param subscribeMs how long a first waiter waits for its SUBSCRIBE before it goes on without. */
-  constructor(client: RedisClient, subscribeMs: number) {
+  constructor(client: RedisConnection, subscribeMs: number) {
     this.#client = client
     this.#subscribeMs = subscribeMs
   }
@@ -60,23 +60,24 @@ export class ReadWriteWakes {
   /** Closes the connection; waiters still waiting go on with their tries. */
   close(): void {
     if (!this.#connection) return
-    this.#client.off('end', this.#onClientEnd)
-    this.#connection.disconnect()
+    this.#stopListening?.()
+    this.#stopListening = undefined
+    this.#connection.close()
     this.#connection = undefined
   }
 
-  #open(): RedisClient {
+  #open(): SubscriberConnection {
     if (this.#connection) return this.#connection
-    // Both clients have duplicate(); their signatures differ only in optional overrides.
-    const sub = (this.#client as { duplicate(): RedisClient }).duplicate()
-    sub.on('error', () => {
-      // Reconnection is ioredis's job (it subscribes again); waiters try on meanwhile.
-    })
-    sub.on('message', (channel: string) => {
-      for (const wake of this.#waiters.get(channel) ?? []) wake()
+    // A duplicate of the Locker's client (the client seam's subscriber); its reconnection and
+    // resubscription are the client's job, and waiters try on meanwhile.
+    const sub = this.#client.subscriber({
+      message: (channel) => {
+        for (const wake of this.#waiters.get(channel) ?? []) wake()
+      },
+      ready: () => {},
     })
     // A process that quits its client without closing the Locker must still be able to exit.
-    this.#client.once('end', this.#onClientEnd)
+    this.#stopListening = this.#client.listen({ end: () => this.close() })
     this.#connection = sub
     return sub
   }
