@@ -609,7 +609,11 @@ describe('close()', () => {
     child.stderr.on('data', (chunk: Buffer) => (out += chunk.toString()))
     const exited = new Promise<number | null>((resolve) => child.once('exit', (code) => resolve(code)))
     // Timed from its "quit", not from the spawn: tsx's start-up alone takes seconds on a loaded machine.
-    await waitUntil(() => out.includes('quit') || child.exitCode !== null, { timeoutMs: 60_000, everyMs: 20, what: 'the fixture quitting its clients' })
+    await waitUntil(() => out.includes('quit') || child.exitCode !== null, {
+      timeoutMs: 60_000,
+      everyMs: 20,
+      what: 'the fixture quitting its clients',
+    })
     const code = await Promise.race([exited, sleep(8_000).then(() => 'still running' as const)])
     if (code === 'still running') child.kill('SIGKILL')
     expect({ code, out: out.trim() }).toEqual({ code: 0, out: 'quit' })

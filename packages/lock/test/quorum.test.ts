@@ -562,7 +562,10 @@ describe('quorum mode: nodes that fail', () => {
       const before = await scriptsRun()
       nodes.proxies[0]!.blackhole('replies')
       const acquiring = locker.acquire(r)
-      const ran = await waitUntil(async () => (await scriptsRun()) > before, { timeoutMs: 5_000, what: 'the try ran on node 0' }).then(
+      const ran = await waitUntil(async () => (await scriptsRun()) > before, {
+        timeoutMs: 5_000,
+        what: 'the try ran on node 0',
+      }).then(
         () => true,
         (error: unknown) => {
           if (round === 5) throw error

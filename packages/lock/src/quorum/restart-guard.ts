@@ -408,12 +408,20 @@ export class RestartGuard {
           }
         } else if (pending === 0) {
           decided = true
-          reject(new Error(`the lease records of only ${answered} of ${this.#nodes.length} nodes could be read (${enough} needed)`))
+          reject(
+            new Error(
+              `the lease records of only ${answered} of ${this.#nodes.length} nodes could be read (${enough} needed)`,
+            ),
+          )
         }
       }
       if (reachable.length < enough) {
         decided = true
-        return reject(new Error(`only ${reachable.length} of ${this.#nodes.length} nodes are reachable to read the lease records from (${enough} needed)`))
+        return reject(
+          new Error(
+            `only ${reachable.length} of ${this.#nodes.length} nodes are reachable to read the lease records from (${enough} needed)`,
+          ),
+        )
       }
       for (const node of reachable) {
         this.#deadlines
