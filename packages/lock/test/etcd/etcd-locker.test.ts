@@ -4,6 +4,7 @@
  * etcd paused past the TTL) aborting the holder's signal, and typed errors for bad input and for
  * an etcd that does not answer. Each test that stops or pauses etcd has a member of its own.
  */
+import { execFile } from 'node:child_process'
 import { freePort } from '@fencelock/devkit/net'
 import { beforeAll, describe, expect, it } from 'vitest'
 import { InvalidLockOptionError, Locker, LockLostError, LockUnavailableError } from '../../src/index.js'
@@ -163,6 +164,36 @@ describe('the Locker on etcd', () => {
     await (await paused.acquire(unique('e-warm'))).release()
     own.pause()
     try {
+      // The member answers nothing once stopped: a probe's get must go unanswered (in a CI run
+      // the acquire below was granted once, right after the pause; if the member still answers,
+      // the failure says which process listens on its port).
+      const probe = etcdClient(own.endpoint)
+      const answers = () =>
+        Promise.race([
+          probe.get('probe').then(
+            () => true,
+            () => true,
+          ),
+          new Promise<boolean>((resolve) => setTimeout(() => resolve(false), 1_000)),
+        ])
+      for (let tries = 1; await answers(); tries++) {
+        if (tries === 5) {
+          const listening = await new Promise<string>((resolve) =>
+            execFile('ss', ['-ltnp'], (_error, out) =>
+              resolve(
+                String(out)
+                  .split('\n')
+                  .filter((l) => l.includes(`:${own.clientPort} `))
+                  .join('; '),
+              ),
+            ),
+          )
+          throw new Error(
+            `etcd on ${own.endpoint} answered after SIGSTOP of pid ${own.pid}: listening there: ${listening}`,
+          )
+        }
+        own.pause()
+      }
       const stalled = await settle(() => paused.acquire(unique('e-stall'), { waitMs: 1_000 }))
       expect(stalled.error).toBeInstanceOf(LockUnavailableError)
       expect(stalled.ms).toBeLessThan(10_000)
