@@ -142,9 +142,13 @@ describe('quorum mode: the Locker over N clients', () => {
     const lock = await locker.acquire(r)
     expect(typeof lock.token).toBe('bigint')
     const held = await state(r)
-    // Every node answered in time here, so every node holds the same owner id.
-    expect(new Set(held.lock).size).toBe(1)
-    expect(held.lock[0]).toMatch(/^[0-9a-f]{32}$/)
+    // One owner id on every node that granted it, a majority at least: on a loaded machine the
+    // third node's grant may land a moment after the majority was won (or its first check may still
+    // be in flight, so it was not asked).
+    const owners = held.lock.filter((v) => v !== null)
+    expect(owners.length).toBeGreaterThanOrEqual(majorityOf(3))
+    expect(new Set(owners).size).toBe(1)
+    expect(owners[0]).toMatch(/^[0-9a-f]{32}$/)
     expect(held.fence.filter((f) => f !== null && f >= lock.token).length).toBeGreaterThanOrEqual(majorityOf(3))
     // The nodes seeded their counters from their own clocks: the second phase ran (with the restart
     // guard on, LOCK_SCRIPTS.markedRaiseFence: it never brings a counter back onto a node that lost its data).
