@@ -183,6 +183,41 @@ export async function startElection(options: ElectionOptions): Promise<Election>
   }
 }
 
+/**
+ * Freezes (SIGSTOP) a leader that is writing: one with an accepted write of a term above `after`,
+ * still leading once it is quiet — between two of its writes: frozen inside a transaction it would
+ * hold the row lock its successor's write waits for, and a pause would test the database's lock
+ * queue, not the fence. On a busy machine a short lease can be lost before the parent gets to the
+ * leader (its term then writes no more): such a leader is passed over, not frozen, and the next
+ * term is waited for.
+ */
+export async function freezeWritingLeader(
+  election: Election,
+  after: bigint,
+): Promise<{ process: number; term: string }> {
+  let last = after
+  for (;;) {
+    const wrote = await election.waitFor(
+      (m) => m.type === 'wrote' && m.outcome === 'accepted' && BigInt(m.term) > last,
+      'a write of a leader',
+      60_000,
+    )
+    if (wrote.type !== 'wrote') continue
+    last = BigInt(wrote.term)
+    const demoted = (): boolean => election.messages.some((m) => m.type === 'demoted' && m.term === wrote.term)
+    if (demoted()) continue
+    const asked = election.messages.length
+    election.send(wrote.process, { cmd: 'quiet' })
+    await election.waitFor(
+      (m) => election.messages.indexOf(m as never) >= asked && m.type === 'quiet' && m.process === wrote.process,
+      'the leader quiet',
+    )
+    if (demoted()) continue
+    election.freeze(wrote.process)
+    return { process: wrote.process, term: wrote.term }
+  }
+}
+
 /** What the database accepted from the leaders, in the row's commit order. */
 export interface WriteOrderCheck {
   readonly accepted: number
@@ -247,31 +282,8 @@ export async function runElectionChaos(options: {
   try {
     let last = -1n
     while (pauses < options.pauses) {
-      // A leader that is writing: an accepted write of a term above the last one frozen. On a busy
-      // machine a 300 ms lease can be lost before the parent gets to it (its term then writes no
-      // more): such a leader is passed over, not frozen, and the next term is waited for.
-      const leaderWrote = await election.waitFor(
-        (m) => m.type === 'wrote' && m.outcome === 'accepted' && BigInt(m.term) > last,
-        'a write of a leader',
-        60_000,
-      )
-      if (leaderWrote.type !== 'wrote') continue
-      const elected = { process: leaderWrote.process, term: leaderWrote.term }
+      const elected = await freezeWritingLeader(election, last)
       last = BigInt(elected.term)
-      const demoted = (): boolean =>
-        election.messages.some((m) => m.type === 'demoted' && m.term === elected.term)
-      if (demoted()) continue
-      // Freeze it past its lease between two of its writes (frozen inside a transaction it would
-      // hold the row lock its successor's write waits for, and the pause would test the database's
-      // lock queue, not the fence) and wake it while its successor leads.
-      const asked = election.messages.length
-      election.send(elected.process, { cmd: 'quiet' })
-      await election.waitFor(
-        (m) => election.messages.indexOf(m as never) >= asked && m.type === 'quiet' && m.process === elected.process,
-        'the leader quiet',
-      )
-      if (demoted()) continue
-      election.freeze(elected.process)
       pauses++
       // A successor that cannot write within 15 s (counted as `blocked`; a successor waiting for
       // the frozen leader's row lock waits until it is woken) is reported, and the frozen leader is

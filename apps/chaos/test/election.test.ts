@@ -7,7 +7,7 @@
  */
 import { describe, expect, it } from 'vitest'
 import { checkGrants } from '../src/hammer-check.js'
-import { runElectionChaos, startElection } from '../src/election.js'
+import { freezeWritingLeader, runElectionChaos, startElection } from '../src/election.js'
 import type { WorkerMessage } from '../src/election-worker.js'
 
 type Of<T extends WorkerMessage['type']> = Extract<WorkerMessage, { type: T }>
@@ -24,33 +24,13 @@ describe('leader election, three processes', () => {
     const ttlMs = 1_000
     const election = await startElection({ mode: 'lead', ttlMs })
     let end
-    let first: Of<'wrote'> | undefined
+    let first: { process: number; term: string } | undefined
     let second: Of<'elected'>
     try {
-      // The leader to freeze: one that wrote and is still leading once quiet. On a busy machine a
-      // lease can run out before the parent gets to it; that leader is passed over.
-      let last = -1n
-      while (first === undefined) {
-        const wrote = (await election.waitFor(
-          (m) => m.type === 'wrote' && m.outcome === 'accepted' && BigInt(m.term) > last,
-          'a write of a leader',
-          60_000,
-        )) as Of<'wrote'>
-        last = BigInt(wrote.term)
-        const demoted = () => election.messages.some((m) => m.type === 'demoted' && m.term === wrote.term)
-        if (demoted()) continue
-        // Frozen between two of its writes, never inside a transaction (see 'quiet' in election-worker.ts).
-        const asked = election.messages.length
-        election.send(wrote.process, { cmd: 'quiet' })
-        await election.waitFor(
-          (m) => election.messages.indexOf(m as never) >= asked && m.type === 'quiet' && m.process === wrote.process,
-          'the leader quiet',
-        )
-        if (demoted()) continue
-        election.freeze(wrote.process)
-        first = wrote
-      }
-      const frozen = first
+      // The leader to freeze: one that wrote and is still leading once quiet (a leader whose lease
+      // ran out before the parent got to it is passed over).
+      const frozen = await freezeWritingLeader(election, -1n)
+      first = frozen
       second = (await election.waitFor(
         (m) => m.type === 'elected' && BigInt(m.term) > BigInt(frozen.term),
         'a second leader while the first is frozen',
@@ -85,7 +65,7 @@ describe('leader election, three processes', () => {
     } finally {
       end = await election.stop()
     }
-    const firstTerm = (first as Of<'wrote'>).term
+    const firstTerm = (first as { term: string }).term
     expect(BigInt(second.term) > BigInt(firstTerm)).toBe(true)
     const demoted = election.messages.find((m) => m.type === 'demoted' && m.term === firstTerm) as Of<'demoted'>
     expect(demoted.reason).toBe('lost')

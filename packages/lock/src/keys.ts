@@ -77,3 +77,30 @@ export function semaphoreResources(name: string, permits: number): { queue: stri
     permits: Array.from({ length: permits }, (_, i) => `${name}:permit:${i}`),
   }
 }
+
+/** The prefix (after the Locker's) of every read-write lock's keys (family/read-write.ts). */
+export const READ_WRITE_PREFIX = 'rw:'
+
+/** The keys of one read-write lock, all in one hash tag. */
+export interface ReadWriteKeys {
+  readonly writer: string
+  readonly readers: string
+  readonly writers: string
+  readonly writerLeases: string
+  readonly fence: string
+  /** The channel of the releases that may let a waiter in (family/read-write-wakes.ts). */
+  readonly released: string
+}
+
+/** Builds the keys of read-write lock `name` under `prefix` (the Locker's). */
+export function readWriteKeys(prefix: string, name: string): ReadWriteKeys {
+  const base = `${prefix}${READ_WRITE_PREFIX}{${name}}`
+  return {
+    writer: `${base}:writer`,
+    readers: `${base}:readers`,
+    writers: `${base}:writers`,
+    writerLeases: `${base}:writer-leases`,
+    fence: `${base}:fence`,
+    released: `${base}:released`,
+  }
+}

@@ -27,17 +27,11 @@ import {
   type SemaphoreHost,
   type SemaphoreOptions,
 } from './family/semaphore.js'
-import {
-  READ_WRITE_PREFIX,
-  ReadWriteLock,
-  resolveReadWrite,
-  type ReadWriteHost,
-  type ReadWriteOptions,
-} from './family/read-write.js'
+import { ReadWriteLock, resolveReadWrite, type ReadWriteHost, type ReadWriteOptions } from './family/read-write.js'
 import type { ReadWriteHold } from './family/read-write-hold.js'
 import { ReadWriteWakes } from './family/read-write-wakes.js'
 import { Deadlines, withinDeadline } from './deadline.js'
-import { SEMAPHORE_PREFIX } from './keys.js'
+import { READ_WRITE_PREFIX, SEMAPHORE_PREFIX } from './keys.js'
 import type { Lock } from './lock.js'
 import {
   checkResource,

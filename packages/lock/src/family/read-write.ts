@@ -35,6 +35,7 @@ import {
   type TtlFloor,
   type UsingOptions,
 } from '../options.js'
+import { readWriteKeys, type ReadWriteKeys } from '../keys.js'
 import type { Script, ScriptClient } from '../scripts/define-script.js'
 import {
   extendReadScript,
@@ -48,35 +49,8 @@ import {
 import { ReadWriteHold, type HoldCalls, type ReadWriteMode } from './read-write-hold.js'
 import type { ReadWriteWakes } from './read-write-wakes.js'
 
-/** The prefix (after the Locker's) of every read-write lock's keys. */
-export const READ_WRITE_PREFIX = 'rw:'
-
 /** First pause of a blocked read or write before it tries again, in ms. */
 const FIRST_BACKOFF_MS = 2
-
-/** The keys of one read-write lock, all in one hash tag. */
-export interface ReadWriteKeys {
-  readonly writer: string
-  readonly readers: string
-  readonly writers: string
-  readonly writerLeases: string
-  readonly fence: string
-  /** The channel of the releases that may let a waiter in (family/read-write-wakes.ts). */
-  readonly released: string
-}
-
-/** Builds the keys of read-write lock `name` under `prefix` (the Locker's). */
-export function readWriteKeys(prefix: string, name: string): ReadWriteKeys {
-  const base = `${prefix}${READ_WRITE_PREFIX}{${name}}`
-  return {
-    writer: `${base}:writer`,
-    readers: `${base}:readers`,
-    writers: `${base}:writers`,
-    writerLeases: `${base}:writer-leases`,
-    fence: `${base}:fence`,
-    released: `${base}:released`,
-  }
-}
 
 /** A blocked acquire's link to the release messages. */
 interface Waiting {
