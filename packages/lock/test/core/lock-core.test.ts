@@ -17,7 +17,7 @@ import { resolveLeadOptions } from '../../src/election/election-options.js'
 import { Campaign } from '../../src/election/leadership.js'
 import { HeldInContext } from '../../src/family/reentrancy.js'
 import { resolveSemaphore, Semaphore } from '../../src/family/semaphore.js'
-import type { LockEvent } from '../../src/index.js'
+import { LockLostError, type LockEvent } from '../../src/index.js'
 import { resolveLockerOptions, SINGLE_TTL_FLOOR } from '../../src/options.js'
 import { connectShared, unique } from '../support/connections.js'
 import { waitUntil } from '../support/timing.js'
@@ -86,8 +86,22 @@ class CountingBackend implements LockBackend {
   }
 }
 
+/**
+ * A stand-in whose renewals answer late: Redis extends the lease, but the reply is handed over only
+ * once the lease it grants has run out, with the event loop held the whole time (a process frozen
+ * or starved with the reply waiting in its socket, which Node reads before its overdue timers).
+ */
+class LateRenewalBackend extends CountingBackend {
+  override async extend(resource: LockResource, ownerId: string, ttlMs: number, timeoutMs: number) {
+    const validUntil = await super.extend(resource, ownerId, ttlMs, timeoutMs)
+    // The event loop held until the lease is over: no timer runs meanwhile.
+    if (validUntil !== undefined) while (performance.now() <= validUntil + 20) continue
+    return validUntil
+  }
+}
+
 /** A LockCore over a counting stand-in, with its events recorded. */
-function core(prefix: string, reentrant: boolean) {
+function core(prefix: string, reentrant: boolean, late = false) {
   const options = resolveLockerOptions({ prefix, ttlMs: 5_000, waitMs: 5_000 })
   const events = new EventHub()
   const seen: LockEvent[] = []
@@ -101,7 +115,7 @@ function core(prefix: string, reentrant: boolean) {
     backend: (deadlines: Deadlines, listener: BackendListener) => {
       const queueLeaseMs = 3 * options.pollMs + options.commandTimeoutMs
       const inner = new RedisBackend(new IoredisConnection(redis), { ...options, queueLeaseMs }, deadlines, listener)
-      backend = new CountingBackend(inner)
+      backend = late ? new LateRenewalBackend(inner) : new CountingBackend(inner)
       return backend
     },
     context: reentrant ? new HeldInContext() : undefined,
@@ -171,5 +185,24 @@ describe('LockCore over a LockBackend of another kind', () => {
     await campaign.stop()
     expect(main.backend.calls.get('release')).toBeGreaterThanOrEqual(1)
     await Promise.all([main.core.close(performance.now() + 2_000), permits.core.close(performance.now() + 2_000)])
+  })
+})
+
+describe('a renewal whose reply is read after the lease it grants ran out', () => {
+  it('is a lost lock (expired), never an extension: extend() throws LockLostError, the watchdog emits no extended', async () => {
+    const { core: c, seen } = core(unique('fl-core') + ':', false, true)
+    const byHand = await c.acquire(unique('core-late'), { ttlMs: 300, autoExtend: false })
+    await expect(byHand.extend(300)).rejects.toBeInstanceOf(LockLostError)
+    expect(byHand.isHeld()).toBe(false)
+    expect(byHand.signal.reason).toMatchObject({ reason: 'expired' })
+    const watched = await c.acquire(unique('core-late'), { ttlMs: 300, autoExtend: true })
+    await waitUntil(() => watched.signal.aborted, { timeoutMs: 5_000, what: 'the watched lock lost' })
+    expect(watched.signal.reason).toMatchObject({ reason: 'expired' })
+    expect(seen.filter((e) => e.type === 'extended')).toEqual([])
+    expect(seen.filter((e) => e.type === 'lost').map((e) => (e as { reason: string }).reason)).toEqual([
+      'expired',
+      'expired',
+    ])
+    await c.close(performance.now() + 2_000)
   })
 })
