@@ -2,7 +2,7 @@
 // etcd3 package's Lock, as ratios, with the etcd requests per acquire+release, and ours on etcd
 // against ours on Redis where the same run measured Redis too.
 import type { ContendedResult, UncontendedResult } from './lock-child.js'
-import { total, type EtcdContendedResult, type EtcdReport, type RequestCounts } from './etcd-lock.js'
+import { total, type EtcdContendedResult, type EtcdElectionResult, type EtcdReport, type RequestCounts } from './etcd-lock.js'
 import { median, quantile } from './support/stats.js'
 
 /** What the rest of the run measured on Redis (our Locker's rows), for the etcd/Redis ratio. */
@@ -70,6 +70,32 @@ export function renderEtcdReport(etcd: EtcdReport, redis: RedisRows | undefined)
       const o = line('ours', co.filter((r) => r.contender === 'ours'))
       const a = line('etcd3 Lock (polls)', co.filter((r) => r.contender === 'etcd3-lock'))
       out.push('', `Ours/anchor: grants/s ${ratio(o.rate, a.rate)}, wait p99 ${ratio(o.p99, a.p99)} (below 1 is better), requests per grant ${ratio(o.req, a.req)}.`, '')
+    }
+  }
+  const el = etcd.election ?? []
+  if (el.length > 0) {
+    const e = p.election
+    out.push(
+      `**Leader handovers** (\`lead()\` against etcd3's \`Election\`): ${e.candidates} candidates campaign for one election; the leader holds its term ${e.holdMs} ms, resigns (ours \`leadership.stop()\`, etcd3 \`campaign.resign()\`) and campaigns again at the back of the line; ${e.rounds} round(s) of ${e.durationMs / 1000} s. A handover is the time from the resignation call to the next leader's \`elected\`. Ours: one Locker per candidate (its own lease, kept across terms), a new \`lead()\` per campaign; etcd3: a new \`campaign()\` per campaign (a lease of its own each time, revoked by \`resign()\`). Overlaps: an \`elected\` while another candidate still led; out of order: a term not above the one before (ours the term, etcd3 the campaign key's revision).`,
+      '',
+    )
+    for (const members of p.members) {
+      const rows = el.filter((r) => r.members === members)
+      if (rows.length === 0) continue
+      out.push(`**Handovers, ${members} member(s)**`, '')
+      out.push('| contender | terms/s | handover p50 ms | handover p99 ms | fewest/most terms per candidate | overlaps | out of order | requests per term |', '|---|---|---|---|---|---|---|---|')
+      const line = (label: string, list: EtcdElectionResult[]) => {
+        const req = perOp(list.map((r) => r.requests), sumOf(list, 'terms'))
+        const rate = median(list.map((r) => (r.terms / r.elapsedMs) * 1000))
+        const p99 = median(list.map((r) => r.handoverP99Ms))
+        out.push(
+          `| ${label} | ${fmt(rate)} | ${fmt(median(list.map((r) => r.handoverP50Ms)), 1)} | ${fmt(p99, 1)} | ${list.map((r) => `${r.fewest}/${r.most}`).join(', ')} | ${sumOf(list, 'overlaps')} | ${sumOf(list, 'termsOutOfOrder')} | ${fmt(req.total, 2)} (${req.by}) |`,
+        )
+        return { rate, p99, req: req.total }
+      }
+      const o = line('ours `lead()`', rows.filter((r) => r.contender === 'ours'))
+      const a = line('etcd3 `Election`', rows.filter((r) => r.contender === 'etcd3-election'))
+      out.push('', `Ours/anchor: terms/s ${ratio(o.rate, a.rate)}, handover p99 ${ratio(o.p99, a.p99)} (below 1 is better), requests per term ${ratio(o.req, a.req)}.`, '')
     }
   }
   if (redis) {

@@ -10,13 +10,14 @@
 // per acquire+release. On this loaded machine the counts are firm, the times are not.
 import { get } from 'node:http'
 import { setTimeout as sleep } from 'node:timers/promises'
-import { Locker } from '@fencelock/lock'
+import { randomUUID } from 'node:crypto'
+import { Locker, type Leadership } from '@fencelock/lock'
 import { startEtcdCluster, type EtcdCluster } from '@fencelock/devkit/etcd-server'
-import { Etcd3, EtcdLockFailedError } from 'etcd3'
+import { Etcd3, EtcdLockFailedError, type Campaign } from 'etcd3'
 import { quantile } from './support/stats.js'
 
 /** The etcd scenarios' names, as `--scenarios` takes them. */
-export const ETCD_SCENARIOS = ['etcd-uncontended', 'etcd-contended'] as const
+export const ETCD_SCENARIOS = ['etcd-uncontended', 'etcd-contended', 'etcd-election'] as const
 export type EtcdScenario = (typeof ETCD_SCENARIOS)[number]
 
 export type EtcdContenderId = 'ours' | 'etcd3-lock'
@@ -26,6 +27,8 @@ export interface EtcdPlan {
   members: number[]
   uncontended: { workers: number[]; warmupMs: number; durationMs: number; rounds: number }
   contended: { workers: number; holdMs: number; warmupMs: number; durationMs: number; rounds: number; anchorRetryMs: number }
+  /** Handovers: `candidates` campaign for one election; each leader resigns after `holdMs` and campaigns again. */
+  election: { candidates: number; holdMs: number; warmupMs: number; durationMs: number; rounds: number }
   ttlSeconds: number
   /** Where the members' data directories were (the tmpfs). */
   dataDir: string
@@ -65,17 +68,47 @@ export interface EtcdContendedResult {
   requests: RequestCounts
 }
 
+export type EtcdElectionContenderId = 'ours' | 'etcd3-election'
+
+export interface EtcdElectionResult {
+  scenario: 'etcd-election'
+  contender: EtcdElectionContenderId
+  members: number
+  candidates: number
+  round: number
+  /** Terms begun in the counted window. */
+  terms: number
+  elapsedMs: number
+  /** From the leader's resignation (the call) to the next leader's `elected`, ms. */
+  handoverP50Ms: number
+  handoverP99Ms: number
+  /** Terms per candidate in the window: fewest and most. */
+  fewest: number
+  most: number
+  /** An `elected` while another candidate still led (must be 0). */
+  overlaps: number
+  /** A term not above the one before it (must be 0). */
+  termsOutOfOrder: number
+  requests: RequestCounts
+}
+
 export interface EtcdReport {
   plan: EtcdPlan
   etcdVersion: string
   uncontended: EtcdUncontendedResult[]
   contended: EtcdContendedResult[]
+  election: EtcdElectionResult[]
   failures: string[]
 }
 
 export const ETCD_CONTENDERS: ReadonlyArray<{ id: EtcdContenderId; label: string }> = [
   { id: 'ours', label: 'ours: `new Locker(etcd3Client)`' },
   { id: 'etcd3-lock', label: 'anchor: etcd3 `client.lock(name)`' },
+]
+
+export const ETCD_ELECTION_CONTENDERS: ReadonlyArray<{ id: EtcdElectionContenderId; label: string }> = [
+  { id: 'ours', label: 'ours: `locker.lead(name)`' },
+  { id: 'etcd3-election', label: 'anchor: etcd3 `client.election(name).campaign(value)`' },
 ]
 
 /** A lock taken: its release. */
@@ -260,6 +293,158 @@ async function contended(cluster: EtcdCluster, id: EtcdContenderId, plan: EtcdPl
 }
 
 /**
+ * One candidate of the election rows: `campaignOnce()` campaigns and resolves with the term once
+ * elected (undefined if `resign()` came first); `resign()` ends the campaign (giving up the term
+ * if leading) and resolves once the library says it has.
+ */
+interface Candidate {
+  campaignOnce(): Promise<bigint | undefined>
+  resign(): Promise<void>
+  close(): Promise<void>
+}
+
+/** Ours: one Locker per candidate (its own lease, as one process has), a new `lead()` per campaign. */
+function oursCandidate(client: Etcd3, name: string, ttlSeconds: number): Candidate {
+  const locker = new Locker(client, { ttlMs: ttlSeconds * 1000 })
+  let current: Leadership | undefined
+  let pending: ((term: bigint | undefined) => void) | undefined
+  const resign = async () => {
+    pending?.(undefined)
+    pending = undefined
+    await current?.stop()
+  }
+  return {
+    campaignOnce: () =>
+      new Promise((resolve, reject) => {
+        pending = resolve
+        current = locker.lead(name, {
+          onElected: (term) => {
+            pending = undefined
+            resolve(term)
+          },
+          onDemoted: (reason) => {
+            if (reason !== 'stopped') reject(new Error(`ours: a leader demoted (${reason}) without resigning`))
+          },
+        })
+      }),
+    resign,
+    close: async () => {
+      await resign()
+      await locker.close()
+    },
+  }
+}
+
+/**
+ * The anchor: etcd3's Election. A campaign grants a lease of its own, creates its key and waits for
+ * every earlier key's deletion; `resign()` revokes the lease. The term checked is the campaign's
+ * key revision, which etcd3 keeps in a field it does not declare (read for the order check only).
+ */
+function anchorCandidate(client: Etcd3, name: string, ttlSeconds: number, fail: (error: unknown) => void): Candidate {
+  const election = client.election(name, ttlSeconds)
+  let current: Campaign | undefined
+  let pending: ((term: bigint | undefined) => void) | undefined
+  const resign = async () => {
+    pending?.(undefined)
+    pending = undefined
+    await current?.resign()
+  }
+  return {
+    campaignOnce: () =>
+      new Promise((resolve) => {
+        pending = resolve
+        const campaign = election.campaign(randomUUID())
+        current = campaign
+        campaign.on('error', fail)
+        campaign.on('elected', () => {
+          pending = undefined
+          const revision = (campaign as unknown as { keyRevision?: unknown }).keyRevision
+          resolve(typeof revision === 'string' || typeof revision === 'number' ? BigInt(revision) : -1n)
+        })
+      }),
+    resign,
+    close: resign,
+  }
+}
+
+/**
+ * Handovers: every candidate campaigns for one election; the leader holds its term `holdMs`, then
+ * resigns and campaigns again at the back of the line. A handover is the time from the leader's
+ * resignation (the call) to the next leader's `elected`.
+ */
+async function election(cluster: EtcdCluster, id: EtcdElectionContenderId, plan: EtcdPlan, round: number, name: string): Promise<EtcdElectionResult> {
+  const client = new Etcd3({ hosts: [...cluster.endpoints] })
+  const p = plan.election
+  let failure: unknown
+  const fail = (error: unknown) => (failure ??= error)
+  const candidates = Array.from({ length: p.candidates }, () =>
+    id === 'ours' ? oursCandidate(client, name, plan.ttlSeconds) : anchorCandidate(client, name, plan.ttlSeconds, fail),
+  )
+  try {
+    let counting = false
+    let stop = false
+    let leader: number | undefined
+    let resignedAt: number | undefined
+    let lastTerm: bigint | undefined
+    let overlaps = 0
+    let termsOutOfOrder = 0
+    let terms = 0
+    const handovers: number[] = []
+    const perCandidate = new Array<number>(p.candidates).fill(0)
+    const loop = async (i: number) => {
+      const c = candidates[i]!
+      while (!stop) {
+        if (failure !== undefined) throw failure
+        const term = await c.campaignOnce()
+        if (term === undefined) continue
+        const now = performance.now()
+        if (leader !== undefined) overlaps++
+        leader = i
+        if (lastTerm !== undefined && term <= lastTerm) termsOutOfOrder++
+        lastTerm = term
+        if (counting) {
+          terms++
+          perCandidate[i]!++
+          if (resignedAt !== undefined) handovers.push(now - resignedAt)
+        }
+        await sleep(p.holdMs)
+        leader = undefined
+        resignedAt = performance.now()
+        await c.resign()
+      }
+    }
+    const { elapsedMs, requests } = await countedWindow(cluster, p, Array.from({ length: p.candidates }, (_, i) => loop(i)), {
+      count: (on) => (counting = on),
+      stop: () => {
+        stop = true
+        // Candidates still waiting are woken by their resignation (the leader resigns by itself).
+        for (const c of candidates) void c.resign().catch(fail)
+      },
+    })
+    if (failure !== undefined) throw failure
+    return {
+      scenario: 'etcd-election',
+      contender: id,
+      members: cluster.members.length,
+      candidates: p.candidates,
+      round,
+      terms,
+      elapsedMs,
+      handoverP50Ms: handovers.length > 0 ? quantile(handovers, 0.5) : NaN,
+      handoverP99Ms: handovers.length > 0 ? quantile(handovers, 0.99) : NaN,
+      fewest: Math.min(...perCandidate),
+      most: Math.max(...perCandidate),
+      overlaps,
+      termsOutOfOrder,
+      requests,
+    }
+  } finally {
+    await Promise.allSettled(candidates.map((c) => c.close()))
+    client.close()
+  }
+}
+
+/**
  * The measured window of a run: the workers (already looping) warm up for `warmupMs`, then count for
  * `durationMs` between two snapshots of the cluster's request counters, then stop; resolves once
  * every worker has ended.
@@ -316,7 +501,7 @@ export interface EtcdRunHooks {
  * (spawned with their data on `plan.dataDir`, stopped by PID before it returns).
  */
 export async function runEtcdScenarios(scenarios: readonly EtcdScenario[], plan: EtcdPlan, runId: string, hooks: EtcdRunHooks): Promise<EtcdReport> {
-  const report: EtcdReport = { plan, etcdVersion: '', uncontended: [], contended: [], failures: [] }
+  const report: EtcdReport = { plan, etcdVersion: '', uncontended: [], contended: [], election: [], failures: [] }
   // The devkit spawner puts each member's directory in os.tmpdir(): point it at the tmpfs.
   const savedTmp = process.env.TMPDIR
   process.env.TMPDIR = plan.dataDir
@@ -361,6 +546,17 @@ export async function runEtcdScenarios(scenarios: readonly EtcdScenario[], plan:
               if (!res) continue
               hooks.log(`etcd-contended N=${size} ${c.id}: ${Math.round((res.acquisitions / res.elapsedMs) * 1000)} acq/s, wait p99 ${res.waitP99Ms.toFixed(1)} ms, grants ${res.fewest}-${res.most}, overlaps ${res.overlaps}, ${(total(res.requests) / Math.max(1, res.acquisitions)).toFixed(2)} requests/grant`)
               report.contended.push(res)
+            }
+          }
+        }
+        if (scenarios.includes('etcd-election')) {
+          for (let r = 0; r < plan.election.rounds; r++) {
+            for (const c of rotated(ETCD_ELECTION_CONTENDERS, r)) {
+              if (hooks.interrupted()) break
+              const res = await measure(`etcd-election N=${size} ${c.id}`, () => election(cluster, c.id, plan, r, `bench-${runId}-${n++}`))
+              if (!res) continue
+              hooks.log(`etcd-election N=${size} ${c.id}: ${Math.round((res.terms / res.elapsedMs) * 1000)} terms/s, handover p50 ${res.handoverP50Ms.toFixed(1)} ms p99 ${res.handoverP99Ms.toFixed(1)} ms, terms ${res.fewest}-${res.most} per candidate, overlaps ${res.overlaps}, out of order ${res.termsOutOfOrder}, ${(total(res.requests) / Math.max(1, res.terms)).toFixed(2)} requests/term`)
+              report.election.push(res)
             }
           }
         }

@@ -9,9 +9,9 @@
 //   npm run bench:lock -- --quick --no-write smoke run (~4 min), file untouched
 //   npm run bench:lock -- --scenarios quorum-uncontended,quorum-contended,quorum-degraded,quorum-majority-down
 //                                            the quorum part alone (~15 min)
-//   npm run bench:lock -- --scenarios etcd-uncontended,etcd-contended --quiet-below 0
+//   npm run bench:lock -- --scenarios etcd-uncontended,etcd-contended,etcd-election --quiet-below 0
 //                                            the etcd rows alone (issue 36, bench/etcd-lock.ts): ours
-//                                            on etcd against etcd3's Lock, 1 and 3 members (~6 min)
+//                                            on etcd against etcd3's Lock and Election, 1 and 3 members (~8 min)
 //   options: --rounds N  --contended-rounds N  --contenders raw,ours  --scenarios contended,fair
 //            --quorum-nodes 3,5 (quorum-uncontended node counts)  --degraded-seconds 60 (the
 //            window with 2 of 5 servers down)  --down-try-seconds 30 (3 of 5 down: when to give
@@ -272,6 +272,13 @@ const ETCD_PLAN: EtcdPlan = {
     durationMs: quick ? 2_000 : 5_000,
     rounds: args['contended-rounds'] ?? args.rounds ?? (quick ? 1 : 3),
     anchorRetryMs: 5,
+  },
+  election: {
+    candidates: 3,
+    holdMs: 1,
+    warmupMs: quick ? 300 : 1_000,
+    durationMs: quick ? 2_000 : 5_000,
+    rounds: args['contended-rounds'] ?? args.rounds ?? (quick ? 1 : 3),
   },
   ttlSeconds: TTL_MS / 1000,
   dataDir: '/dev/shm',
