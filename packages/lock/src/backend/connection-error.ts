@@ -7,9 +7,10 @@
  * `CLIENT KILL`) is reconnected by the client and tried again.
  */
 export class ConnectionDownError extends Error {
-  constructor(lastError: Error | undefined) {
+  /** @param store the store named in the message (`Redis`, `etcd`). */
+  constructor(lastError: Error | undefined, store = 'Redis') {
     super(
-      `the connection to Redis is down${lastError ? ` (${lastError.message})` : ''}`,
+      `the connection to ${store} is down${lastError ? ` (${lastError.message})` : ''}`,
       lastError ? { cause: lastError } : undefined,
     )
     this.name = 'ConnectionDownError'

@@ -25,9 +25,7 @@ import { ConnectionDownError } from '../backend/connection-error.js'
  */
 export class EtcdDownError extends ConnectionDownError {
   constructor(cause: Error) {
-    super(cause)
-    // The Redis wording of the base class, said of etcd.
-    this.message = `the connection to etcd is down (${cause.message})`
+    super(cause, 'etcd')
     this.name = 'EtcdDownError'
   }
 }
