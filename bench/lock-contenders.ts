@@ -13,6 +13,8 @@ import { pathToFileURL } from 'node:url'
 import { resolve } from 'node:path'
 import { LOCK_SCRIPTS, Locker, resourceKeys } from '@fencelock/lock'
 import type { Redis } from 'ioredis'
+import { Redis as Valkey } from 'iovalkey'
+import { createClient } from 'redis'
 import { Mutex, RedlockMutex } from 'redis-semaphore'
 import Redlock from 'redlock'
 
@@ -228,6 +230,108 @@ function oursContender(id: string, label: string, layout: LockContender['layout'
   }
 }
 
+// --- the other clients (issue 37): ours and the raw floor on node-redis and on iovalkey ---------
+
+/**
+ * A client of another library on the same redis-server as the harness's ioredis connection
+ * (default options but the address): `setNx` sends `SET key owner PX ttl NX`, `evalSha` the raw
+ * release, `locker` the Locker on it. Closed by `close()`.
+ */
+interface OtherClient {
+  setNx(key: string, owner: string, ttlMs: number): Promise<boolean>
+  scriptLoad(lua: string): Promise<string>
+  evalSha(sha: string, key: string, arg: string): Promise<unknown>
+  locker(options: { ttlMs: number; waitMs?: number }): Locker
+  close(): Promise<void>
+}
+
+type ClientLibrary = 'node-redis' | 'iovalkey'
+
+async function otherClient(library: ClientLibrary, redis: Redis): Promise<OtherClient> {
+  const { host, port } = redis.options
+  if (library === 'node-redis') {
+    const client = createClient({ socket: { host, port } })
+    client.on('error', () => {})
+    await client.connect()
+    return {
+      setNx: async (key, owner, ttlMs) => (await client.set(key, owner, { expiration: { type: 'PX', value: ttlMs }, condition: 'NX' })) === 'OK',
+      scriptLoad: (lua) => client.scriptLoad(lua),
+      evalSha: (sha, key, arg) => client.evalSha(sha, { keys: [key], arguments: [arg] }),
+      locker: (options) => new Locker(client, options),
+      close: async () => void (await client.quit()),
+    }
+  }
+  const client = new Valkey({ host, port })
+  client.on('error', () => {})
+  await new Promise<void>((resolve, reject) => {
+    client.once('ready', resolve)
+    client.once('error', reject)
+  })
+  return {
+    setNx: async (key, owner, ttlMs) => (await client.set(key, owner, 'PX', ttlMs, 'NX')) === 'OK',
+    scriptLoad: async (lua) => (await client.script('LOAD', lua)) as string,
+    evalSha: (sha, key, arg) => client.evalsha(sha, 1, key, arg),
+    locker: (options) => new Locker(client, options),
+    close: async () => void (await client.quit()),
+  }
+}
+
+/** The raw floor (as `raw`) on another client library. */
+function rawOnClient(library: ClientLibrary): LockContender {
+  return {
+    id: `raw-${library}`,
+    label: `raw SET NX PX + EVALSHA del on ${library}`,
+    notes: { contended: `retries a held key every ${RAW_RETRY_MS} ms (a polling floor, not a library)` },
+    targets: false,
+    scenarios: ['uncontended', 'contended'],
+    layout: 'shared',
+    async create({ redis, ttlMs }) {
+      const client = await otherClient(library, redis)
+      const sha = await client.scriptLoad(RAW_RELEASE_LUA)
+      const prefix = randomBytes(8).toString('hex')
+      let n = 0
+      return {
+        async acquire(key) {
+          for (;;) {
+            const owner = `${prefix}:${++n}`
+            if (await client.setNx(key, owner, ttlMs)) return () => client.evalSha(sha, key, owner)
+            await sleep(RAW_RETRY_MS)
+          }
+        },
+        close: () => client.close(),
+      }
+    },
+  }
+}
+
+/** Ours (as `ours`: one Locker, defaults but the lease and the wait) on another client library. */
+function oursOnClient(library: ClientLibrary): LockContender {
+  return {
+    id: `ours-${library}`,
+    label: `ours (1 Locker) on ${library}`,
+    targets: false,
+    scenarios: ['uncontended', 'contended'],
+    layout: 'shared',
+    async create({ redis, ttlMs, waitMs }) {
+      const client = await otherClient(library, redis)
+      const locker = client.locker(waitMs === undefined ? { ttlMs } : { ttlMs, waitMs })
+      return {
+        async acquire(key) {
+          const lock = await locker.acquire(key)
+          return () => lock.release()
+        },
+        async close() {
+          await locker.close()
+          await client.close()
+        },
+      }
+    },
+  }
+}
+
+/** The client libraries of the per-client rows, beside ioredis (`raw`, `ours`). */
+export const OTHER_CLIENTS: readonly ClientLibrary[] = ['node-redis', 'iovalkey']
+
 // --- quorum mode (issue 15): N independent redis-servers, one connection to each -------------
 
 /** redis-semaphore's RedlockMutex, one per acquisition as its README does. */
@@ -313,6 +417,8 @@ export const CONTENDERS: readonly LockContender[] = [
   oursContender('ours-20', 'ours (20 Lockers)', 'per-worker', ['contended']),
   // The fair queue across processes under long holds (issue 13's starvation case).
   oursContender('ours-18', 'ours (18 Lockers)', 'per-worker', ['fair']),
+  // The same two on the other client libraries (issue 37): is ours as close to the floor on each?
+  ...OTHER_CLIENTS.flatMap((library) => [rawOnClient(library), oursOnClient(library)]),
   semaphoreContender('semaphore-18', 'redis-semaphore 5.8 Mutex (18 connections)', 'per-worker', ['fair']),
   // Quorum mode: the anchors, then ours.
   semaphoreRedlock,

@@ -45,6 +45,7 @@ import { renderQuorumReport } from './lock-quorum-report.js'
 import { renderReport, type Report } from './lock-report.js'
 import { ETCD_SCENARIOS, runEtcdScenarios, type EtcdPlan, type EtcdReport, type EtcdScenario } from './etcd-lock.js'
 import { renderEtcdReport } from './etcd-lock-report.js'
+import { renderClientReport } from './lock-clients-report.js'
 import { measureScriptCosts, type ScriptCost } from './lock-script-costs.js'
 import { writeMarkedSection } from './support/docs-section.js'
 import { cpuBusyShare, loadAverage, machineInfo } from './support/machine.js'
@@ -71,6 +72,7 @@ const CLI: CliSpec = {
     'no-script-costs': { type: 'boolean', description: "skip the per-script INFO commandstats probe" },
     'etcd-members': { type: 'string', value: '<n,m>', description: 'etcd scenarios: member counts, each 1, 3 or 5 (data on tmpfs)', default: '1,3' },
     'write-etcd-only': { type: 'boolean', description: 'write only the etcd section of docs/BENCHMARKS.md (a partial Redis run leaves its section alone)' },
+    'write-clients-only': { type: 'boolean', description: 'write only the per-client section of docs/BENCHMARKS.md (the node-redis and iovalkey rows; a partial run leaves the main section alone)' },
     'no-family': {
       type: 'boolean',
       description: "skip the lock family's rows at the end (bench/lock-family.bench.ts, as npm run bench:lock-family; skipped too when --scenarios names a part)",
@@ -117,6 +119,7 @@ const args = commandLineOrExit(CLI, process.argv.slice(2), (values) => {
     etcdScenarios: scenarios.filter(isEtcdScenario),
     'etcd-members': etcdMembers?.map(Number),
     'write-etcd-only': values['write-etcd-only'] === true,
+    'write-clients-only': values['write-clients-only'] === true,
     'no-script-costs': values['no-script-costs'] === true,
     family: values['no-family'] !== true && values.scenarios === undefined,
     'cpu-prof': stringFlag(values, 'cpu-prof'),
@@ -140,16 +143,40 @@ function publish(report: Report): void {
   if (redisRan) console.log(markdown)
   const etcd = report.etcd ? renderEtcdSection(report) : undefined
   if (etcd) console.log(etcd)
+  const clientTables = renderClientReport(report)
+  const clients = clientTables === '' ? undefined : renderClientsSection(report, clientTables)
+  if (clients) console.log(clients)
   if (args['no-write']) return
   const file = join(root, 'docs', 'BENCHMARKS.md')
-  if (redisRan && !args['write-etcd-only']) {
+  if (redisRan && !args['write-etcd-only'] && !args['write-clients-only']) {
     writeMarkedSection(file, 'bench:lock', markdown)
     console.error('[bench:lock] written to docs/BENCHMARKS.md')
+  }
+  if (clients) {
+    writeMarkedSection(file, 'bench:lock-clients', clients)
+    console.error('[bench:lock] per-client rows written to docs/BENCHMARKS.md')
   }
   if (etcd) {
     writeMarkedSection(file, 'bench:lock-etcd', etcd)
     console.error("[bench:lock] etcd rows written to docs/BENCHMARKS.md")
   }
+}
+
+/** The per-client rows' section (issue 37): its own heading, command, machine and load, then the tables. */
+function renderClientsSection(report: Report, tables: string): string {
+  const { machine } = report
+  const date = report.startedAt.replace('T', ' ').replace(/\.\d+Z$/, ' UTC')
+  return [
+    '## Lock on each client library: node-redis and iovalkey beside ioredis (issue 37)',
+    '',
+    ...(report.quick ? ['> **Smoke run (`--quick`)**: short windows, one round. Not a result.', ''] : []),
+    `- Command: \`${report.command}\`${report.command.startsWith('npm ') ? ' (builds the packages, then runs `node --import tsx bench/lock.bench.ts`)' : ' (the packages built beforehand)'}; the contenders are in bench/lock-contenders.ts`,
+    `- Date: ${date}`,
+    `- Machine: ${machine.nproc} × ${machine.cpuModel}, ${machine.totalMemGiB} GiB RAM, ${machine.os}; Node ${machine.node}; redis-server ${machine.redisServer}`,
+    `- Load average (1, 5, 15 min): ${report.loadAtStart} at start, ${report.loadAtEnd} at the end; 1-min load at the start of each measurement ${report.loads.length > 0 ? `${Math.min(...report.loads).toFixed(2)}–${Math.max(...report.loads).toFixed(2)}` : '—'}`,
+    '',
+    tables,
+  ].join('\n')
 }
 
 /** The etcd rows' section: its own heading, command, machine and load, then the tables. */
