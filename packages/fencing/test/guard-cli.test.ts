@@ -75,6 +75,22 @@ describe('fencelock-guard: the command line', () => {
     })
   })
 
+  it('--no-token-path prints the guard without the token path (with --upgrade too); with --prisma-model it is a bad command line', () => {
+    const project = invoiceProject()
+    projects.push(project)
+    const flags = ['--table', 'Invoice', '--column', 'fenceToken', '--key', 'id', '--no-token-path']
+    const options = { table: 'Invoice', column: 'fenceToken', key: 'id', tokenPath: false }
+    expect(guardIn(project, ...flags)).toEqual({ code: 0, stdout: fenceGuardSql(options), stderr: '' })
+    expect(runGuardCli([...flags, '--upgrade'], project)).toEqual({ code: 0, stdout: fenceGuardUpgradeSql(options), stderr: '' })
+    // Not the default's SQL: no BEFORE row trigger, the statement trigger that refuses a token instead.
+    expect(fenceGuardSql(options)).not.toEqual(fenceGuardSql({ table: 'Invoice', column: 'fenceToken', key: 'id' }))
+    expect(fenceGuardSql(options)).toMatch(/FOR EACH STATEMENT WHEN/)
+    const bad = runGuardCli([...flags, '--prisma-model'], project)
+    expect(bad.code).toBe(2)
+    expect(bad.stdout).toBe('')
+    expect(bad.stderr).toMatch(/--no-token-path and --prisma-model do not go together/)
+  })
+
   it('checks every name against the schema in every mode: a misspelt column, key or table, a fence that is no BigInt (exit 2, nothing printed or written)', () => {
     const project = invoiceProject()
     projects.push(project)

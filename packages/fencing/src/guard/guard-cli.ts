@@ -42,6 +42,11 @@ Options:
   --migrations-dir <path>  the migrations folder; default prisma/migrations
   --strict               the strict guard: a write of the table that carries no fencing token is
                          refused (with --upgrade: made strict; an upgrade without it is not strict)
+  --no-token-path        for a table written only through the Prisma extension (or by SQL that sets
+                         the fence itself): no token path, so no BEFORE row trigger, and an UPDATE or
+                         DELETE costs what it costs unguarded; a write under a transaction's token
+                         (withFence, raw SQL on a $fenced view) is refused (FL005). With --upgrade:
+                         the upgraded guard has no token path (an upgrade without it has one)
   --prisma-model         print the tombstone table's model for schema.prisma instead of SQL
   --write                with --prisma-model: append the model to the schema file (after a blank
                          line), once; prints what it did
@@ -61,6 +66,7 @@ const FLAGS = {
   name: { type: 'string' },
   upgrade: { type: 'boolean' },
   strict: { type: 'boolean' },
+  'no-token-path': { type: 'boolean' },
   'prisma-model': { type: 'boolean' },
   write: { type: 'boolean' },
   migration: { type: 'string' },
@@ -95,11 +101,13 @@ export function runGuardCli(argv: readonly string[], cwd: string = process.cwd()
   if (values['migrations-dir'] !== undefined && values.migration === undefined) return usage('--migrations-dir goes with --migration <name>')
   if (values.migration !== undefined && !MIGRATION_NAME.test(values.migration)) return usage(`invalid --migration: must be 1-200 letters, digits or _ (got ${JSON.stringify(values.migration)})`)
   if (values.strict === true && values['prisma-model'] === true) return usage('--strict and --prisma-model do not go together')
+  if (values['no-token-path'] === true && values['prisma-model'] === true) return usage('--no-token-path and --prisma-model do not go together: the model is the same either way')
   const key = (values.key as string).split(',').map((k) => k.trim())
   const options: FenceGuardOptions = { table: values.table as string, column: values.column as string, key: key.length === 1 ? (key[0] as string) : key }
   if (values.schema !== undefined) options.schema = values.schema
   if (values.name !== undefined) options.name = values.name
   if (values.strict === true) options.strict = true
+  if (values['no-token-path'] === true) options.tokenPath = false
   try {
     // The schema: required for --prisma-model, and the names are checked against it in every mode.
     const schemaPath = resolve(cwd, values['schema-file'] ?? 'prisma/schema.prisma')
