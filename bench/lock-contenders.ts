@@ -88,6 +88,26 @@ const RAW_RELEASE_LUA = `if redis.call('GET', KEYS[1]) == ARGV[1] then return re
 /** How often the raw loop retries a held key (contended run only). */
 const RAW_RETRY_MS = 1
 
+/**
+ * The raw loop over a client's `SET NX PX` and its `EVALSHA` of the compare-and-delete: owner ids
+ * unique per process and per grant (the raw limit skips the cost of a random owner id); a held key
+ * is tried again every {@link RAW_RETRY_MS}.
+ */
+function rawLoop(setNx: (key: string, owner: string) => Promise<boolean>, release: (key: string, owner: string) => Promise<unknown>, close: () => Promise<void>): ContenderInstance {
+  const prefix = randomBytes(8).toString('hex')
+  let n = 0
+  return {
+    async acquire(key) {
+      for (;;) {
+        const owner = `${prefix}:${++n}`
+        if (await setNx(key, owner)) return () => release(key, owner)
+        await sleep(RAW_RETRY_MS)
+      }
+    },
+    close,
+  }
+}
+
 const raw: LockContender = {
   id: 'raw',
   label: 'raw SET NX PX + EVALSHA del',
@@ -97,19 +117,11 @@ const raw: LockContender = {
   layout: 'shared',
   async create({ redis, ttlMs }) {
     const sha = (await redis.script('LOAD', RAW_RELEASE_LUA)) as string
-    // Unique per process and per grant; the raw limit skips the cost of a random owner id.
-    const prefix = randomBytes(8).toString('hex')
-    let n = 0
-    return {
-      async acquire(key) {
-        for (;;) {
-          const owner = `${prefix}:${++n}`
-          if ((await redis.set(key, owner, 'PX', ttlMs, 'NX')) === 'OK') return () => redis.evalsha(sha, 1, key, owner)
-          await sleep(RAW_RETRY_MS)
-        }
-      },
-      async close() {},
-    }
+    return rawLoop(
+      async (key, owner) => (await redis.set(key, owner, 'PX', ttlMs, 'NX')) === 'OK',
+      (key, owner) => redis.evalsha(sha, 1, key, owner),
+      async () => {},
+    )
   },
 }
 
@@ -288,18 +300,11 @@ function rawOnClient(library: ClientLibrary): LockContender {
     async create({ redis, ttlMs }) {
       const client = await otherClient(library, redis)
       const sha = await client.scriptLoad(RAW_RELEASE_LUA)
-      const prefix = randomBytes(8).toString('hex')
-      let n = 0
-      return {
-        async acquire(key) {
-          for (;;) {
-            const owner = `${prefix}:${++n}`
-            if (await client.setNx(key, owner, ttlMs)) return () => client.evalSha(sha, key, owner)
-            await sleep(RAW_RETRY_MS)
-          }
-        },
-        close: () => client.close(),
-      }
+      return rawLoop(
+        (key, owner) => client.setNx(key, owner, ttlMs),
+        (key, owner) => client.evalSha(sha, key, owner),
+        () => client.close(),
+      )
     },
   }
 }

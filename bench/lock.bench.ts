@@ -162,40 +162,38 @@ function publish(report: Report): void {
   }
 }
 
-/** The per-client rows' section (issue 37): its own heading, command, machine and load, then the tables. */
-function renderClientsSection(report: Report, tables: string): string {
+/**
+ * The head of a section of its own (the per-client and the etcd rows): heading, smoke-run warning,
+ * command, date, machine (`engine` names the store's version) and load.
+ */
+function sectionHead(report: Report, heading: string, where: string, engine: string): string[] {
   const { machine } = report
   const date = report.startedAt.replace('T', ' ').replace(/\.\d+Z$/, ' UTC')
+  const loads = report.loads.length > 0 ? `${Math.min(...report.loads).toFixed(2)}–${Math.max(...report.loads).toFixed(2)}` : '—'
   return [
-    '## Lock on each client library: node-redis and iovalkey beside ioredis (issue 37)',
+    heading,
     '',
     ...(report.quick ? ['> **Smoke run (`--quick`)**: short windows, one round. Not a result.', ''] : []),
-    `- Command: \`${report.command}\`${report.command.startsWith('npm ') ? ' (builds the packages, then runs `node --import tsx bench/lock.bench.ts`)' : ' (the packages built beforehand)'}; the contenders are in bench/lock-contenders.ts`,
+    `- Command: \`${report.command}\`${report.command.startsWith('npm ') ? ' (builds the packages, then runs `node --import tsx bench/lock.bench.ts`)' : ' (the packages built beforehand)'}; ${where}`,
     `- Date: ${date}`,
-    `- Machine: ${machine.nproc} × ${machine.cpuModel}, ${machine.totalMemGiB} GiB RAM, ${machine.os}; Node ${machine.node}; redis-server ${machine.redisServer}`,
-    `- Load average (1, 5, 15 min): ${report.loadAtStart} at start, ${report.loadAtEnd} at the end; 1-min load at the start of each measurement ${report.loads.length > 0 ? `${Math.min(...report.loads).toFixed(2)}–${Math.max(...report.loads).toFixed(2)}` : '—'}`,
+    `- Machine: ${machine.nproc} × ${machine.cpuModel}, ${machine.totalMemGiB} GiB RAM, ${machine.os}; Node ${machine.node}; ${engine}`,
+    `- Load average (1, 5, 15 min): ${report.loadAtStart} at start, ${report.loadAtEnd} at the end; 1-min load at the start of each measurement ${loads}`,
     '',
-    tables,
-  ].join('\n')
+  ]
 }
 
-/** The etcd rows' section: its own heading, command, machine and load, then the tables. */
+/** The per-client rows' section (issue 37). */
+function renderClientsSection(report: Report, tables: string): string {
+  const heading = '## Lock on each client library: node-redis and iovalkey beside ioredis (issue 37)'
+  return [...sectionHead(report, heading, 'the contenders are in bench/lock-contenders.ts', `redis-server ${report.machine.redisServer}`), tables].join('\n')
+}
+
+/** The etcd rows' section. */
 function renderEtcdSection(report: Report): string {
   const etcd = report.etcd!
-  const { machine } = report
-  const date = report.startedAt.replace('T', ' ').replace(/\.\d+Z$/, ' UTC')
   const redis = report.uncontended.length + report.contended.length > 0 ? { uncontended: report.uncontended, contended: report.contended } : undefined
-  return [
-    '## Lock on etcd: our Locker against the etcd3 package\'s Lock (issue 36)',
-    '',
-    ...(report.quick ? ['> **Smoke run (`--quick`)**: short windows, one round. Not a result.', ''] : []),
-    `- Command: \`${report.command}\`${report.command.startsWith('npm ') ? ' (builds the packages, then runs `node --import tsx bench/lock.bench.ts`)' : ' (the packages built beforehand)'}; the etcd rows are bench/etcd-lock.ts`,
-    `- Date: ${date}`,
-    `- Machine: ${machine.nproc} × ${machine.cpuModel}, ${machine.totalMemGiB} GiB RAM, ${machine.os}; Node ${machine.node}; etcd ${etcd.etcdVersion} (Debian's etcd-server)`,
-    `- Load average (1, 5, 15 min): ${report.loadAtStart} at start, ${report.loadAtEnd} at the end; 1-min load at the start of each measurement ${report.loads.length > 0 ? `${Math.min(...report.loads).toFixed(2)}–${Math.max(...report.loads).toFixed(2)}` : '—'}`,
-    '',
-    renderEtcdReport(etcd, redis),
-  ].join('\n')
+  const heading = "## Lock on etcd: our Locker against the etcd3 package's Lock (issue 36)"
+  return [...sectionHead(report, heading, 'the etcd rows are bench/etcd-lock.ts', `etcd ${etcd.etcdVersion} (Debian's etcd-server)`), renderEtcdReport(etcd, redis)].join('\n')
 }
 
 if (args.render) {
