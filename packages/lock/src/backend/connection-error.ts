@@ -17,6 +17,11 @@ export class ConnectionDownError extends Error {
   }
 }
 
+/** A call not sent, or given up, because the connection was down (reachable or not). */
+export function isConnectionDown(error: unknown): error is ConnectionDownError {
+  return error instanceof ConnectionDownError
+}
+
 /** A connection known down whose client failed to (re)connect: Redis is unreachable now, not merely reconnecting. */
 export function isUnreachable(error: Error | undefined): boolean {
   return error instanceof ConnectionDownError && error.cause !== undefined

@@ -21,7 +21,7 @@
  */
 import { AsyncResource } from 'node:async_hooks'
 import type { LockBackend, LockResource, QueueMode } from '../backend/backend.js'
-import { isUnreachable } from '../backend/connection-error.js'
+import { isConnectionDown, isUnreachable } from '../backend/connection-error.js'
 import { LockError } from '../errors.js'
 import type { Lock } from '../lock.js'
 import type { ResolvedAcquire } from '../options.js'
@@ -301,6 +301,11 @@ export class WaitQueues {
     }
     this.#record(q, first, triedAt)
     this.#queues.set(resource.name, q)
+    const subscribed = () => {
+      if (this.#queues.get(resource.name) !== q || q.state !== 'subscribing') return
+      q.state = 'waiting'
+      this.#pump(q)
+    }
     // Subscribe before the next attempt: a release between our miss and the subscription is
     // then caught by that attempt, and every later one by the message. (Nothing below rejects:
     // a failed subscription is caught, and the pump handles its attempt's errors itself.)
@@ -309,11 +314,11 @@ export class WaitQueues {
       .catch(() => {
         // Without the subscription the backstops (holder TTL, safety poll) still work.
       })
-      .then(() => {
-        if (this.#queues.get(resource.name) !== q) return
-        q.state = 'waiting'
-        this.#pump(q)
-      })
+      .then(subscribed)
+    // The connection was down: the subscription waits in the client's offline queue (ioredis keeps
+    // it for 20 reconnection attempts, node-redis until it connects), and the next tries must not
+    // wait for it — they are what finds Redis unreachable (the acquire ends) or back.
+    if (!first.granted && isConnectionDown(first.error)) subscribed()
     return q
   }
 
