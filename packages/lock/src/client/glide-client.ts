@@ -173,39 +173,55 @@ export class GlideConnection implements RedisConnection {
 
   /**
    * A GLIDE client of our own, created from the user's client's configuration with a message
-   * callback. GLIDE resubscribes by itself after a reconnection but says nothing of it: `ready`
-   * is reported once, when the client is created; release messages sent while it reconnects are
-   * lost, and waiters fall back on their backstops (the holder's TTL, the safety poll).
+   * callback, when the first channel is subscribed. A creation that failed (Redis down) is tried
+   * again by the next subscribe: GLIDE does not retry it. GLIDE resubscribes by itself after a
+   * reconnection but says nothing of it: `ready` is reported when the client is created; release
+   * messages sent while it reconnects are lost, and waiters fall back on their backstops (the
+   * holder's TTL, the safety poll).
    */
   subscriber(events: SubscriberEvents): SubscriberConnection {
-    const create = (this.client.constructor as Partial<GlideClientClass>).createClient
     const timeoutMs = this.#config.requestTimeout ?? SUBSCRIBE_TIMEOUT_MS
     let closed = false
-    const created: Promise<GlideClient> = (async () => {
-      if (typeof create !== 'function') throw new TypeError('the GLIDE client has no createClient to copy it with')
-      const sub = await create.call(this.client.constructor, {
-        ...this.#config,
-        pubsubSubscriptions: {
-          channelsAndPatterns: {},
-          callback: (m: GlideMessage) => events.message(String(m.channel), String(m.message)),
+    let current: Promise<GlideClient> | undefined
+    const open = (): Promise<GlideClient> => {
+      if (current) return current
+      const attempt = this.#createSubscriber(events)
+      current = attempt
+      attempt.then(
+        (sub) => {
+          if (closed) sub.close()
+          else events.ready()
         },
-      })
-      if (closed) sub.close()
-      else events.ready()
-      return sub
-    })()
-    // A failed creation is reported by the subscribes that wait for it (their deadline).
-    created.catch(() => {})
+        () => {
+          if (current === attempt) current = undefined
+        },
+      )
+      return attempt
+    }
     return {
-      subscribe: (channel) => created.then((sub) => sub.subscribe([channel], timeoutMs)),
-      unsubscribe: (channel) => created.then((sub) => sub.unsubscribe([channel], timeoutMs)),
+      subscribe: (channel) => open().then((sub) => sub.subscribe([channel], timeoutMs)),
+      unsubscribe: (channel) =>
+        (current ?? Promise.reject(new Error('not subscribed'))).then((sub) => sub.unsubscribe([channel], timeoutMs)),
       close: () => {
         closed = true
-        created.then(
+        current?.then(
           (sub) => sub.close(),
           () => {},
         )
       },
     }
+  }
+
+  async #createSubscriber(events: SubscriberEvents): Promise<GlideClient> {
+    const type = this.client.constructor as Partial<GlideClientClass>
+    if (typeof type.createClient !== 'function')
+      throw new TypeError('the GLIDE client has no createClient to copy it with')
+    return type.createClient({
+      ...this.#config,
+      pubsubSubscriptions: {
+        channelsAndPatterns: {},
+        callback: (m: GlideMessage) => events.message(String(m.channel), String(m.message)),
+      },
+    })
   }
 }

@@ -183,6 +183,24 @@ describe('GLIDE: scripts by SHA, and pub/sub on a client of ours', () => {
     expect((error as Error).message).toMatch(/NoScriptError/)
   })
 
+  it('a pub/sub client that could not be created (Redis down) is created again by the next subscribe, and then gets messages', async () => {
+    const { server, admin, client } = await setUp({ requestTimeoutMs: 1_000 })
+    const got: string[] = []
+    const sub = adapted(client).subscriber({ message: (_channel, text) => got.push(text), ready: () => {} })
+    await server.stop()
+    const first = await settle(() => sub.subscribe('glide-sub-retry'))
+    expect(first.error).toBeInstanceOf(Error) // GLIDE's createClient does not wait for Redis to come back
+    await server.restart()
+    await ready(admin, server.url, 10_000)
+    await waitUntil(async () => (await settle(() => sub.subscribe('glide-sub-retry'))).error === undefined, {
+      timeoutMs: 10_000,
+      what: 'a subscribe to succeed once the server is back',
+    })
+    await admin.publish('glide-sub-retry', 'hello')
+    await waitUntil(() => got.includes('hello'), { what: 'the message' })
+    sub.close()
+  })
+
   it("a waiter is woken by the holder's release message (long before its safety poll); the Locker's close closes its pub/sub client", async () => {
     const { admin, client } = await setUp()
     const holder = makeLocker(client)
