@@ -3,6 +3,13 @@
  * refuses it with a typed error that names what it got, before any I/O.
  */
 import { InvalidLockOptionError } from '../errors.js'
+import {
+  GlideConnection,
+  glideConfigurationOf,
+  isGlideClient,
+  isGlideClusterClient,
+  type GlideClient,
+} from './glide-client.js'
 import { IoredisConnection, isIoredisClient, type IoredisClient } from './ioredis-client.js'
 import {
   isNodeRedisClient,
@@ -13,16 +20,19 @@ import {
 } from './node-redis-client.js'
 import type { RedisConnection } from './redis-client.js'
 
-/** A Redis client the Locker takes: ioredis or iovalkey (`Redis`, `Cluster`), or node-redis (`createClient`). */
-export type SupportedRedisClient = IoredisClient | NodeRedisClient
+/**
+ * A Redis client the Locker takes: ioredis or iovalkey (`Redis`, `Cluster`), node-redis
+ * (`createClient`), or Valkey GLIDE (`GlideClient`, standalone).
+ */
+export type SupportedRedisClient = IoredisClient | NodeRedisClient | GlideClient
 
 /** What the Locker takes, in one sentence (error messages). */
 export const ACCEPTED =
-  'must be an ioredis or iovalkey Redis or Cluster client, a node-redis client (createClient, connected), an array of 3 or more of one kind (quorum mode), or an etcd3 client'
+  'must be an ioredis or iovalkey Redis or Cluster client, a node-redis client (createClient, connected), a Valkey GLIDE GlideClient, an array of 3 or more of one kind (quorum mode), or an etcd3 client'
 
 /** Whether `value` is a Redis client of a kind the Locker knows (connected or not). */
 export function isRedisClient(value: unknown): value is SupportedRedisClient {
-  return isIoredisClient(value) || isNodeRedisClient(value)
+  return isIoredisClient(value) || isNodeRedisClient(value) || isGlideClient(value)
 }
 
 /**
@@ -42,6 +52,22 @@ export function adaptClient(value: unknown, field: string): RedisConnection {
       )
     return nodeRedisConnection(value)
   }
+  if (isGlideClient(value)) {
+    const config = glideConfigurationOf(value)
+    if (config === undefined)
+      throw new InvalidLockOptionError(
+        field,
+        'is a Valkey GLIDE client whose configuration the Locker cannot read (the `config` field of GLIDE 2.x): the Locker creates its pub/sub client from it',
+        'a GLIDE client without its configuration',
+      )
+    return new GlideConnection(value, config)
+  }
+  if (isGlideClusterClient(value))
+    throw new InvalidLockOptionError(
+      field,
+      'is a Valkey GLIDE cluster client (GlideClusterClient), which the Locker does not support yet: use a GlideClient per primary in quorum mode, or an ioredis Cluster',
+      'a GLIDE cluster client',
+    )
   if (isNodeRedisCluster(value))
     throw new InvalidLockOptionError(
       field,

@@ -4,12 +4,12 @@
  * scripts/define-script.ts), a command outside a script (`WAIT`, `ROLE`, `INFO`, `CONFIG GET`),
  * a duplicate connection for pub/sub, and the connection's state and events. Each client library
  * is one adapter of this interface: ioredis and iovalkey (ioredis-client.ts), node-redis
- * (node-redis-client.ts). The engines never see the user's client itself.
+ * (node-redis-client.ts), Valkey GLIDE (glide-client.ts). The engines never see the user's client itself.
  */
 import type { ScriptClient } from '../scripts/define-script.js'
 
 /** The client libraries the Locker knows: `ioredis` covers its fork iovalkey (the same API). */
-export type ClientKind = 'ioredis' | 'node-redis'
+export type ClientKind = 'ioredis' | 'node-redis' | 'glide'
 
 /**
  * A connection's state as the engines read it: `ready`; `lazy` (not connected, a call makes it

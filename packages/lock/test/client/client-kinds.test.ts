@@ -3,10 +3,11 @@
  * refused with InvalidLockOptionError naming the field and what it got, before any I/O (no
  * client here is ever connected).
  */
+import { GlideClient, GlideClusterClient } from '@valkey/valkey-glide'
 import { Redis } from 'ioredis'
 import { Redis as Valkey } from 'iovalkey'
 import { createClient, createCluster, createSentinel } from 'redis'
-import { describe, expect, it } from 'vitest'
+import { afterAll, describe, expect, it } from 'vitest'
 import { InvalidLockOptionError, Locker, type SupportedRedisClient } from '../../src/index.js'
 
 function refused(make: () => unknown): InvalidLockOptionError {
@@ -22,6 +23,24 @@ function refused(make: () => unknown): InvalidLockOptionError {
 
 const lazyIoredis = () => new Redis({ lazyConnect: true, port: 1 })
 const lazyValkey = () => new Valkey({ lazyConnect: true, port: 1 })
+const glides: { close(): void }[] = []
+/** GLIDE clients that connect on their first command (none is sent here): no server needed. */
+async function lazyGlide(): Promise<GlideClient> {
+  const client = await GlideClient.createClient({ addresses: [{ host: '127.0.0.1', port: 1 }], lazyConnect: true })
+  glides.push(client)
+  return client
+}
+async function lazyGlideCluster(): Promise<GlideClusterClient> {
+  const client = await GlideClusterClient.createClient({
+    addresses: [{ host: '127.0.0.1', port: 1 }],
+    lazyConnect: true,
+  })
+  glides.push(client)
+  return client
+}
+afterAll(() => {
+  for (const client of glides) client.close()
+})
 
 describe('the clients a Locker takes', () => {
   it('ioredis and iovalkey (lazy, not connected: a call makes them connect), one or a quorum of 3', () => {
@@ -30,6 +49,12 @@ describe('the clients a Locker takes', () => {
     expect(new Locker([lazyValkey(), lazyValkey(), lazyValkey()]).nodes).toBe(3)
     // ioredis and iovalkey share one API: one kind, they may be mixed.
     expect(new Locker([lazyIoredis(), lazyValkey(), lazyIoredis()]).nodes).toBe(3)
+  })
+
+  it('a Valkey GLIDE GlideClient, one or a quorum of 3 (typed: no cast)', async () => {
+    const locker: Locker = new Locker(await lazyGlide())
+    expect(locker.nodes).toBe(1)
+    expect(new Locker([await lazyGlide(), await lazyGlide(), await lazyGlide()]).nodes).toBe(3)
   })
 
   it('a node-redis client once connect() was called (typed: no cast)', () => {
@@ -67,6 +92,38 @@ describe('clients the Locker refuses, before any I/O', () => {
     expect(refused(() => new Locker(sentinel as unknown as SupportedRedisClient)).rule).toMatch(/node-redis sentinel/)
   })
 
+  it('a GLIDE cluster client (GlideClusterClient): not supported yet, said so, alone or in quorum mode', async () => {
+    const cluster = await lazyGlideCluster()
+    const alone = refused(() => new Locker(cluster))
+    expect(alone.field).toBe('redis')
+    expect(alone.rule).toMatch(/GLIDE cluster client \(GlideClusterClient\)/)
+    expect(alone.message).toContain('a GLIDE cluster client')
+    const [a, b] = [await lazyGlide(), await lazyGlide()]
+    const inQuorum = refused(() => new Locker([a, cluster, b]))
+    expect(inQuorum.field).toBe('redis[1]')
+    expect(inQuorum.rule).toMatch(/GLIDE cluster client/)
+  })
+
+  it('a GLIDE client whose configuration cannot be read (the Locker makes its pub/sub client from it)', async () => {
+    const client = await lazyGlide()
+    Object.defineProperty(client, 'config', { value: undefined })
+    const error = refused(() => new Locker(client))
+    expect(error.field).toBe('redis')
+    expect(error.rule).toMatch(/configuration the Locker cannot read/)
+  })
+
+  it('GLIDE and another kind in quorum mode: names the element and both kinds', async () => {
+    const glide = await lazyGlide()
+    const error = refused(() => new Locker([lazyIoredis(), lazyIoredis(), glide]))
+    expect(error.field).toBe('redis[2]')
+    expect(error.rule).toMatch(/same kind as redis\[0\] \(ioredis\)/)
+    expect(error.message).toContain('a glide client')
+    const other = await lazyGlide()
+    const first = refused(() => new Locker([glide, lazyIoredis(), other]))
+    expect(first.field).toBe('redis[1]')
+    expect(first.rule).toMatch(/same kind as redis\[0\] \(glide\)/)
+  })
+
   it('mixed client kinds in quorum mode: names the element and both kinds', () => {
     const nodeRedis = createClient({ socket: { port: 1, reconnectStrategy: false } })
     nodeRedis.on('error', () => {})
@@ -78,22 +135,22 @@ describe('clients the Locker refuses, before any I/O', () => {
     nodeRedis.destroy()
   })
 
-  it('a client of a kind the Locker does not know: names its class (a GLIDE client, say), or what it is', () => {
-    class GlideClient {
+  it('a client of a kind the Locker does not know: names its class, or what it is', () => {
+    class MemcachedClient {
       customCommand(): Promise<unknown> {
         return Promise.resolve(null)
       }
     }
-    const glide = refused(() => new Locker(new GlideClient() as unknown as SupportedRedisClient))
-    expect(glide.field).toBe('redis')
-    expect(glide.message).toContain('an object of class GlideClient')
-    expect(glide.rule).toMatch(/node-redis client/)
+    const unknownKind = refused(() => new Locker(new MemcachedClient() as unknown as SupportedRedisClient))
+    expect(unknownKind.field).toBe('redis')
+    expect(unknownKind.message).toContain('an object of class MemcachedClient')
+    expect(unknownKind.rule).toMatch(/node-redis client/)
     expect(refused(() => new Locker({} as SupportedRedisClient)).message).toContain('a plain object')
     expect(refused(() => new Locker('redis://x' as unknown as SupportedRedisClient)).message).toContain('"redis://x"')
     const inQuorum = refused(
-      () => new Locker([lazyIoredis(), new GlideClient(), lazyIoredis()] as unknown as SupportedRedisClient[]),
+      () => new Locker([lazyIoredis(), new MemcachedClient(), lazyIoredis()] as unknown as SupportedRedisClient[]),
     )
     expect(inQuorum.field).toBe('redis[1]')
-    expect(inQuorum.message).toContain('an object of class GlideClient')
+    expect(inQuorum.message).toContain('an object of class MemcachedClient')
   })
 })

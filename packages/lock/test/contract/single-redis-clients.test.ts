@@ -1,10 +1,10 @@
 /**
  * The Locker and family contracts on one Redis through the other client libraries (node-redis,
- * iovalkey): the same suites as single-redis.test.ts, parameterized by the Locker's client.
+ * iovalkey, GLIDE): the same suites as single-redis.test.ts, parameterized by the Locker's client.
  */
 import type { Redis } from 'ioredis'
 import { beforeAll } from 'vitest'
-import { OTHER_CLIENT_LIBRARIES } from '../support/clients.js'
+import { OTHER_CLIENT_LIBRARIES, prepareClients } from '../support/clients.js'
 import { connect, ready } from '../support/connections.js'
 import { startRedisServer, type RedisServer } from '../support/redis-server.js'
 import { fencedStore } from '../support/fenced-store.js'
@@ -18,6 +18,7 @@ beforeAll(async () => {
   server = await startRedisServer()
   admin = connect({ port: server.port })
   await ready(admin, server.url)
+  for (const library of OTHER_CLIENT_LIBRARIES) await prepareClients(library, [server.port])
 })
 
 for (const library of OTHER_CLIENT_LIBRARIES) {

@@ -4,17 +4,21 @@
  * `afterAll` of the test file. Each reconnects fast (a restarted server is back in ~20 ms) and
  * swallows its `error` events: the tests assert outcomes instead.
  */
+import { GlideClient, Logger } from '@valkey/valkey-glide'
 import { Redis as Valkey } from 'iovalkey'
 import { createClient } from 'redis'
 import { afterAll } from 'vitest'
 import type { SupportedRedisClient } from '../../src/index.js'
 import { connect } from './connections.js'
 
-/** The client libraries under test: ioredis (the default everywhere else), its fork iovalkey, node-redis. */
-export type ClientLibrary = 'ioredis' | 'iovalkey' | 'node-redis'
+/** The client libraries under test: ioredis (the default everywhere else), its fork iovalkey, node-redis, GLIDE. */
+export type ClientLibrary = 'ioredis' | 'iovalkey' | 'node-redis' | 'glide'
 
 /** The libraries the contract suites run on besides ioredis (which the suites' own files cover). */
-export const OTHER_CLIENT_LIBRARIES = ['node-redis', 'iovalkey'] as const satisfies readonly ClientLibrary[]
+export const OTHER_CLIENT_LIBRARIES = ['node-redis', 'iovalkey', 'glide'] as const satisfies readonly ClientLibrary[]
+
+// GLIDE's core logs every timed-out or refused request as a warning on stdout; the tests assert outcomes.
+Logger.setLoggerConfig('off')
 
 /** What closing a node-redis client needs (its full generic type varies with its options). */
 interface NodeRedis {
@@ -23,6 +27,9 @@ interface NodeRedis {
 }
 
 const valkeys = new Set<Valkey>()
+const glides = new Set<GlideClient>()
+/** The GLIDE client of each port, made by {@link prepareClients} (GLIDE creates its clients asynchronously). */
+const glideByPort = new Map<number, GlideClient>()
 const nodeRedises = new Set<NodeRedis>()
 
 /**
@@ -47,7 +54,32 @@ export function valkeyClient(port: number): Valkey {
   return client
 }
 
-/** A new client of `library` to 127.0.0.1:`port`. */
+/**
+ * A GLIDE client to 127.0.0.1:`port`, connected (GLIDE connects as it creates the client). Its
+ * `requestTimeout` is above every test's `commandTimeoutMs`: the Locker's deadlines decide.
+ */
+export async function glideClient(port: number, options: { requestTimeoutMs?: number } = {}): Promise<GlideClient> {
+  const client = await GlideClient.createClient({
+    addresses: [{ host: '127.0.0.1', port }],
+    requestTimeout: options.requestTimeoutMs ?? 10_000,
+    // Reconnects fast: at most 20 ms × 2^4 between tries (a restarted server is back in ~20 ms).
+    connectionBackoff: { numberOfRetries: 4, factor: 20, exponentBase: 2 },
+  })
+  glides.add(client)
+  return client
+}
+
+/**
+ * Makes what {@link clientOf} hands out for `library` on each of `ports` and cannot make at once:
+ * a GLIDE client per port (one, shared by every Locker of the file on that port, as GLIDE
+ * multiplexes one connection). Call it in `beforeAll`, once the servers are up.
+ */
+export async function prepareClients(library: ClientLibrary, ports: readonly number[]): Promise<void> {
+  if (library !== 'glide') return
+  for (const port of ports) if (!glideByPort.has(port)) glideByPort.set(port, await glideClient(port))
+}
+
+/** A new client of `library` to 127.0.0.1:`port` (GLIDE: the one {@link prepareClients} made). */
 export function clientOf(library: ClientLibrary, port: number): SupportedRedisClient {
   switch (library) {
     case 'ioredis':
@@ -56,6 +88,11 @@ export function clientOf(library: ClientLibrary, port: number): SupportedRedisCl
       return valkeyClient(port)
     case 'node-redis':
       return nodeRedisClient(port)
+    case 'glide': {
+      const client = glideByPort.get(port)
+      if (client === undefined) throw new Error(`no GLIDE client for port ${port}: call prepareClients in beforeAll`)
+      return client
+    }
   }
 }
 
@@ -64,4 +101,7 @@ afterAll(() => {
   valkeys.clear()
   for (const client of nodeRedises) if (client.isOpen) client.destroy()
   nodeRedises.clear()
+  for (const client of glides) client.close()
+  glides.clear()
+  glideByPort.clear()
 })

@@ -15,8 +15,9 @@ const here = dirname(fileURLToPath(import.meta.url))
 export const repoRoot = join(here, '..', '..', '..', '..')
 export const PACKAGES = ['lock', 'fencing', 'metrics'] as const
 // The versions the workspace is tested with (root and package manifests); etcd3 is the lock's
-// optional peer for etcd (docs/LOCK.md's etcd section imports it).
-const PEERS = ['ioredis@6.0.0', 'etcd3@1.1.2', 'redis@6.3.1', 'iovalkey@0.4.0', 'prom-client@15.1.3', '@opentelemetry/api@1.9.1', '@prisma/client@7.10.0', '@prisma/adapter-pg@7.10.1', 'pg@8.23.1', 'prisma@7.10.1', 'typescript@5.9.3', '@types/node@20']
+// optional peer for etcd (docs/LOCK.md's etcd section imports it), @valkey/valkey-glide for GLIDE (its
+// "Which client" section does).
+const PEERS = ['ioredis@6.0.0', 'etcd3@1.1.2', 'redis@6.3.1', 'iovalkey@0.4.0', '@valkey/valkey-glide@2.5.2', 'prom-client@15.1.3', '@opentelemetry/api@1.9.1', '@prisma/client@7.10.0', '@prisma/adapter-pg@7.10.1', 'pg@8.23.1', 'prisma@7.10.1', 'typescript@5.9.3', '@types/node@20']
 // What the doc blocks import besides the packages and their peers (the versions the workspace has):
 // docs/METRICS.md's OpenTelemetry section sets up the SDK, as an application does.
 const DOC_IMPORTS = [
