@@ -45,6 +45,7 @@ import {
 
 export type { RedisClient } from './backend/connection.js'
 export type { NodeRedisClient } from './client/node-redis-client.js'
+export type { GlideClient } from './client/glide-client.js'
 export type { SupportedRedisClient } from './client/choose-client.js'
 
 /**
