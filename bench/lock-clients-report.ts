@@ -35,7 +35,7 @@ export function renderClientReport(report: Report): string {
   const libraries = OTHER_CLIENTS.filter((library) => [...report.uncontended, ...report.contended].some((r) => r.contender === `ours-${library}`))
   if (libraries.length === 0) return ''
   const out: string[] = [
-    '### Per client (issue 37): ours and the raw floor on node-redis and iovalkey, beside ioredis',
+    '### Per client (issue 37): ours and the raw floor on node-redis, iovalkey and GLIDE, beside ioredis',
     '',
     `Each client library runs the raw floor (\`SET NX PX\` + \`EVALSHA\` compare-and-delete) and ours (one Locker, defaults but the lease) in the same rounds as \`raw\` and \`ours\` on ioredis, each in its own child process with one connection of that library (default options). The share is ours' ops/s over its own client's floor in the same round; the target is share on X ≥ ${CLIENT_SHARE_TARGET} × the share on ioredis (median over rounds of the per-round quotient, with its range).`,
     '',

@@ -15,6 +15,7 @@ import { LOCK_SCRIPTS, Locker, resourceKeys } from '@fencelock/lock'
 import type { Redis } from 'ioredis'
 import { Redis as Valkey } from 'iovalkey'
 import { createClient } from 'redis'
+import { GlideClient, TimeUnit } from '@valkey/valkey-glide'
 import { Mutex, RedlockMutex } from 'redis-semaphore'
 import Redlock from 'redlock'
 
@@ -257,7 +258,7 @@ interface OtherClient {
   close(): Promise<void>
 }
 
-type ClientLibrary = 'node-redis' | 'iovalkey'
+type ClientLibrary = 'node-redis' | 'iovalkey' | 'glide'
 
 async function otherClient(library: ClientLibrary, redis: Redis): Promise<OtherClient> {
   const { host, port } = redis.options
@@ -271,6 +272,18 @@ async function otherClient(library: ClientLibrary, redis: Redis): Promise<OtherC
       evalSha: (sha, key, arg) => client.evalSha(sha, { keys: [key], arguments: [arg] }),
       locker: (options) => new Locker(client, options),
       close: async () => void (await client.quit()),
+    }
+  }
+  if (library === 'glide') {
+    // Its default requestTimeout (250 ms) is below the Locker's commandTimeoutMs: set above it, as docs/LOCK.md says.
+    const client = await GlideClient.createClient({ addresses: [{ host: host ?? '127.0.0.1', port: port ?? 6379 }], requestTimeout: 5_000 })
+    return {
+      setNx: async (key, owner, ttlMs) =>
+        (await client.set(key, owner, { conditionalSet: 'onlyIfDoesNotExist', expiry: { type: TimeUnit.Milliseconds, count: ttlMs } })) === 'OK',
+      scriptLoad: async (lua) => String(await client.customCommand(['SCRIPT', 'LOAD', lua])),
+      evalSha: (sha, key, arg) => client.customCommand(['EVALSHA', sha, '1', key, arg]),
+      locker: (options) => new Locker(client, options),
+      close: async () => client.close(),
     }
   }
   const client = new Valkey({ host, port })
@@ -335,7 +348,7 @@ function oursOnClient(library: ClientLibrary): LockContender {
 }
 
 /** The client libraries of the per-client rows, beside ioredis (`raw`, `ours`). */
-export const OTHER_CLIENTS: readonly ClientLibrary[] = ['node-redis', 'iovalkey']
+export const OTHER_CLIENTS: readonly ClientLibrary[] = ['node-redis', 'iovalkey', 'glide']
 
 // --- quorum mode (issue 15): N independent redis-servers, one connection to each -------------
 

@@ -72,7 +72,7 @@ const CLI: CliSpec = {
     'no-script-costs': { type: 'boolean', description: "skip the per-script INFO commandstats probe" },
     'etcd-members': { type: 'string', value: '<n,m>', description: 'etcd scenarios: member counts, each 1, 3 or 5 (data on tmpfs)', default: '1,3' },
     'write-etcd-only': { type: 'boolean', description: 'write only the etcd section of docs/BENCHMARKS.md (a partial Redis run leaves its section alone)' },
-    'write-clients-only': { type: 'boolean', description: 'write only the per-client section of docs/BENCHMARKS.md (the node-redis and iovalkey rows; a partial run leaves the main section alone)' },
+    'write-clients-only': { type: 'boolean', description: 'write only the per-client section of docs/BENCHMARKS.md (the node-redis, iovalkey and GLIDE rows; a partial run leaves the main section alone)' },
     'no-family': {
       type: 'boolean',
       description: "skip the lock family's rows at the end (bench/lock-family.bench.ts, as npm run bench:lock-family; skipped too when --scenarios names a part)",
@@ -184,7 +184,7 @@ function sectionHead(report: Report, heading: string, where: string, engine: str
 
 /** The per-client rows' section (issue 37). */
 function renderClientsSection(report: Report, tables: string): string {
-  const heading = '## Lock on each client library: node-redis and iovalkey beside ioredis (issue 37)'
+  const heading = '## Lock on each client library: node-redis, iovalkey and GLIDE beside ioredis (issue 37)'
   return [...sectionHead(report, heading, 'the contenders are in bench/lock-contenders.ts', `redis-server ${report.machine.redisServer}`), tables].join('\n')
 }
 
