@@ -77,13 +77,13 @@ export type LockScriptName =
  * wait, `shardedHandoffRelease` and `shardedLeave` in their place on a Cluster with sharded
  * pub/sub, as `rwShardedReleaseRead`/`rwShardedReleaseWrite` for the read-write lock's releases;
  * `raiseFence`, `recordLease` and `readLeaseRecord` only in quorum mode, `recordLease` by EVAL;
- * `markNode`, `markedAcquire`, `markedQueuedAcquire` and `markedRaiseFence` — the acquires and the raise with the node marker's check — in quorum mode with the restart guard on, in place of
- * the two acquires and `raiseFence`;
- * `inspect`, read-only, only for `locker.inspect()`; `markDone` and `readDone` only for
- * `locker.runOnce()`; the nine `rw…` only for `locker.readWrite()`), for auditing them, loading them ahead
- * (`SCRIPT LOAD`) or driving them from elsewhere (the benchmark's bare loop); the Locker needs none
- * of it. Each lists its keys and arguments by name, in the order the script takes them. Changing
- * them here changes nothing: they are copies.
+ * `markNode`, `markedAcquire`, `markedQueuedAcquire` and `markedRaiseFence` — the acquires and
+ * the raise with the node marker's check — in quorum mode with the restart guard on, in place of
+ * the two acquires and `raiseFence`; `inspect`, read-only, only for `locker.inspect()`; `markDone`
+ * and `readDone` only for `locker.runOnce()`; the nine `rw…` only for `locker.readWrite()`), for
+ * auditing them, loading them ahead (`SCRIPT LOAD`) or driving them from elsewhere (the
+ * benchmark's bare loop); the Locker needs none of it. Each lists its keys and arguments by name,
+ * in the order the script takes them. Changing them here changes nothing: they are copies.
  */
 export const LOCK_SCRIPTS: Readonly<Record<LockScriptName, LockScriptSource>> = Object.freeze({
   acquire: source(acquireScript),
