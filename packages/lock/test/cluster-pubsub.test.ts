@@ -29,6 +29,12 @@ afterAll(async () => {
   await set.dispose()
 })
 
+let adminCluster: Cluster | undefined
+function admin(): Cluster {
+  adminCluster ??= cluster()
+  return adminCluster
+}
+
 function cluster(): Cluster {
   const c = new Cluster([...set.nodes])
   c.on('error', () => {})
@@ -97,6 +103,16 @@ async function classicSubscribers(channel: string): Promise<number> {
     if (!s.running) continue
     const reply = (await node(s).call('PUBSUB', 'NUMSUB', channel)) as [string, number]
     n += Number(reply[1])
+  }
+  return n
+}
+
+/** Shard channels subscribed on `server` by ioredis's own sharded subscribers (CLIENT LIST: name, ssub). */
+async function ioredisShardSubscriptions(server: RedisServer): Promise<number> {
+  const list = String(await node(server).call('CLIENT', 'LIST'))
+  let n = 0
+  for (const line of list.split('\n')) {
+    if (line.includes('name=ioredis-cluster(ssubscriber)')) n += Number(/ ssub=(\d+)/.exec(line)?.[1] ?? 0)
   }
   return n
 }
@@ -292,6 +308,44 @@ describe('the subscription follows the slot', () => {
     expect(performance.now() - releasedAt).toBeLessThan(WOKEN_BY_MESSAGE_MS)
     expect(lock.token).toBeGreaterThan(held.token)
     expect(await admin.get(k.fence)).toBe(String(lock.token))
+    await lock.release()
+  }, 120_000)
+
+  it("SETSLOT NODE sent to the slot's owner itself drops its shard channels there: ours are subscribed again; ioredis's own shardedSubscribers (the unprotected variant, not used) stays unsubscribed", async () => {
+    const [r] = await resourcesOnEveryShard('self-setslot', 1)
+    const k = keysOf(r!)
+    const slot = await set.keySlot(k.lock)
+    const own = await owner(r!)
+    const theirs = new Cluster([...set.nodes], { shardedSubscribers: true })
+    theirs.on('error', () => {})
+    clusters.push(theirs)
+    let theirMessages = 0
+    theirs.on('smessage', () => theirMessages++)
+    await theirs.ssubscribe(k.channel)
+    const holder = makeLocker(cluster(), { pubsub: 'sharded', pollMs: POLL_MS })
+    const waiter = makeLocker(cluster(), { pubsub: 'sharded', pollMs: POLL_MS })
+    const held = await holder.acquire(r!, { ttlMs: 60_000 })
+    const waiting = waiter.acquire(r!, { ttlMs: 60_000, waitMs: 90_000 })
+    waiting.catch(() => {})
+    await until(async () => (await shardSubscribers(own, k.channel)) === 2, 'both subscribed')
+    expect(await ioredisShardSubscriptions(own)).toBe(1)
+    await until(async () => (await admin().zcard(k.queue)) === 1, 'the waiter queued')
+
+    let theirRefreshes = 0
+    theirs.on('refresh', () => theirRefreshes++)
+    // redis-cli --cluster reshard sends this to every primary, the owner included.
+    await node(own).call('CLUSTER', 'SETSLOT', slot, 'NODE', String(await node(own).call('CLUSTER', 'MYID')))
+    await until(async () => (await shardSubscribers(own, k.channel)) === 1, 'ours subscribed again')
+    expect(await ioredisShardSubscriptions(own)).toBe(0)
+    const releasedAt = performance.now()
+    expect(await held.release()).toBe(true)
+    const lock = await waiting
+    expect(performance.now() - releasedAt).toBeLessThan(WOKEN_BY_MESSAGE_MS)
+    expect(lock.token).toBeGreaterThan(held.token)
+    // ioredis's group re-read the slot table (told by the SUNSUBSCRIBE), found it the same, and so
+    // never subscribes again.
+    await until(async () => theirRefreshes > 0, "ioredis's sharded subscribers re-read the slot table")
+    expect(await ioredisShardSubscriptions(own)).toBe(0)
     await lock.release()
   }, 120_000)
 
