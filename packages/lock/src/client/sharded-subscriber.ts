@@ -123,9 +123,10 @@ export class ShardedSubscriber implements SubscriberConnection {
     const connection = this.#connection(node)
     if (connection === undefined) throw new Error(`no connection to ${node}`)
     await connection.ssubscribe(channel)
-    // Unsubscribed, or moved on by a reconciliation, while the SSUBSCRIBE was out.
+    // Unsubscribed, or moved on by a reconciliation, while the SSUBSCRIBE was out. A newer
+    // subscription of the channel may have been sent on this connection since: it is left alone.
     if (this.#channels.get(channel) !== subscription) {
-      connection.sunsubscribe(channel).catch(() => {})
+      if (!this.#channels.has(channel)) connection.sunsubscribe(channel).catch(() => {})
       return
     }
     subscription.node = node
