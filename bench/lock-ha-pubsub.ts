@@ -132,11 +132,17 @@ export async function pubsubBench(rounds: number, seconds: number, log: (line: s
   const made = { classic: lockersOf(set, 'classic'), sharded: lockersOf(set, 'sharded') }
   const results: Record<Mode, PubSubMeasurement[]> = { classic: [], sharded: [] }
   let shards = 0
+  let observedOwns = 0
   try {
     const tag = randomBytes(4).toString('hex')
     const resources = Array.from({ length: RESOURCES }, (_, i) => `bench-ps:${tag}:${i}`)
     const owners = new Set<number>()
-    for (const r of resources) owners.add((await set.primaryOf(await set.keySlot(`fencelock:{${r}}:lock`))).port)
+    const observed = (await set.primaryOf(0)).port
+    for (const r of resources) {
+      const port = (await set.primaryOf(await set.keySlot(`fencelock:{${r}}:lock`))).port
+      owners.add(port)
+      if (port === observed) observedOwns++
+    }
     shards = owners.size
     for (let round = 0; round < rounds; round++) {
       for (const mode of round % 2 === 0 ? (['classic', 'sharded'] as const) : (['sharded', 'classic'] as const)) {
@@ -181,7 +187,7 @@ export async function pubsubBench(rounds: number, seconds: number, log: (line: s
 
 - ${RESOURCES} resources on ${shards} of 3 shards (CLUSTER KEYSLOT), each contended by ${LOCKERS} Lockers (each its own ioredis \`Cluster\` client, one worker per resource each, holding ${HOLD_MS} ms), \`pubsub: 'classic'\` and \`pubsub: 'sharded'\` in the same run, ${rounds} interleaved round(s) of ${seconds} s each; a 3-primary Cluster with a replica each.
 - Waits: \`acquire()\` call to grant, over every acquisition of the mode's rounds. Redis CPU: \`used_cpu_user + used_cpu_sys\` of all 6 nodes (classic messages reach replicas too), and of one shard's primary (slot 0), per acquisition, median of the rounds.
-- Messages on one shard per release: that primary's own PUBLISH/SPUBLISH calls plus the pub/sub messages it received over the cluster bus (\`CLUSTER INFO\` publish_received + publishshard_received), divided by the releases announced in the whole cluster (every primary's PUBLISH/SPUBLISH calls; a release announces only when another Locker waits for it). Firm counts: classic ≈ 1 (every shard sees every release), sharded ≈ 1/3 (its own only).
+- Messages on one shard per release: that primary's own PUBLISH/SPUBLISH calls plus the pub/sub messages it received over the cluster bus (\`CLUSTER INFO\` publish_received + publishshard_received), divided by the releases announced in the whole cluster (every primary's PUBLISH/SPUBLISH calls; a release announces only when another Locker waits for it). Firm counts: classic ≈ 1 (every shard sees every release), sharded ≈ the shard's share of the releases (its own only; it owns ${observedOwns} of the ${RESOURCES} resources, ${(observedOwns / RESOURCES).toFixed(2)}).
 
 | pubsub | acquisitions/s (median) | wait p50 / p99, ms | Redis CPU per acquisition, µs (6 nodes) | one shard's CPU per acquisition, µs | messages on one shard per release | of which over the bus | releases announced / acquisitions |
 | --- | --- | --- | --- | --- | --- | --- | --- |
