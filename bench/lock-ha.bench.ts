@@ -8,21 +8,26 @@
 //   spread over the shards; and, beside it, one redis-server with the same client code (the
 //   one-shard baseline).
 //
+// - waiting on a Cluster (issue 38), classic against sharded pub/sub: lock-ha-pubsub.ts.
+//
 // Every row also gives the Redis CPU per lock operation (acquire + release), from `INFO cpu` of
 // each primary: the capacity of one shard is about 1 / that, whatever the client could drive.
-// Writes its section of docs/BENCHMARKS.md (bench:lock-ha markers) unless --no-write.
+// Writes its sections of docs/BENCHMARKS.md (bench:lock-ha and bench:lock-ha-pubsub markers)
+// unless --no-write.
 //
-//   npm run bench:lock:ha                    3 rounds of 4 s per row (~3 min)
+//   npm run bench:lock:ha                    3 rounds of 4 s per row (~4 min)
 //   npm run bench:lock:ha -- --rounds 1 --seconds 2 --no-write
+//   npm run bench:lock:ha -- --only pubsub   the pub/sub rows only (and only their section)
 import { randomBytes } from 'node:crypto'
 import { dirname, join } from 'node:path'
 import { fileURLToPath } from 'node:url'
-import { commandLineOrExit, integerFlag, type CliSpec } from '@fencelock/devkit/cli'
+import { choiceFlag, commandLineOrExit, integerFlag, type CliSpec } from '@fencelock/devkit/cli'
 import { redisCommand } from '@fencelock/devkit/redis-command'
 import { startRedisServer, type RedisServer } from '@fencelock/devkit/redis-server'
 import { startCluster, startSentinelSet } from '@fencelock/devkit/redis-topology'
 import { Locker } from '@fencelock/lock'
 import { Cluster, Redis } from 'ioredis'
+import { pubsubBench } from './lock-ha-pubsub.js'
 import { exitUnlessRedisServerRuns } from './support/can-start.js'
 import { writeMarkedSection } from './support/docs-section.js'
 import { loadAverage, machineInfo } from './support/machine.js'
@@ -37,6 +42,7 @@ const CLI: CliSpec = {
     rounds: { type: 'string', value: '<n>', description: 'interleaved rounds per row, 1-20', default: '3' },
     seconds: { type: 'string', value: '<s>', description: 'length of one measurement, 1-60', default: '4' },
     'no-write': { type: 'boolean', description: 'leave docs/BENCHMARKS.md untouched' },
+    only: { type: 'string', value: '<part>', description: "'all', or 'pubsub' (classic vs sharded pub/sub on a Cluster only)", default: 'all' },
   },
   notes: 'REDIS_SERVER_BIN (default redis-server).',
   failure: 'it broke off with an error',
@@ -46,6 +52,7 @@ const args = commandLineOrExit(CLI, process.argv.slice(2), (values) => ({
   rounds: integerFlag(values, 'rounds', 3, 1, 20),
   seconds: integerFlag(values, 'seconds', 4, 1, 60),
   write: values['no-write'] !== true,
+  only: choiceFlag(values, 'only', 'all', ['all', 'pubsub'] as const),
 }))
 
 exitUnlessRedisServerRuns('bench:lock:ha')
@@ -122,6 +129,8 @@ const startedAt = new Date().toISOString()
 const loadAtStart = loadAverage()
 const machine = machineInfo()
 
+const shardsUsed = new Set<number>()
+if (args.only === 'all') {
 // Sentinel: replicas 0 and 1, interleaved, order rotating per round.
 console.error('Sentinel set: a primary, 2 replicas, 3 Sentinels')
 const sentinel = await startSentinelSet()
@@ -155,7 +164,6 @@ const clusterPrimaries = async () => {
   for (const slot of [0, 5_500, 11_000]) ports.add((await cluster.primaryOf(slot)).port)
   return [...ports]
 }
-const shardsUsed = new Set<number>()
 try {
   const clusterLocker = new Locker(clusterClient, { ttlMs: TTL_MS })
   const singleLocker = new Locker(singleClient, { ttlMs: TTL_MS })
@@ -177,6 +185,8 @@ try {
   await single.dispose()
 }
 
+}
+
 /**
  * The median of the per-round ratios of `a` to `b` (both measured in the same round, one right
  * after the other): on a shared machine the load drifts between rounds, much less within one.
@@ -186,6 +196,23 @@ const ratio = (a: string, b: string) => {
   const y = rows.get(b)!.measurements
   return median(x.map((m, i) => m.ops / m.seconds / ((y[i] as Measurement).ops / (y[i] as Measurement).seconds)))
 }
+const extra = process.argv.slice(2).join(' ')
+const command = `\`npm run bench:lock:ha${extra ? ` -- ${extra}` : ''}\` (\`node --import tsx bench/lock-ha.bench.ts\`)`
+console.error('Cluster: classic vs sharded pub/sub')
+const pubsubRows = await pubsubBench(args.rounds, args.seconds, (line) => console.error(line))
+const pubsubBody = `## Waiting on a Redis Cluster: classic vs sharded pub/sub (issue 38)
+
+- Command: ${command}, ${startedAt.slice(0, 16)} UTC
+- Machine: ${machine.nproc} CPUs (${machine.cpuModel}), ${machine.totalMemGiB} GiB, ${machine.os}, Node ${machine.node}, redis-server ${machine.redisServer}; load average at start ${loadAtStart}, at end ${loadAverage()} (a shared machine: other sessions' tests ran meanwhile; times are not firm, counts are)
+
+${pubsubRows.replace(/^### .*\n\n/, '')}`
+console.log(pubsubBody)
+if (args.write) {
+  writeMarkedSection(BENCHMARKS_MD, 'bench:lock-ha-pubsub', pubsubBody)
+  console.error(`written: ${BENCHMARKS_MD} (bench:lock-ha-pubsub)`)
+}
+if (args.only === 'pubsub') process.exit(0)
+
 const uncontendedRatio = ratio('sentinel uncontended, replicas 1', 'sentinel uncontended, replicas 0')
 const contendedRatio = ratio('sentinel contended, replicas 1', 'sentinel contended, replicas 0')
 const table = [
@@ -193,7 +220,6 @@ const table = [
   '| --- | --- | --- | --- |',
   ...[...rows.values()].map((r) => `| ${r.label} | ${Math.round(opsPerSecond(r.label))} | ${r.measurements.map((m) => Math.round(m.ops / m.seconds)).join(', ')} | ${usPerOp(r.label).toFixed(1)} |`),
 ].join('\n')
-const extra = process.argv.slice(2).join(' ')
 const body = `## The lock on Sentinel and Cluster (issue 21)
 
 - Command: \`npm run bench:lock:ha${extra ? ` -- ${extra}` : ''}\` (\`node --import tsx bench/lock-ha.bench.ts\`), ${startedAt.slice(0, 16)} UTC

@@ -18,6 +18,7 @@ export {
   MAX_RESOURCE_BYTES,
   MIN_QUORUM_TTL_MS,
   type LockerOptions,
+  type PubSubOption,
   type AcquireOptions,
   type TryAcquireOptions,
   type UsingOptions,

@@ -1,4 +1,9 @@
-import { handoffReleaseScript, leaveScript } from './fair-queue/hand-on.js'
+import {
+  handoffReleaseScript,
+  leaveScript,
+  shardedHandoffReleaseScript,
+  shardedLeaveScript,
+} from './fair-queue/hand-on.js'
 import { queuedAcquireScript } from './fair-queue/queued-acquire.js'
 import { acquireScript } from './scripts/acquire.js'
 import { extendScript } from './scripts/extend.js'
@@ -20,6 +25,8 @@ import {
   readScript,
   releaseReadScript,
   releaseWriteScript,
+  shardedReleaseReadScript,
+  shardedReleaseWriteScript,
   writeScript,
 } from './scripts/read-write.js'
 
@@ -42,6 +49,8 @@ export type LockScriptName =
   | 'release'
   | 'handoffRelease'
   | 'leave'
+  | 'shardedHandoffRelease'
+  | 'shardedLeave'
   | 'extend'
   | 'raiseFence'
   | 'recordLease'
@@ -57,21 +66,24 @@ export type LockScriptName =
   | 'rwWrite'
   | 'rwReleaseRead'
   | 'rwReleaseWrite'
+  | 'rwShardedReleaseRead'
+  | 'rwShardedReleaseWrite'
   | 'rwExtendRead'
   | 'rwExtendWrite'
   | 'rwInspect'
 
 /**
  * The scripts a Locker runs (`queuedAcquire`, `handoffRelease` and `leave` only when acquires
- * wait; `raiseFence`, `recordLease` and `readLeaseRecord` only in quorum mode, `recordLease` by
- * EVAL; `markNode`, `markedAcquire`, `markedQueuedAcquire` and `markedRaiseFence` — the acquires and
+ * wait, `shardedHandoffRelease` and `shardedLeave` in their place on a Cluster with sharded
+ * pub/sub, as `rwShardedReleaseRead`/`rwShardedReleaseWrite` for the read-write lock's releases;
+ * `raiseFence`, `recordLease` and `readLeaseRecord` only in quorum mode, `recordLease` by EVAL;
+ * `markNode`, `markedAcquire`, `markedQueuedAcquire` and `markedRaiseFence` — the acquires and
  * the raise with the node marker's check — in quorum mode with the restart guard on, in place of
- * the two acquires and `raiseFence`;
- * `inspect`, read-only, only for `locker.inspect()`; `markDone` and `readDone` only for
- * `locker.runOnce()`; the seven `rw…` only for `locker.readWrite()`), for auditing them, loading them ahead
- * (`SCRIPT LOAD`) or driving them from elsewhere (the benchmark's bare loop); the Locker needs none
- * of it. Each lists its keys and arguments by name, in the order the script takes them. Changing
- * them here changes nothing: they are copies.
+ * the two acquires and `raiseFence`; `inspect`, read-only, only for `locker.inspect()`; `markDone`
+ * and `readDone` only for `locker.runOnce()`; the nine `rw…` only for `locker.readWrite()`), for
+ * auditing them, loading them ahead (`SCRIPT LOAD`) or driving them from elsewhere (the
+ * benchmark's bare loop); the Locker needs none of it. Each lists its keys and arguments by name,
+ * in the order the script takes them. Changing them here changes nothing: they are copies.
  */
 export const LOCK_SCRIPTS: Readonly<Record<LockScriptName, LockScriptSource>> = Object.freeze({
   acquire: source(acquireScript),
@@ -79,6 +91,8 @@ export const LOCK_SCRIPTS: Readonly<Record<LockScriptName, LockScriptSource>> = 
   release: source(releaseScript),
   handoffRelease: source(handoffReleaseScript),
   leave: source(leaveScript),
+  shardedHandoffRelease: source(shardedHandoffReleaseScript),
+  shardedLeave: source(shardedLeaveScript),
   extend: source(extendScript),
   raiseFence: source(raiseFenceScript),
   recordLease: source(recordLeaseScript),
@@ -94,6 +108,8 @@ export const LOCK_SCRIPTS: Readonly<Record<LockScriptName, LockScriptSource>> = 
   rwWrite: source(writeScript),
   rwReleaseRead: source(releaseReadScript),
   rwReleaseWrite: source(releaseWriteScript),
+  rwShardedReleaseRead: source(shardedReleaseReadScript),
+  rwShardedReleaseWrite: source(shardedReleaseWriteScript),
   rwExtendRead: source(extendReadScript),
   rwExtendWrite: source(extendWriteScript),
   rwInspect: source(inspectReadWriteScript),

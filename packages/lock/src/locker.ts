@@ -30,6 +30,7 @@ import {
 import { ReadWriteLock, resolveReadWrite, type ReadWriteHost, type ReadWriteOptions } from './family/read-write.js'
 import type { ReadWriteHold } from './family/read-write-hold.js'
 import { ReadWriteWakes } from './family/read-write-wakes.js'
+import { PubSubMode } from './backend/pubsub-mode.js'
 import { Deadlines, withinDeadline } from './deadline.js'
 import { READ_WRITE_PREFIX, SEMAPHORE_PREFIX } from './keys.js'
 import type { Lock } from './lock.js'
@@ -386,7 +387,11 @@ export class Locker {
     this.#readWrite ??= {
       deadlines: new Deadlines(),
       holds: new Set(),
-      wakes: new ReadWriteWakes(client, this.#options.commandTimeoutMs),
+      wakes: new ReadWriteWakes(
+        client,
+        this.#options.commandTimeoutMs,
+        new PubSubMode(client, this.#options.pubsub, this.#options.commandTimeoutMs),
+      ),
     }
     const { deadlines, holds, wakes } = this.#readWrite
     const events = this.#events

@@ -34,7 +34,13 @@ export const LOCK_DEFAULTS = Object.freeze({
   replicasTimeoutMs: 500,
   /** An acquire of a resource the same async context holds (inside `using()`/`lock.run()`) re-enters it. */
   reentrant: true,
+  /** How waiters hear of releases on a Redis Cluster: sharded pub/sub where the servers have it (Redis 7). */
+  pubsub: 'auto' as PubSubOption,
 })
+
+/** The `pubsub` option's values (see {@link LockerOptions.pubsub}). */
+export type PubSubOption = 'auto' | 'sharded' | 'classic'
+const PUBSUB_OPTIONS: readonly PubSubOption[] = ['auto', 'sharded', 'classic']
 
 /** Options of a {@link Locker}; every field is optional and defaults to {@link LOCK_DEFAULTS}. */
 export interface LockerOptions {
@@ -97,6 +103,17 @@ export interface LockerOptions {
    * Default true.
    */
   reentrant?: boolean
+  /**
+   * How blocked acquires hear of releases on a Redis Cluster (docs/LOCK.md, "Waiting on a
+   * Cluster"). `'sharded'`: the scripts announce a release with `SPUBLISH` and waiters
+   * `SSUBSCRIBE` on the shard that owns the resource's slot, so a release costs only that shard
+   * (Redis 7 or later on every node). `'classic'`: `PUBLISH`/`SUBSCRIBE`, which every shard
+   * broadcasts to every other. `'auto'`: sharded when the servers know `SPUBLISH`, classic
+   * otherwise. Every Locker of one Cluster must use the same pub/sub, or waiters fall back on their
+   * safety poll. One Redis, Sentinel and quorum mode always use classic pub/sub (`'sharded'` is
+   * refused there). Default `'auto'`.
+   */
+  pubsub?: PubSubOption
   /** Receives typed events (acquired, contended, timeout, ...). Exceptions it throws are ignored. */
   onEvent?: (event: LockEvent) => void
 }
@@ -141,6 +158,7 @@ export interface ResolvedLockerOptions {
   readonly replicas: number
   readonly replicasTimeoutMs: number
   readonly reentrant: boolean
+  readonly pubsub: PubSubOption
   readonly onEvent: ((event: LockEvent) => void) | undefined
 }
 
@@ -241,6 +259,7 @@ const LOCKER_OPTIONS = [
   'replicas',
   'replicasTimeoutMs',
   'reentrant',
+  'pubsub',
   'onEvent',
 ] as const
 /** The options each call takes, by the call's name. */
@@ -300,8 +319,16 @@ export function resolveLockerOptions(options: unknown, ttlFloor: TtlFloor = SING
       60_000,
     ),
     reentrant: o.reentrant === undefined ? LOCK_DEFAULTS.reentrant : checkBoolean('reentrant', o.reentrant),
+    pubsub: checkPubSub(o.pubsub),
     onEvent: o.onEvent as ResolvedLockerOptions['onEvent'],
   }
+}
+
+function checkPubSub(value: unknown): PubSubOption {
+  if (value === undefined) return LOCK_DEFAULTS.pubsub
+  if (!PUBSUB_OPTIONS.includes(value as PubSubOption))
+    throw new InvalidLockOptionError('pubsub', "must be 'auto', 'sharded' or 'classic'", value)
+  return value as PubSubOption
 }
 
 export interface ResolvedAcquire {

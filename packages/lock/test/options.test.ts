@@ -150,6 +150,9 @@ const CONSTRUCTOR_CASES: (readonly [label: string, field: string, options: unkno
   ['Object.create({ waitMS: 1 })', 'options.waitMS', Object.create({ waitMS: 1 }) as object],
   ['nodeRestartDelayMs 0 on one Redis', 'nodeRestartDelayMs', { nodeRestartDelayMs: 0 }],
   ['nodeRestartDelayMs 1000 on one Redis', 'nodeRestartDelayMs', { nodeRestartDelayMs: 1_000 }],
+  ["pubsub 'shard'", 'pubsub', { pubsub: 'shard' }],
+  ['pubsub true', 'pubsub', { pubsub: true }],
+  ["pubsub 'sharded' on one Redis (not a Cluster)", 'pubsub', { pubsub: 'sharded' }],
 ]
 
 /** Runs `call` and returns the InvalidLockOptionError it threw or rejected with. */
@@ -351,9 +354,10 @@ describe('LOCK_SCRIPTS', () => {
     await lock.release()
     const shas = Object.values(LOCK_SCRIPTS).map((script) => createHash('sha1').update(script.lua).digest('hex'))
     expect(shas).toEqual(Object.values(LOCK_SCRIPTS).map((script) => script.sha))
-    expect(shas).toHaveLength(23)
+    expect(shas).toHaveLength(27)
     // All but inspect (only inspect() runs it), markDone and readDone (only runOnce() runs them),
-    // the read-write lock's (only readWrite() runs them) and the quorum-only ones.
+    // the read-write lock's (only readWrite() runs them), the quorum-only ones and the sharded
+    // pub/sub ones (only on a Cluster: test/cluster-pubsub.test.ts).
     const quorumOnly = [
       'raiseFence',
       'recordLease',
@@ -364,7 +368,10 @@ describe('LOCK_SCRIPTS', () => {
       'markedRaiseFence',
     ]
     const single = Object.entries(LOCK_SCRIPTS).filter(
-      ([name]) => ![...quorumOnly, 'inspect', 'markDone', 'readDone'].includes(name) && !name.startsWith('rw'),
+      ([name]) =>
+        ![...quorumOnly, 'inspect', 'markDone', 'readDone'].includes(name) &&
+        !name.startsWith('rw') &&
+        !name.startsWith('sharded'),
     )
     expect(await redis.script('EXISTS', ...single.map(([, script]) => script.sha))).toEqual([1, 1, 1, 1, 1, 1])
     expect(Object.isFrozen(LOCK_SCRIPTS)).toBe(true)
@@ -385,6 +392,7 @@ describe('defaults', () => {
       replicas: 0,
       replicasTimeoutMs: 500,
       reentrant: true,
+      pubsub: 'auto',
     })
     const { client } = recordingClient()
     // nodeRestartDelayMs (quorum mode) is automatic unless given: the lease records decide.

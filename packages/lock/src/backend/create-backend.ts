@@ -64,11 +64,17 @@ function single(client: RedisConnection): BackendChoice {
           'is for quorum mode (an array of 3 or more clients): one Redis has no restart guard',
           o.nodeRestartDelayMs,
         )
+      if (o.pubsub === 'sharded' && !client.cluster)
+        throw new InvalidLockOptionError(
+          'pubsub',
+          "'sharded' is for a Redis Cluster: one Redis and Sentinel use classic pub/sub",
+          o.pubsub,
+        )
     },
     create: (o, deadlines, listener) =>
       new RedisBackend(
         client,
-        { ...redisOptions(o), replicas: o.replicas, replicasTimeoutMs: o.replicasTimeoutMs },
+        { ...redisOptions(o), replicas: o.replicas, replicasTimeoutMs: o.replicasTimeoutMs, pubsub: o.pubsub },
         deadlines,
         listener,
       ),
@@ -87,6 +93,12 @@ function quorum(clients: readonly RedisConnection[]): BackendChoice {
           'replicas',
           'is for one Redis with replicas (Sentinel, Cluster): quorum mode takes independent masters',
           o.replicas,
+        )
+      if (o.pubsub === 'sharded')
+        throw new InvalidLockOptionError(
+          'pubsub',
+          "'sharded' is for a Redis Cluster: quorum mode's independent masters use classic pub/sub",
+          o.pubsub,
         )
     },
     create: (o, deadlines, listener) =>
@@ -107,6 +119,8 @@ function etcd(client: EtcdClient): BackendChoice {
           'is for quorum mode over Redis masters: etcd keeps what it committed across a restart',
           o.nodeRestartDelayMs,
         )
+      if (o.pubsub === 'sharded')
+        throw new InvalidLockOptionError('pubsub', "'sharded' is for a Redis Cluster: etcd has no pub/sub", o.pubsub)
     },
     create: (o, deadlines, listener) =>
       new EtcdBackend(

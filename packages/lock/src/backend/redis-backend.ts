@@ -13,15 +13,22 @@ import { FenceTouches } from './fence-touches.js'
 import { Reseeds } from './generations.js'
 import { InFlightCalls } from './in-flight.js'
 import { NotReplicatedError, waitForReplicas } from './replication.js'
+import { PubSubMode, type PubSubKind } from './pubsub-mode.js'
 import { Subscriber } from './subscriber.js'
 import { DeadlineExceededError, type Deadlines, withinDeadline } from '../deadline.js'
 import { asError } from '../errors.js'
-import { handoffReleaseScript, leaveScript, toReleaseOutcome } from '../fair-queue/hand-on.js'
+import {
+  handoffReleaseScript,
+  leaveScript,
+  shardedHandoffReleaseScript,
+  shardedLeaveScript,
+  toReleaseOutcome,
+} from '../fair-queue/hand-on.js'
 import { QueueMembership } from '../fair-queue/membership.js'
 import { queuedAcquireScript } from '../fair-queue/queued-acquire.js'
 import { inspectScript, toNodeInspection, type LockInspection } from '../family/inspect.js'
 import { doneKey, resourceKeys } from '../keys.js'
-import { checkResource } from '../options.js'
+import { checkResource, type PubSubOption } from '../options.js'
 import { newOwnerId } from '../owner-id.js'
 import { acquireScript, toAcquireReply } from '../scripts/acquire.js'
 import type { Handling } from '../scripts/define-script.js'
@@ -66,6 +73,8 @@ export interface RedisBackendOptions {
   /** Replicas that must acknowledge a grant or renewal (`WAIT`), 0 for none; and WAIT's timeout. */
   readonly replicas?: number
   readonly replicasTimeoutMs?: number
+  /** Classic or sharded pub/sub for release messages (a Cluster; backend/pubsub-mode.ts). Default classic. */
+  readonly pubsub?: PubSubOption
 }
 
 /** How quorum mode sends an acquire to one node (see {@link RedisBackend.acquireAs}). */
@@ -109,6 +118,7 @@ export class RedisBackend implements LockBackend, AcquireCallHost {
   readonly #reseeds = new Reseeds()
   readonly #membership: QueueMembership
   readonly #subscriber: Subscriber
+  readonly #pubsub: PubSubMode
   readonly #inFlight = new InFlightCalls()
   /** Smoothed round trip of acquire attempts (TCP's estimator), 0 until the first answer. */
   #srttMs = 0
@@ -133,7 +143,8 @@ export class RedisBackend implements LockBackend, AcquireCallHost {
       deadlines.failGroup(this.connection, () => this.connection.downError()),
     )
     this.#membership = new QueueMembership((resource) => this.#sendLeave(resource))
-    this.#subscriber = new Subscriber(client, options.prefix, this.lockerId, listener)
+    this.#pubsub = new PubSubMode(client, options.pubsub ?? 'classic', options.commandTimeoutMs)
+    this.#subscriber = new Subscriber(client, options.prefix, this.lockerId, listener, this.#pubsub)
     this.#replicas = options.replicas ?? 0
     this.#touches = options.fenceSlackMs === undefined ? undefined : new FenceTouches(options.fenceSlackMs)
   }
@@ -429,8 +440,17 @@ export class RedisBackend implements LockBackend, AcquireCallHost {
     return releaseScript.run(this.#client, resource.keys, call, call)
   }
 
-  /** The release of a marked key: hands the lock to the queue's head, or frees it. */
+  /**
+   * The release of a marked key: hands the lock to the queue's head, or frees it, announced with
+   * the pub/sub in use (asked of the server first, once, with `pubsub: 'auto'` on a Cluster).
+   */
   handOn(resource: LockResource, ownerId: string, withDeadline: boolean): Promise<ReleaseOutcome> {
+    const kind = this.#pubsub.resolve()
+    if (typeof kind === 'string') return this.#handOn(kind, resource, ownerId, withDeadline)
+    return kind.then((k) => this.#handOn(k, resource, ownerId, withDeadline))
+  }
+
+  #handOn(kind: PubSubKind, resource: LockResource, ownerId: string, withDeadline: boolean): Promise<ReleaseOutcome> {
     const args = {
       ownerId,
       channel: resource.keys.channel,
@@ -445,7 +465,8 @@ export class RedisBackend implements LockBackend, AcquireCallHost {
           map: toReleaseOutcome,
         }
       : { inFlight: this.#inFlight, map: toReleaseOutcome }
-    return handoffReleaseScript.run(this.#client, resource.keys, args, handling)
+    const script = kind === 'sharded' ? shardedHandoffReleaseScript : handoffReleaseScript
+    return script.run(this.#client, resource.keys, args, handling)
   }
 
   leave(resource: LockResource): void {
@@ -453,6 +474,12 @@ export class RedisBackend implements LockBackend, AcquireCallHost {
   }
 
   #sendLeave(resource: LockResource): Promise<ReleaseOutcome> {
+    const kind = this.#pubsub.resolve()
+    if (typeof kind === 'string') return this.#leave(kind, resource)
+    return kind.then((k) => this.#leave(k, resource))
+  }
+
+  #leave(kind: PubSubKind, resource: LockResource): Promise<ReleaseOutcome> {
     const args = { channel: resource.keys.channel, lockerId: this.lockerId, handoffMs: this.#options.handoffMs }
     const handling = {
       deadlines: this.#deadlines,
@@ -460,7 +487,8 @@ export class RedisBackend implements LockBackend, AcquireCallHost {
       inFlight: this.#inFlight,
       map: toReleaseOutcome,
     }
-    return leaveScript.run(this.#client, resource.keys, args, handling)
+    const script = kind === 'sharded' ? shardedLeaveScript : leaveScript
+    return script.run(this.#client, resource.keys, args, handling)
   }
 
   subscribe(resource: LockResource): Promise<void> {

@@ -124,6 +124,8 @@ const CLOSED_CHECK_MS = 1_000
 
 /** Adapts a GLIDE standalone client to the client seam. */
 export class GlideConnection implements RedisConnection {
+  /** GLIDE cluster clients are refused (choose-client.ts): always one Redis. */
+  readonly cluster = false
   readonly kind = 'glide'
   readonly client: GlideClient
   readonly #config: GlideConfiguration

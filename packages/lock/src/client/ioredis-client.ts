@@ -5,6 +5,7 @@
  * after a reconnection (`autoResendUnfulfilledCommands`), which the engines allow for.
  */
 import { keySlot } from '../backend/replication.js'
+import { ShardedSubscriber, type ShardedCluster } from './sharded-subscriber.js'
 import type {
   ClientEvents,
   ClientState,
@@ -77,9 +78,11 @@ function stateOf(status: unknown): ClientState {
 export class IoredisConnection implements RedisConnection {
   readonly kind = 'ioredis'
   readonly client: IoredisClient
+  readonly cluster: boolean
 
   constructor(client: IoredisClient) {
     this.client = client
+    this.cluster = (client as unknown as Partial<ClusterLike>).isCluster === true
   }
 
   get state(): ClientState {
@@ -100,7 +103,7 @@ export class IoredisConnection implements RedisConnection {
   }
 
   connectionFor(key: string): CommandTarget | undefined {
-    if ((this.client as Partial<ClusterLike>).isCluster !== true) return this
+    if (!this.cluster) return this
     const cluster = this.client as unknown as ClusterLike
     const primary = cluster.slots[keySlot(key)]?.[0]
     if (primary === undefined) return undefined
@@ -126,7 +129,9 @@ export class IoredisConnection implements RedisConnection {
     }
   }
 
-  subscriber(events: SubscriberEvents): SubscriberConnection {
+  subscriber(events: SubscriberEvents, sharded = false): SubscriberConnection {
+    // One connection per primary, each channel on its slot's owner (sharded-subscriber.ts).
+    if (sharded && this.cluster) return new ShardedSubscriber(this.client as unknown as ShardedCluster, events, 2_000)
     const sub = this.client.duplicate() as unknown as PubSubClient
     sub.on('error', () => {
       // Reconnection is ioredis's job; waiters fall back on their backstops meanwhile.

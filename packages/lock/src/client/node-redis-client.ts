@@ -104,6 +104,8 @@ export function nodeRedisConnection(client: NodeRedisClient): NodeRedisConnectio
 /** Adapts a node-redis client to the client seam (one per client: {@link nodeRedisConnection}). */
 export class NodeRedisConnection implements RedisConnection {
   readonly kind = 'node-redis'
+  /** node-redis clusters are refused (choose-client.ts): always one Redis. */
+  readonly cluster = false
   readonly client: NodeRedisClient
   /**
    * The connection was lost, or a (re)connection failed, since it was last ready. node-redis says

@@ -55,6 +55,8 @@ export interface CommandTarget {
 /** One client, adapted: see the top of this file. */
 export interface RedisConnection extends ScriptClient, CommandTarget {
   readonly kind: ClientKind
+  /** Whether the client is a Redis Cluster's (its keys spread over shards). */
+  readonly cluster: boolean
   /** The user's client (never closed by the Locker). */
   readonly client: object
   readonly state: ClientState
@@ -70,6 +72,10 @@ export interface RedisConnection extends ScriptClient, CommandTarget {
   connectionFor(key: string): CommandTarget | undefined
   /** Listens to the client's events until the returned function is called. */
   listen(events: ClientEvents): () => void
-  /** Opens a pub/sub connection (a duplicate of the client). */
-  subscriber(events: SubscriberEvents): SubscriberConnection
+  /**
+   * Opens a pub/sub connection (a duplicate of the client). `sharded` (a Cluster only): its
+   * subscriptions are `SSUBSCRIBE`s, each on the shard that owns the channel's slot, and follow
+   * the slot when it moves (a resharding, a failover).
+   */
+  subscriber(events: SubscriberEvents, sharded?: boolean): SubscriberConnection
 }

@@ -1,5 +1,5 @@
 import type { ReleaseOutcome } from '../backend/backend.js'
-import { defineScript } from '../scripts/define-script.js'
+import { defineScript, type PublishCommand } from '../scripts/define-script.js'
 import { FREED, NOT_OURS } from '../scripts/release.js'
 import { LUA } from './formats.js'
 
@@ -12,6 +12,7 @@ import { LUA } from './formats.js'
 const handOn = (
   k: { lock: string; queue: string; leases: string },
   a: { channel: string; lockerId: string; handoffMs: string },
+  publish: PublishCommand,
 ) => `
 local head = nil
 local nowMs = nil
@@ -33,10 +34,10 @@ end
 if head then
   redis.call('SET', ${k.lock}, ${LUA.handedTo('head')}, 'PX', ${a.handoffMs})
   local nxt = redis.call('ZRANGE', ${k.queue}, 0, 0)[1]
-  redis.call('PUBLISH', ${a.channel}, ${LUA.handedMessage(a.lockerId, 'head', a.handoffMs, 'nxt')})
+  redis.call('${publish}', ${a.channel}, ${LUA.handedMessage(a.lockerId, 'head', a.handoffMs, 'nxt')})
 else
   redis.call('DEL', ${k.lock})
-  redis.call('PUBLISH', ${a.channel}, ${LUA.freedMessage(a.lockerId)})
+  redis.call('${publish}', ${a.channel}, ${LUA.freedMessage(a.lockerId)})
 end`
 
 /**
@@ -44,37 +45,47 @@ end`
  * (marked or not), hands it on (see `handOn`). Returns 0 when the lock was not ours, else the id
  * of the locker it was handed to, or 1 when it was freed.
  */
-export const handoffReleaseScript = defineScript({
-  keys: ['lock', 'queue', 'leases'],
-  args: ['ownerId', 'channel', 'lockerId', 'handoffMs'],
-  lua: (k, a) => `
+const handoffRelease = (publish: PublishCommand) =>
+  defineScript({
+    keys: ['lock', 'queue', 'leases'],
+    args: ['ownerId', 'channel', 'lockerId', 'handoffMs'],
+    lua: (k, a) => `
 local v = redis.call('GET', ${k.lock})
 if v ~= ${a.ownerId} and v ~= ${LUA.marked(a.ownerId)} then
   return 0
 end
-${handOn(k, a)}
+${handOn(k, a, publish)}
 return head or 1
 `,
-})
+  })
+
+/** {@link handoffRelease} with classic pub/sub, and with sharded pub/sub (a Cluster). */
+export const handoffReleaseScript = handoffRelease('PUBLISH')
+export const shardedHandoffReleaseScript = handoffRelease('SPUBLISH')
 
 /**
  * Takes our locker out of the resource's queue when nobody in it waits any more; should the lock
  * have been handed to it meanwhile, passes it on. Returns 0, or what {@link handoffReleaseScript}
  * returns when it passed the lock on.
  */
-export const leaveScript = defineScript({
-  keys: ['lock', 'queue', 'leases'],
-  args: ['channel', 'lockerId', 'handoffMs'],
-  lua: (k, a) => `
+const leave = (publish: PublishCommand) =>
+  defineScript({
+    keys: ['lock', 'queue', 'leases'],
+    args: ['channel', 'lockerId', 'handoffMs'],
+    lua: (k, a) => `
 redis.call('ZREM', ${k.queue}, ${a.lockerId})
 redis.call('HDEL', ${k.leases}, ${a.lockerId})
 if redis.call('GET', ${k.lock}) ~= ${LUA.handedTo(a.lockerId)} then
   return 0
 end
-${handOn(k, a)}
+${handOn(k, a, publish)}
 return head or 1
 `,
-})
+  })
+
+/** {@link leave} with classic pub/sub, and with sharded pub/sub (a Cluster). */
+export const leaveScript = leave('PUBLISH')
+export const shardedLeaveScript = leave('SPUBLISH')
 
 /** The reply of {@link handoffReleaseScript} or {@link leaveScript} as an outcome. */
 export function toReleaseOutcome(reply: unknown): ReleaseOutcome {

@@ -6,20 +6,25 @@
  * last live reader leaves (scripts/read-write.ts). A message wakes every waiter of the name here
  * (readers all may enter; writers race, Redis grants the oldest). Messages can be lost (a
  * reconnection, a lease that simply ran out publishes nothing): waiters keep their backoff tries,
- * bounded by `pollMs` and by the lease Redis reported, as the backstop.
+ * bounded by `pollMs` and by the lease Redis reported, as the backstop. On a Cluster with sharded
+ * pub/sub the subscriptions are `SSUBSCRIBE`s on the shard of each name (backend/pubsub-mode.ts).
  */
+import type { PubSubMode } from '../backend/pubsub-mode.js'
 import type { RedisConnection, SubscriberConnection } from '../client/redis-client.js'
 
 export class ReadWriteWakes {
   readonly #client: RedisConnection
   readonly #subscribeMs: number
+  /** The pub/sub the release scripts announce on (the read-write host's). */
+  readonly pubsub: PubSubMode
   #connection: SubscriberConnection | undefined
   #stopListening: (() => void) | undefined
   readonly #waiters = new Map<string, Set<() => void>>()
 
   /** @param subscribeMs how long a first waiter waits for its SUBSCRIBE before it goes on without. */
-  constructor(client: RedisConnection, subscribeMs: number) {
+  constructor(client: RedisConnection, subscribeMs: number, pubsub: PubSubMode) {
     this.#client = client
+    this.pubsub = pubsub
     this.#subscribeMs = subscribeMs
   }
 
@@ -42,8 +47,8 @@ export class ReadWriteWakes {
       this.#connection?.unsubscribe(channel).catch(() => {})
     }
     if (first) {
-      const subscribed = this.#open()
-        .subscribe(channel)
+      const subscribed = Promise.resolve(this.pubsub.resolve())
+        .then((kind) => this.#open(kind === 'sharded').subscribe(channel))
         .catch(() => {})
       await new Promise<void>((resolve) => {
         const timer = setTimeout(resolve, this.#subscribeMs)
@@ -66,16 +71,19 @@ export class ReadWriteWakes {
     this.#connection = undefined
   }
 
-  #open(): SubscriberConnection {
+  #open(sharded: boolean): SubscriberConnection {
     if (this.#connection) return this.#connection
     // A duplicate of the Locker's client (the client seam's subscriber); its reconnection and
     // resubscription are the client's job, and waiters try on meanwhile.
-    const sub = this.#client.subscriber({
-      message: (channel) => {
-        for (const wake of this.#waiters.get(channel) ?? []) wake()
+    const sub = this.#client.subscriber(
+      {
+        message: (channel) => {
+          for (const wake of this.#waiters.get(channel) ?? []) wake()
+        },
+        ready: () => {},
       },
-      ready: () => {},
-    })
+      sharded,
+    )
     // A process that quits its client without closing the Locker must still be able to exit.
     this.#stopListening = this.#client.listen({ end: () => this.close() })
     this.#connection = sub

@@ -44,6 +44,8 @@ import {
   readScript,
   releaseReadScript,
   releaseWriteScript,
+  shardedReleaseReadScript,
+  shardedReleaseWriteScript,
   writeScript,
 } from '../scripts/read-write.js'
 import { ReadWriteHold, type HoldCalls, type ReadWriteMode } from './read-write-hold.js'
@@ -334,10 +336,7 @@ export class ReadWriteLock {
         (mode === 'read'
           ? await this.#run(extendReadScript, { ownerId, ttlMs })
           : await this.#run(extendWriteScript, { ownerId, ttlMs })) === 1,
-      release: async () =>
-        (mode === 'read'
-          ? await this.#run(releaseReadScript, { ownerId })
-          : await this.#run(releaseWriteScript, { ownerId })) === 1,
+      release: async () => (await this.#release(mode, ownerId)) === 1,
     }
     const hold = new ReadWriteHold(calls, {
       resource: this.name,
@@ -361,9 +360,14 @@ export class ReadWriteLock {
 
   /** Undoes whatever a try may have done in `ownerId`'s name (a lease, a place among waiting writers). */
   #giveBack(mode: ReadWriteMode, ownerId: string): void {
-    const call =
-      mode === 'read' ? this.#run(releaseReadScript, { ownerId }) : this.#run(releaseWriteScript, { ownerId })
-    call.catch(() => {})
+    this.#release(mode, ownerId).catch(() => {})
+  }
+
+  /** A read's or write's release, announced with the pub/sub in use (sharded on a Cluster that has it). */
+  async #release(mode: ReadWriteMode, ownerId: string): Promise<unknown> {
+    const sharded = (await this.#host.wakes.pubsub.resolve()) === 'sharded'
+    if (mode === 'read') return this.#run(sharded ? shardedReleaseReadScript : releaseReadScript, { ownerId })
+    return this.#run(sharded ? shardedReleaseWriteScript : releaseWriteScript, { ownerId })
   }
 
   /** Sleeps `ms`, or less when a release message comes; false when `signal` aborted first. */

@@ -1,6 +1,12 @@
 import { createHash } from 'node:crypto'
 import type { Deadlines } from '../deadline.js'
 
+/**
+ * How a script announces a release: `PUBLISH` (classic pub/sub), or `SPUBLISH` (sharded, Redis 7:
+ * heard only on the shard that owns the channel's slot, which is the keys' slot, keys.ts).
+ */
+export type PublishCommand = 'PUBLISH' | 'SPUBLISH'
+
 /** What running a script needs from a client; an ioredis `Redis` or `Cluster` fits. */
 export interface ScriptClient {
   evalsha(sha: string, numKeys: number, ...args: (string | number)[]): Promise<unknown>

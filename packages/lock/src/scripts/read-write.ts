@@ -15,7 +15,7 @@
  *
  * Times are the server's (`TIME`), so that every client compares the same clock.
  */
-import { defineScript } from './define-script.js'
+import { defineScript, type PublishCommand } from './define-script.js'
 import { mintToken } from './mint-token.js'
 
 /** The server's time in ms, as the Lua local `now`. */
@@ -107,36 +107,46 @@ return {1, token}`,
  * A writer's owner-checked release; also takes the owner out of the waiting writers. Publishes on
  * `released` when it freed the lock or left the queue (readers may enter). 1: the lock was ours.
  */
-export const releaseWriteScript = defineScript({
-  keys: ['writer', 'writers', 'writerLeases', 'released'],
-  args: ['ownerId'],
-  lua: (k, a) => `
+const releaseWrite = (publish: PublishCommand) =>
+  defineScript({
+    keys: ['writer', 'writers', 'writerLeases', 'released'],
+    args: ['ownerId'],
+    lua: (k, a) => `
 local left = redis.call('ZREM', ${k.writers}, ${a.ownerId})
 redis.call('HDEL', ${k.writerLeases}, ${a.ownerId})
 if redis.call('HGET', ${k.writer}, 'owner') == ${a.ownerId} then
   redis.call('DEL', ${k.writer})
-  redis.call('PUBLISH', ${k.released}, 'w')
+  redis.call('${publish}', ${k.released}, 'w')
   return 1
 end
-if left == 1 then redis.call('PUBLISH', ${k.released}, 'q') end
+if left == 1 then redis.call('${publish}', ${k.released}, 'q') end
 return 0`,
-})
+  })
+
+/** {@link releaseWrite} with classic pub/sub, and with sharded pub/sub (a Cluster). */
+export const releaseWriteScript = releaseWrite('PUBLISH')
+export const shardedReleaseWriteScript = releaseWrite('SPUBLISH')
 
 /**
  * A reader's release; publishes on `released` when no live reader is left (a writer may enter).
  * 1: its lease was still live (ours until now).
  */
-export const releaseReadScript = defineScript({
-  keys: ['readers', 'released'],
-  args: ['ownerId'],
-  lua: (k, a) => `${NOW}
+const releaseRead = (publish: PublishCommand) =>
+  defineScript({
+    keys: ['readers', 'released'],
+    args: ['ownerId'],
+    lua: (k, a) => `${NOW}
 local score = redis.call('ZSCORE', ${k.readers}, ${a.ownerId})
 if not score then return 0 end
 redis.call('ZREM', ${k.readers}, ${a.ownerId})
-if redis.call('ZCOUNT', ${k.readers}, '(' .. now, '+inf') == 0 then redis.call('PUBLISH', ${k.released}, 'r') end
+if redis.call('ZCOUNT', ${k.readers}, '(' .. now, '+inf') == 0 then redis.call('${publish}', ${k.released}, 'r') end
 if tonumber(score) <= now then return 0 end
 return 1`,
-})
+  })
+
+/** {@link releaseRead} with classic pub/sub, and with sharded pub/sub (a Cluster). */
+export const releaseReadScript = releaseRead('PUBLISH')
+export const shardedReleaseReadScript = releaseRead('SPUBLISH')
 
 /** A writer's owner-checked renewal to `ttlMs`. 1: renewed; 0: not ours. */
 export const extendWriteScript = defineScript({
