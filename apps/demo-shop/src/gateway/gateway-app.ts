@@ -24,7 +24,7 @@
  * then writes nothing and replays its answer); without a key, the ledger row alone.
  */
 import { createHash, randomUUID } from 'node:crypto'
-import { fencing, fencingErrorHandler, fencingMiddleware, StaleFencingTokenError, type FencedRequest } from '@fencelock/fencing'
+import { fencing, fencingErrorHandler, fencingMiddleware, isFenceGuardError, StaleFencingTokenError, type FencedRequest } from '@fencelock/fencing'
 import express, { type ErrorRequestHandler, type Express, type Request, type Response } from 'express'
 import type { PrismaClient } from '../../../../generated/prisma/client.js'
 import { bodyParserFailure } from '../body-parser-errors.js'
@@ -212,10 +212,20 @@ export function createGatewayApp(deps: GatewayDeps): Express {
     // One statement, outside any transaction (see chargeStatement): the resource's fence raised
     // (with fencing headers), the key claimed with its answer (with a key), the ledger row.
     const charge = chargeStatement(deps.schema, { fenced: fencing !== undefined, keyed: rawKey !== undefined })
-    const [result] = await db.$queryRawUnsafe<Array<{ fenced: number; charged: number }>>(
-      charge,
-      ...chargeParameters({ fencing, key: rawKey, requestHash, body: answerBody, chargeId, orderId, amountCents, createdAt }),
-    )
+    const result = await db
+      .$queryRawUnsafe<Array<{ fenced: number; charged: number }>>(
+        charge,
+        ...chargeParameters({ fencing, key: rawKey, requestHash, body: answerBody, chargeId, orderId, amountCents, createdAt }),
+      )
+      .then(
+        ([row]) => row,
+        (error: unknown) => {
+          // The database's guard refused the fence (a resource recreated under an older token than
+          // its tombstone): a stale token, as the fence's own condition says it.
+          if (fencing !== undefined && isFenceGuardError(error)) return { fenced: 0, charged: 0 }
+          throw error
+        },
+      )
     let answer: Answer = { status: 201, body: answerBody }
     if (fencing !== undefined && result?.fenced !== 1) {
       // A newer token was seen for the resource: nothing was written. The stored token names it.
