@@ -310,12 +310,13 @@ ${CONTENDERS.map((mode) => {
 
 A sale's steps in the shop (\`apps/demo-shop/src/shop-service.ts\`, counted by \`apps/demo-shop/test/work-per-unit.test.ts\`):
 the purchase reads the product with the \`UPDATE ... WHERE stock > 0 RETURNING\` that raises its fence,
-then writes the stock and the order in one transaction; the payment reads the order before any lock
-(a paid order's repeat ends there), records its intent in one conditional \`UPDATE\` outside a
-transaction, calls the gateway, and writes the payment in one transaction. \`fenced\` sends as many
-statements as \`lock\` in the shop (\`protection-statements.test.ts\`); the gateway's fenced charge
-records the resource's fence in its transaction (a conditional \`UPDATE\` and, for a new resource, an
-\`INSERT ... ON CONFLICT DO NOTHING\`), the ledger row and the key with its answer. The floor's
+then writes the stock and the order in one transaction (Prisma's array form); the payment reads the
+order before any lock (a paid order's repeat ends there), records its intent in one conditional
+\`UPDATE\` outside a transaction, calls the gateway, and writes the payment in one transaction (array
+form). \`fenced\` sends as many statements as \`lock\` in the shop (\`protection-statements.test.ts\`); the
+gateway's charge is one statement outside any transaction in both modes (\`fenced\`: the resource's
+fence upserted under \`fence <= token\`, the key claimed with its answer, the ledger row, one \`WITH\`),
+pinned with the shop's by \`apps/demo-shop/test/sale-work.test.ts\`. The floor's
 (\`bench/shop-floor/floor-instance.ts\`, \`floor-gateway.ts\`): the purchase is one statement under the
 lease (fence raised, unit taken, order inserted), the payment a read before any lock, the intent,
 and one statement (order paid under the fence, payment inserted); the gateway's charge one statement

@@ -2,10 +2,11 @@
  * Which locks are held right now, across all instances, for `GET /api/state`.
  *
  * Each instance keeps the locks it *believes* it holds in memory (from its Locker's `acquired` /
- * `released` / `lost` events) and publishes that list as its own field of one Redis hash, at most
- * once per `flushMs` (a write `flushMs` after the first change carries the latest list) — not a
- * write per lock event, so the view costs Redis a bounded rate of writes, whatever the throughput.
- * A lock held for less than `flushMs` may never show; one held longer (a frozen holder) does. The reader then checks each entry with
+ * `released` / `lost` events) and publishes the locks it has held for `flushMs` at least as its own
+ * field of one Redis hash, at most once per `flushMs` and only when that list changed — not a write
+ * per lock event: a lock held for less than `flushMs` (a sale's locks, mostly) is never written, so
+ * a sale costs Redis no write for the view until a lock is held long; one held longer (a frozen
+ * holder) shows. The reader then checks each entry with
  * `locker.inspect()` (read-only, one round trip per resource, no key names of its own): the lease
  * is live only while the lock is held and the last token minted for the resource is the entry's.
  * So a holder frozen past its TTL shows as what it is — it still believes it holds the lock (its
@@ -61,24 +62,58 @@ export interface HeldLocksRecorder {
 export function heldLocksRecorder(redis: Pick<Redis, 'hset' | 'hdel'>, key: string, instance: string, options: { flushMs?: number } = {}): HeldLocksRecorder {
   const flushMs = options.flushMs ?? 200
   const held = new Map<string, Entry>()
+  /** When each entry was granted, on the monotonic clock. */
+  const since = new Map<Entry, number>()
   let timer: NodeJS.Timeout | undefined
+  /** The list last written ('' after an HDEL, or before any write). */
+  let published = ''
+  const write = (list: readonly Entry[]) => {
+    const text = list.length === 0 ? '' : JSON.stringify(list)
+    if (text === published) return
+    published = text
+    ;(text === '' ? redis.hdel(key, instance) : redis.hset(key, instance, text)).catch(() => {})
+  }
   const flush = () => {
     clearTimeout(timer)
     timer = undefined
-    const write = held.size === 0 ? redis.hdel(key, instance) : redis.hset(key, instance, JSON.stringify([...held.values()]))
-    write.catch(() => {})
+    write([...held.values()])
   }
-  const changed = () => {
+  // The timed write publishes only the locks held for flushMs at least: most are released sooner
+  // (a sale's lock is held a few ms), and those are never written, so a sale's locks cost Redis no
+  // write at all until one is held long (a frozen holder: what the view is for). A younger lock
+  // is looked at again when it would be due; the same list is not written twice.
+  const publishDue = () => {
+    timer = undefined
+    const now = performance.now()
+    let next = Infinity
+    const due: Entry[] = []
+    for (const entry of held.values()) {
+      const at = (since.get(entry) ?? now) + flushMs
+      if (at <= now) due.push(entry)
+      else next = Math.min(next, at)
+    }
+    write(due)
+    if (next !== Infinity) schedule(next - now)
+  }
+  const schedule = (ms: number) => {
     if (timer !== undefined) return
-    timer = setTimeout(flush, flushMs)
+    timer = setTimeout(publishDue, Math.max(1, Math.ceil(ms)))
     timer.unref()
   }
+  const changed = () => schedule(flushMs)
   const listener = (event: LockEvent) => {
     if (event.type === 'acquired') {
-      held.set(fieldOf(event.resource, event.token), { resource: event.resource, instance, pid: process.pid, token: String(event.token), acquiredAt: new Date().toISOString(), ttlMs: event.ttlMs })
+      const entry = { resource: event.resource, instance, pid: process.pid, token: String(event.token), acquiredAt: new Date().toISOString(), ttlMs: event.ttlMs }
+      held.set(fieldOf(event.resource, event.token), entry)
+      since.set(entry, performance.now())
       changed()
     } else if (event.type === 'released' || event.type === 'lost') {
-      if (held.delete(fieldOf(event.resource, event.token))) changed()
+      const field = fieldOf(event.resource, event.token)
+      const entry = held.get(field)
+      if (entry === undefined) return
+      held.delete(field)
+      since.delete(entry)
+      changed()
     }
   }
   return Object.assign(listener, { flush, instance, flushMs, entries: () => [...held.values()] })

@@ -58,6 +58,15 @@ export interface Guard {
    * to a fenced model is conditional on the token (the first one to `row` is its fence check).
    */
   write<T>(row: GuardedRow, fn: (tx: Tx) => Promise<T>): Promise<T>
+  /**
+   * Runs the two writes `build` makes, in order, as one transaction of Prisma's array form
+   * (`BEGIN`, the statements, `COMMIT`, with no round trip through the business code between
+   * them: half the client CPU of an interactive transaction): for writes computed before it. In
+   * `fenced` mode on the client fenced with the token, so the first write to `row` is its fence
+   * check and a stale one fails the whole batch. Optional: a Guard that wraps another (the chaos
+   * app's recorder) may leave it out, and the caller then runs the same writes with `write`.
+   */
+  batch?<A, B>(row: GuardedRow, build: (db: Tx) => WriteBatch<A, B>): Promise<[A, B]>
   /** Runs a read-modify-write transaction on `row`; in `fenced` mode its fence is raised first. */
   transaction<T>(row: GuardedRow, fn: (tx: Tx) => Promise<T>): Promise<T>
   /**
@@ -66,6 +75,22 @@ export interface Guard {
    * idempotency key and the lock's token as the fencing headers.
    */
   outsideCall(key: string): ChargeProtection
+}
+
+/** Two writes of one batch, as Prisma's lazy query promises (nothing runs until the batch does). */
+export type WriteBatch<A, B> = readonly [Prisma.PrismaPromise<A>, Prisma.PrismaPromise<B>]
+
+/**
+ * Runs the writes of `build` on `row` with `guard.batch` (one array-form transaction), or, on a
+ * Guard without it, in `guard.write` one after the other (the same statements, interactively).
+ */
+export async function writeBatch<A, B>(guard: Guard, row: GuardedRow, build: (db: Tx) => WriteBatch<A, B>): Promise<[A, B]> {
+  if (guard.batch !== undefined) return guard.batch(row, build)
+  return guard.write(row, async (tx) => {
+    const [first, second] = build(tx)
+    const a = await first
+    return [a, await second]
+  })
 }
 
 /** Runs business code under a mode's protection. */
@@ -89,6 +114,10 @@ export interface RunOptions {
 export interface ShopStores {
   read<R extends GuardedRow>(row: R, also?: Record<string, unknown>): Promise<RowOf<R> | null>
   transaction<T>(fn: (tx: Tx) => Promise<T>): Promise<T>
+  /** The writes of `build` on the plain client, as one array-form transaction. */
+  batch<A, B>(build: (db: Tx) => WriteBatch<A, B>): Promise<[A, B]>
+  /** The writes of `build` on the client fenced with `token`, as one array-form transaction. */
+  batchFenced<A, B>(token: bigint, build: (db: Tx) => WriteBatch<A, B>): Promise<[A, B]>
   /** `fn` on the plain client: one statement, no transaction. */
   writeOne<T>(fn: (db: Tx) => Promise<T>): Promise<T>
   /** The row with its fence raised to `token`, in one statement; null when missing or not matching `also`. */
@@ -131,6 +160,8 @@ export function shopStores(prisma: PrismaClient, db: FencedShopClient, limits: T
           : prisma.order.findUnique({ where })) as Promise<RowOf<typeof row> | null>
     },
     transaction: (fn) => prisma.$transaction(fn, limits),
+    batch: (build) => prisma.$transaction([...build(prisma as unknown as Tx)]),
+    batchFenced: (token, build) => db.$transaction([...build(db.$fenced(token) as unknown as Tx)]),
     writeOne: (fn) => fn(prisma as unknown as Tx),
     async readFenced(token, row, also) {
       // `data: {}` becomes `{ fenceToken: token }` under the condition: one UPDATE ... RETURNING.
@@ -186,6 +217,7 @@ export function createProtection(mode: ProtectionMode, deps: ProtectionDeps): Pr
     read: (row, also) => stores.read(row, also),
     writeOne: (_row, work) => stores.writeOne(work),
     write: (_row, work) => stores.transaction(work),
+    batch: (_row, build) => stores.batch(build),
     transaction: (_row, work) => stores.transaction(work),
     outsideCall: () => ({}),
   })
@@ -210,6 +242,7 @@ export function createProtection(mode: ProtectionMode, deps: ProtectionDeps): Pr
             read: (row, also) => stores.readFenced(lock.token, row, also),
             writeOne: (_row, work) => stores.writeOneFenced(lock.token, work),
             write: (_row, work) => stores.writeFenced(lock.token, work),
+            batch: (_row, build) => stores.batchFenced(lock.token, build),
             transaction: (row, work) => stores.transactionFenced(lock.token, row, work),
             outsideCall: (key) => ({ idempotencyKey: key, fencing: { token: lock.token, resource } }),
           }),

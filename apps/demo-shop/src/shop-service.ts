@@ -22,7 +22,7 @@ import { StaleFencingTokenError } from '@fencelock/fencing'
 import type { PrismaClient } from '../../../generated/prisma/client.js'
 import { GatewayError, type PaymentGateway } from './payment-gateway.js'
 import type { ShopStep } from './incident-log.js'
-import type { Guard, Protection } from './protection.js'
+import { writeBatch, type Guard, type Protection } from './protection.js'
 import type { SaleTimings } from './sale-timings.js'
 import { loadSegments, sellFromSegments, type SegmentRef } from './segments.js'
 import { lockResource } from './shop-keys.js'
@@ -162,10 +162,10 @@ export class ShopService {
       // The write-back computed from the read in tx1, as real code does: the lock is what is
       // supposed to make that read still current.
       const stockLeft = product.stock - 1
-      const order = await this.#recorded(guard, 'order', (o) => o.id, () => guard.write(row, async (tx) => {
-        await tx.product.update({ where: { sku }, data: { stock: stockLeft } })
-        return tx.order.create({ data: newOrder(product, buyerId) })
-      }))
+      const [, order] = await this.#recorded(guard, 'order', ([, o]) => o.id, () => writeBatch(guard, row, (db) => [
+        db.product.update({ where: { sku }, data: { stock: stockLeft }, select: { id: true } }),
+        db.order.create({ data: newOrder(product, buyerId), select: { id: true } }),
+      ]))
       timer?.mark('write')
       observer?.ordered?.({ orderId: order.id })
       if (stockLeft <= 0) this.#soldOut.add(sku)
@@ -209,10 +209,10 @@ export class ShopService {
           timer?.mark('gateway')
 
           const stockLeft = segment.stock - 1
-          const order = await this.#recorded(guard, 'order', (o) => o.id, () => guard.write(row, async (tx) => {
-            await tx.stockSegment.update({ where: { id: ref.id }, data: { stock: stockLeft } })
-            return tx.order.create({ data: { ...newOrder(product, buyerId), segment: ref.segment } })
-          }))
+          const [, order] = await this.#recorded(guard, 'order', ([, o]) => o.id, () => writeBatch(guard, row, (db) => [
+            db.stockSegment.update({ where: { id: ref.id }, data: { stock: stockLeft }, select: { id: true } }),
+            db.order.create({ data: { ...newOrder(product, buyerId), segment: ref.segment }, select: { id: true } }),
+          ]))
           timer?.mark('write')
           observer?.ordered?.({ orderId: order.id })
           const ordered: PurchaseResult = { kind: 'ordered', sku, orderId: order.id, stockLeft, token: guard.token, segment: ref.segment }
@@ -315,13 +315,11 @@ export class ShopService {
       observer?.step?.({ ...answered, outcome: charge.replayed ? 'replayed' : 'charged', chargeId: charge.chargeId })
       observer?.chargeAnswered?.({ orderId, chargeId: charge.chargeId })
 
-      const payment = await this.#recorded(guard, 'payment', orderId, () => guard.write(row, async (tx) => {
-        // The order's (fenced) update first: a stale holder's transaction stops there.
-        await tx.order.update({ where: { id: orderId }, data: { status: 'paid' } })
-        return tx.payment.create({
-          data: { orderId, amountCents, instance: instanceId, gatewayChargeId: charge.chargeId },
-        })
-      }))
+      // The order's (fenced) update first: a stale holder's batch stops there.
+      const [, payment] = await this.#recorded(guard, 'payment', orderId, () => writeBatch(guard, row, (db) => [
+        db.order.update({ where: { id: orderId }, data: { status: 'paid' }, select: { id: true } }),
+        db.payment.create({ data: { orderId, amountCents, instance: instanceId, gatewayChargeId: charge.chargeId }, select: { id: true } }),
+      ]))
       return {
         kind: 'paid',
         orderId,

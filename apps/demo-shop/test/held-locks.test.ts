@@ -95,6 +95,35 @@ describe('heldLocksRecorder', () => {
   })
 })
 
+describe('heldLocksRecorder, timed writes', () => {
+  it('publishes only the locks held for the flush interval: short holds (a sale\'s) are never written, a long one is, once', async () => {
+    const writes: string[] = []
+    const counting = {
+      hset: (...args: Parameters<Redis['hset']>) => (writes.push(String(args[2])), redis.hset(...args)),
+      hdel: (...args: Parameters<Redis['hdel']>) => (writes.push('hdel'), redis.hdel(...args)),
+    } as Pick<Redis, 'hset' | 'hdel'>
+    const sale = new Locker(redis, { prefix })
+    sale.listen(heldLocksRecorder(counting, key, 'shop-short', { flushMs: 300 }))
+    // Short holds for four flush intervals at least (the recorder before this change wrote every
+    // interval: the latest list or an HDEL, 4 writes or more here); each is released long before due.
+    const start = performance.now()
+    for (let i = 0; performance.now() - start < 1_200; i++) await (await sale.acquire(`order:short-${i}`)).release()
+    expect(writes, 'no write for locks held shorter than the interval').toEqual([])
+    const long = await sale.acquire('product:short-long')
+    // Bounded wait on the condition: the long hold's write (due 300 ms after its grant).
+    for (let i = 0; i < 500 && writes.length === 0; i++) await new Promise((r) => setTimeout(r, 20))
+    expect(writes).toHaveLength(1)
+    expect(writes[0]).toContain('product:short-long')
+    expect(writes[0]).not.toContain('order:short-')
+    const seen = await readHeldLocks(redis, key, locker)
+    expect(seen.filter((l) => l.instance === 'shop-short')).toMatchObject([{ resource: 'product:short-long', token: String(long.token), leaseLive: true }])
+    await long.release()
+    for (let i = 0; i < 500 && writes.length === 1; i++) await new Promise((r) => setTimeout(r, 20))
+    expect(writes).toEqual([writes[0], 'hdel'])
+    await sale.close()
+  })
+})
+
 describe('readHeldLocks with the reading instance’s recorder', () => {
   it('takes its own locks from memory and hides another instance’s lock released since its last write until its lease could have run out', async () => {
     const lockerA = new Locker(redis, { prefix })

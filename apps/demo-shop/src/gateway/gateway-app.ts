@@ -24,7 +24,7 @@
  * then writes nothing and replays its answer); without a key, the ledger row alone.
  */
 import { createHash, randomUUID } from 'node:crypto'
-import { fencing, fencingErrorHandler, fencingMiddleware, type FencedRequest } from '@fencelock/fencing'
+import { fencing, fencingErrorHandler, fencingMiddleware, isFenceGuardError, StaleFencingTokenError, type FencedRequest } from '@fencelock/fencing'
 import express, { type ErrorRequestHandler, type Express, type Request, type Response } from 'express'
 import type { PrismaClient } from '../../../../generated/prisma/client.js'
 import { bodyParserFailure } from '../body-parser-errors.js'
@@ -132,7 +132,6 @@ export function createGatewayApp(deps: GatewayDeps): Express {
       ))
 
   const inFlight = deps.inFlight ?? new InFlight()
-  const claimSql = claimStatement(deps.schema)
   const app = express()
   app.disable('x-powered-by')
   app.disable('etag')
@@ -208,38 +207,34 @@ export function createGatewayApp(deps: GatewayDeps): Express {
     // The network and the card scheme, before the ledger: no database transaction waits for them.
     await latency()
     const chargeId = `ch_${randomUUID().replaceAll('-', '')}`
-    const charge = async (tx: TxClient): Promise<Answer> => {
-      if (rawKey === undefined) {
-        const row = await tx.gatewayCharge.create({
-          data: { chargeId, orderId, amountCents, idempotencyKey: null, fencingResource: fencing?.resource ?? null, fencingToken: fencing?.token ?? null },
-        })
-        return { status: 201, body: chargeBody(row) }
-      }
-      // The answer is known before the statement (the row's id is never shown), so the key is
-      // claimed with it and the ledger row written in one statement.
-      const createdAt = new Date()
-      const body = chargeBody({ chargeId, orderId, amountCents, idempotencyKey: rawKey, createdAt })
-      const claimed = await tx.$queryRawUnsafe<unknown[]>(
-        claimSql,
-        rawKey,
-        requestHash,
-        JSON.stringify(body),
-        chargeId,
-        orderId,
-        amountCents,
-        fencing?.resource ?? null,
-        fencing?.token ?? null,
-        createdAt,
+    const createdAt = new Date()
+    const answerBody = chargeBody({ chargeId, orderId, amountCents, idempotencyKey: rawKey ?? null, createdAt })
+    // One statement, outside any transaction (see chargeStatement): the resource's fence raised
+    // (with fencing headers), the key claimed with its answer (with a key), the ledger row.
+    const charge = chargeStatement(deps.schema, { fenced: fencing !== undefined, keyed: rawKey !== undefined })
+    const result = await db
+      .$queryRawUnsafe<Array<{ fenced: number; charged: number }>>(
+        charge,
+        ...chargeParameters({ fencing, key: rawKey, requestHash, body: answerBody, chargeId, orderId, amountCents, createdAt }),
       )
-      if (claimed.length === 1) return { status: 201, body }
-      // The key named an earlier call: this one charged nothing (the resource's fence, when the
-      // request carried one, is still recorded when the transaction commits).
-      return earlierAnswer(tx, rawKey, requestHash)
+      .then(
+        ([row]) => row,
+        (error: unknown) => {
+          // The database's guard refused the fence (a resource recreated under an older token than
+          // its tombstone): a stale token, as the fence's own condition says it.
+          if (fencing !== undefined && isFenceGuardError(error)) return { fenced: 0, charged: 0 }
+          throw error
+        },
+      )
+    let answer: Answer = { status: 201, body: answerBody }
+    if (fencing !== undefined && result?.fenced !== 1) {
+      // A newer token was seen for the resource: nothing was written. The stored token names it.
+      const stored = await db.gatewayFence.findUnique({ where: { resource: fencing.resource }, select: { fenceToken: true } })
+      throw new StaleFencingTokenError('GatewayFence', 'upsert', fencing.token, stored?.fenceToken)
     }
-    const answer =
-      fencing !== undefined
-        ? await fencing.transaction((tx) => charge(tx))
-        : await db.$transaction((tx) => charge(tx), limits)
+    // The key named an earlier call: this one charged nothing (the resource's fence, when the
+    // request carried one, was still raised), and the first answer is replayed.
+    if (result?.charged !== 1 && rawKey !== undefined) answer = await earlierAnswer(db, rawKey, requestHash)
     if (answer.replayed === true) res.setHeader(REPLAYED_HEADER, 'true')
     res.status(answer.status).json(answer.body)
   }
@@ -268,33 +263,82 @@ type TxClient = Parameters<Parameters<GatewayDb['$transaction']>[0]>[0]
 class KeyReused extends Error {}
 
 /**
- * The claim of an idempotency key and the charge it makes, one statement: the key inserted with
- * its answer (`INSERT ... ON CONFLICT DO NOTHING`: a conflict is not an error, no savepoint), and
- * the ledger row inserted only when the key was. A concurrent request with the same key blocks on
- * the key's unique index until the first commits, then inserts nothing and replays the first
- * answer (or, if the first rolled back, claims the key itself). So a key is never seen without its
- * answer, and a replayed request never writes a ledger row. Parameters: $1 key, $2 request hash,
- * $3 answer (JSON), $4 charge id, $5 order id, $6 amount, $7 fencing resource, $8 fencing token,
- * $9 created at. Returns one row when it charged, none when the key was taken.
+ * A charge in one statement (no transaction: a statement is atomic, and each step takes its row
+ * lock inside it, held until it commits):
+ * - `fenced` (fencing headers): the resource's fence first, `INSERT ... ON CONFLICT DO UPDATE ...
+ *   WHERE fence <= token` — raised, or the resource's row created with the token; a stale token
+ *   matches nothing and nothing after it is written (`fenced` 0). The database's fence guard still
+ *   refuses any write that would lower a fence.
+ * - `keyed` (an idempotency key): the key claimed with its answer (`ON CONFLICT DO NOTHING`: a
+ *   conflict is not an error), and the ledger row inserted only when the key was. A concurrent
+ *   request with the same key blocks on the key's unique index until the first commits, then
+ *   inserts nothing and replays the first answer (or, if the first rolled back, claims the key
+ *   itself). So a key is never seen without its answer, and a replayed request writes no ledger row.
+ * - the ledger row.
+ * Parameters: $1 charge id, $2 order id, $3 amount, $4 created at, then the fencing resource and
+ * token when fenced, then the key, the request hash and the answer (JSON) when keyed
+ * ({@link chargeParameters}). Returns one row: `fenced` (1 when the fence was raised, or there was
+ * none) and `charged` (1 when the ledger row was written).
  */
-function claimStatement(schema: string): string {
+function chargeStatement(schema: string, how: { fenced: boolean; keyed: boolean }): string {
   const s = quoteIdent(schema)
-  return `WITH claimed AS (
-  INSERT INTO ${s}."GatewayIdempotencyKey" (key, "requestHash", status, body) VALUES ($1, $2, 201, $3::jsonb)
+  const [resource, token] = how.fenced ? ['$5', '$6::bigint'] : ['NULL', 'NULL']
+  const k = how.fenced ? 7 : 5
+  const steps: string[] = []
+  let from = ''
+  if (how.fenced) {
+    steps.push(`fence AS (
+  INSERT INTO ${s}."GatewayFence" (resource, "fenceToken") VALUES (${resource}, ${token})
+  ON CONFLICT (resource) DO UPDATE SET "fenceToken" = EXCLUDED."fenceToken"
+  WHERE ${s}."GatewayFence"."fenceToken" <= EXCLUDED."fenceToken"
+  RETURNING 1 AS one
+)`)
+    from = ' FROM fence'
+  }
+  if (how.keyed) {
+    steps.push(`claimed AS (
+  INSERT INTO ${s}."GatewayIdempotencyKey" (key, "requestHash", status, body) SELECT $${k}, $${k + 1}, 201, $${k + 2}::jsonb${from}
   ON CONFLICT (key) DO NOTHING
   RETURNING key
-)
-INSERT INTO ${s}."GatewayCharge" ("chargeId", "orderId", "amountCents", "idempotencyKey", "fencingResource", "fencingToken", "createdAt")
-SELECT $4, $5::int, $6::int, key, $7, $8::bigint, $9::timestamp FROM claimed
-RETURNING 1 AS charged`
+)`)
+    from = ' FROM claimed'
+  }
+  steps.push(`charged AS (
+  INSERT INTO ${s}."GatewayCharge" ("chargeId", "orderId", "amountCents", "idempotencyKey", "fencingResource", "fencingToken", "createdAt")
+  SELECT $1, $2::int, $3::int, ${how.keyed ? 'key' : 'NULL'}, ${resource}, ${token}, $4::timestamp${from}
+  RETURNING 1 AS one
+)`)
+  const fenced = how.fenced ? '(SELECT count(*)::int FROM fence)' : '1'
+  return `WITH ${steps.join(',\n')}\nSELECT ${fenced} AS fenced, (SELECT count(*)::int FROM charged) AS charged`
+}
+
+/** The parameters of {@link chargeStatement}, in its order. */
+function chargeParameters(c: {
+  fencing: { resource: string; token: bigint } | undefined
+  key: string | undefined
+  requestHash: string
+  body: ChargeBody
+  chargeId: string
+  orderId: number
+  amountCents: number
+  createdAt: Date
+}): unknown[] {
+  return [
+    c.chargeId,
+    c.orderId,
+    c.amountCents,
+    c.createdAt,
+    ...(c.fencing === undefined ? [] : [c.fencing.resource, c.fencing.token]),
+    ...(c.key === undefined ? [] : [c.key, c.requestHash, JSON.stringify(c.body)]),
+  ]
 }
 
 /**
  * The answer the first request with `key` got, replayed; a key sent with other parameters is
  * refused (422): it names another call.
  */
-async function earlierAnswer(tx: TxClient, key: string, requestHash: string): Promise<Answer> {
-  const earlier = await tx.gatewayIdempotencyKey.findUniqueOrThrow({ where: { key } })
+async function earlierAnswer(db: GatewayDb, key: string, requestHash: string): Promise<Answer> {
+  const earlier = await db.gatewayIdempotencyKey.findUniqueOrThrow({ where: { key } })
   if (earlier.requestHash !== requestHash)
     throw new KeyReused(
       `the ${IDEMPOTENCY_KEY_HEADER} ${JSON.stringify(key.slice(0, 60))} was used with other parameters`,
