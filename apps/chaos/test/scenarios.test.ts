@@ -95,16 +95,19 @@ describe('verdict of the worker-kill-9 scenario', () => {
 describe('verdict of the clock-jump scenario (lock-only must change nothing)', () => {
   const clockJump = SCENARIOS.find((s) => s.name === 'clock-jump')
   if (clockJump === undefined) throw new Error('no clock-jump scenario')
-  /** Two holders of one resource at once; the first holder's process stood still `stalledMs` inside its section. */
-  const overlapping = (stalledMs: number): HistoryEvent[] => {
+  /**
+   * Two holders of one resource at once, `first` then `second` (the faked worker's instances are
+   * `faked-<n>`); the first holder's process stood still `stalledMs` inside its section.
+   */
+  const overlapping = (stalledMs: number, first = 'faked-1', second = 'w2'): HistoryEvent[] => {
     const events: HistoryEvent[] = [
-      { k: 'enter', inst: 'w1', res: 'r', token: '1', asked: 0, ...clocks(10) },
+      { k: 'enter', inst: first, res: 'r', token: '1', asked: 0, ...clocks(10) },
       { k: 'fault', kind: 'clock-jump', start: 50, end: 50, ...clocks(50) },
-      { k: 'enter', inst: 'w2', res: 'r', token: '2', asked: 20, ...clocks(700) },
-      { k: 'exit', inst: 'w1', res: 'r', token: '1', ...clocks(800) },
-      { k: 'exit', inst: 'w2', res: 'r', token: '2', ...clocks(900) },
+      { k: 'enter', inst: second, res: 'r', token: '2', asked: 20, ...clocks(700) },
+      { k: 'exit', inst: first, res: 'r', token: '1', ...clocks(800) },
+      { k: 'exit', inst: second, res: 'r', token: '2', ...clocks(900) },
     ]
-    if (stalledMs > 0) events.push({ k: 'stall', inst: 'w1', start: 100, end: 100 + stalledMs, ...clocks(100 + stalledMs) })
+    if (stalledMs > 0) events.push({ k: 'stall', inst: first, start: 100, end: 100 + stalledMs, ...clocks(100 + stalledMs) })
     return events.sort((a, b) => a.mono - b.mono)
   }
   const jumpRun = (mode: 'fenced' | 'lock', events: HistoryEvent[]): RunResult => ({
@@ -121,12 +124,21 @@ describe('verdict of the clock-jump scenario (lock-only must change nothing)', (
     { k: 'fault', kind: 'clock-jump', start: 50, end: 50, ...clocks(50) },
   ]
 
-  it('fails an overlap whose first holder ran all along (the fault did it), and passes one whose first holder stood still for a renewal interval (a pause: the machine did it)', () => {
+  it('fails an overlap of the faked worker whose first holder ran all along (the fault did it), either side; passes one whose first holder stood still for a renewal interval (a pause: the machine did it)', () => {
     expect(verdict(clockJump, jumpRun('fenced', quiet), jumpRun('lock', overlapping(0)))).toEqual([
+      'lock-only: 1 overlaps where the fault must change nothing',
+    ])
+    expect(verdict(clockJump, jumpRun('fenced', quiet), jumpRun('lock', overlapping(0, 'w1', 'faked-1')))).toEqual([
       'lock-only: 1 overlaps where the fault must change nothing',
     ])
     expect(verdict(clockJump, jumpRun('fenced', quiet), jumpRun('lock', overlapping(400)))).toEqual([])
     expect(checkHistory(overlapping(400)).overlaps[0]?.firstLongestStallMs).toBe(400)
+  })
+
+  it('passes an overlap between two workers with honest clocks (a busy machine: the fault is on another worker), reported in the check', () => {
+    const run = jumpRun('lock', overlapping(0, 'w1', 'w2'))
+    expect(run.check.overlaps).toHaveLength(1)
+    expect(verdict(clockJump, jumpRun('fenced', quiet), run)).toEqual([])
   })
 })
 
