@@ -376,7 +376,12 @@ async function election(cluster: EtcdCluster, id: EtcdElectionContenderId, plan:
   const client = new Etcd3({ hosts: [...cluster.endpoints] })
   const p = plan.election
   let failure: unknown
-  const fail = (error: unknown) => (failure ??= error)
+  let stopping = false
+  // A campaign resigned by the run's own stop while it was still starting (etcd3 grants its lease,
+  // then puts its key under it) fails with the lease revoked: that is the teardown, not a result.
+  const fail = (error: unknown) => {
+    if (!stopping) failure ??= error
+  }
   const candidates = Array.from({ length: p.candidates }, () =>
     id === 'ours' ? oursCandidate(client, name, plan.ttlSeconds) : anchorCandidate(client, name, plan.ttlSeconds, fail),
   )
@@ -417,6 +422,7 @@ async function election(cluster: EtcdCluster, id: EtcdElectionContenderId, plan:
       count: (on) => (counting = on),
       stop: () => {
         stop = true
+        stopping = true
         // Candidates still waiting are woken by their resignation (the leader resigns by itself).
         for (const c of candidates) void c.resign().catch(fail)
       },
