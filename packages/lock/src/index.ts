@@ -1,4 +1,10 @@
-export { Locker, type RedisClient, type NodeRedisClient, type GlideClient, type SupportedRedisClient } from './locker.js'
+export {
+  Locker,
+  type RedisClient,
+  type NodeRedisClient,
+  type GlideClient,
+  type SupportedRedisClient,
+} from './locker.js'
 export type { Lock } from './lock.js'
 export {
   LockError,

@@ -86,7 +86,9 @@ describe.each(LIBRARIES)('$name', (lib) => {
       const locker = makeLocker(client, { commandTimeoutMs: 1_000 })
       await (await locker.acquire(unique('cf-warm'))).release()
       // The first error may be the lost socket; then come the refused reconnections.
-      const refused = new Promise<void>((resolve) => events(client).on('error', (e: unknown) => refusedError(e) && resolve()))
+      const refused = new Promise<void>((resolve) =>
+        events(client).on('error', (e: unknown) => refusedError(e) && resolve()),
+      )
       await server.stop()
       await refused
       const r = unique('cf-down')

@@ -24,7 +24,20 @@ interface Line {
   event: 'job' | 'report'
   tick: number
   outcome?: string
+  /** The worker's Date.now() when it printed the line. */
+  at: number
 }
+
+/**
+ * How far into its 4 s window a tick may be for its runner to be frozen: the worker printed the
+ * line within the first 1.5 s, and the test read it within the first 2.5 s — so the 300 ms lease
+ * runs out while the window still has over a second for the other instance (on a loaded machine a
+ * line can be read late: then the next tick is taken).
+ */
+const PRINTED_WITHIN_MS = 1_500
+const READ_WITHIN_MS = 2_500
+/** Ticks to wait for one to freeze before the test says why it found none. */
+const TICKS_TO_FIND = 12
 
 let server: RedisServer
 let admin: Redis
@@ -78,9 +91,11 @@ async function worker(
 }
 
 /**
- * Two instances; the first to print `freezeOn` for a tick that began less than 1 s ago (a whole
- * window ahead) is frozen for 900 ms. Resolves with every instance's outcome of that tick and the
- * runs its list holds.
+ * Two instances; the first to print `freezeOn` for a tick early enough in its window (see
+ * {@link PRINTED_WITHIN_MS}) is frozen for 900 ms — in `during` mode while its job waits for the
+ * test's `go`, sent after the freeze (every other job gets its `go` at once), so the freeze lands
+ * inside the job however late the line is read. Resolves with every instance's outcome of that
+ * tick and the runs its list holds.
  */
 async function frozenTick(mode: 'after' | 'during'): Promise<{ frozen: string; other: string; runs: number }> {
   const key = unique('tick-job')
@@ -89,28 +104,59 @@ async function frozenTick(mode: 'after' | 'during'): Promise<{ frozen: string; o
   const outcomes = new Map<number, Map<number, string>>()
   let target: { tick: number; pid: number } | undefined
   let settle!: () => void
-  const both = new Promise<void>((resolve) => (settle = resolve))
+  let fail!: (error: Error) => void
+  const both = new Promise<void>((resolve, reject) => {
+    settle = resolve
+    fail = reject
+  })
   const byPid = new Map<number, ChildProcessWithoutNullStreams>()
+  /** How late each candidate line was, printed and read (ms into its window), for the failure message. */
+  const lateness: string[] = []
+  let firstTick: number | undefined
+  let bothReadyAt: number | undefined
   const onLine = (line: Line, pid: number) => {
+    const child = byPid.get(pid)
     if (line.event === 'report') {
       const of = outcomes.get(line.tick) ?? new Map<number, string>()
       of.set(pid, line.outcome!)
       outcomes.set(line.tick, of)
       if (target && line.tick === target.tick && of.size === 2) settle()
     }
-    const fresh = Date.now() - line.tick * EVERY_MS < 1_000
+    const start = line.tick * EVERY_MS
     const ran = line.event === 'job' || line.outcome === 'ran'
-    if (!target && line.event === freezeOn && ran && fresh) {
-      target = { tick: line.tick, pid }
-      const child = byPid.get(pid)!
-      child.kill('SIGSTOP')
-      setTimeout(() => child.kill('SIGCONT'), FROZEN_MS)
+    // Only a tick whose window began once both instances were running: both contend for it (on a
+    // loaded machine the second can start seconds after the first, and a tick it never tried
+    // would never get its second report).
+    const contended = bothReadyAt !== undefined && start >= bothReadyAt
+    if (!target && line.event === freezeOn && ran && child && contended) {
+      const printed = line.at - start
+      const read = Date.now() - start
+      lateness.push(`${printed}/${read}`)
+      firstTick ??= line.tick
+      if (printed < PRINTED_WITHIN_MS && read < READ_WITHIN_MS) {
+        target = { tick: line.tick, pid }
+        child.kill('SIGSTOP')
+        setTimeout(() => {
+          child.kill('SIGCONT')
+          if (mode === 'during') child.stdin.write(`go ${line.tick}\n`)
+        }, FROZEN_MS)
+        return
+      }
+      if (line.tick - firstTick >= TICKS_TO_FIND) {
+        fail(
+          new Error(
+            `no tick early enough to freeze in ${TICKS_TO_FIND} ticks (ms into the window, printed/read: ${lateness.join(', ')})`,
+          ),
+        )
+      }
     }
+    if (line.event === 'job' && mode === 'during') child?.stdin.write(`go ${line.tick}\n`)
   }
   const a = await worker(key, listKey, mode, onLine)
   byPid.set(a.pid!, a)
   const b = await worker(key, listKey, mode, onLine)
   byPid.set(b.pid!, b)
+  bothReadyAt = Date.now()
   await both
   for (const child of [a, b]) child.stdin.write('quit\n')
   const { tick, pid } = target!
