@@ -102,8 +102,11 @@ async function run(mode: 'lock' | 'bypass', stall: boolean): Promise<Hold[]> {
   const name = unique('rw-procs')
   const stalls: Promise<void>[] = []
   const onStall = (pid: number): void => {
-    // Continued 1.5 s later: three times its 500 ms lease.
-    stalls.push(new Promise((resolve) => setTimeout(() => resolve(void process.kill(pid, 'SIGCONT')), 1_500)))
+    // Continued 3 s later: six times its 500 ms lease. The others need the rest of it to get in: the
+    // stalled process's other loops are frozen too, in the queue, and a lock handed on to one of
+    // them waits its hand-off (500 ms) before the next — on a loaded machine 1.5 s was once not
+    // enough for any other hold to start (a clean-clone CI run: 0 overlaps past the lease).
+    stalls.push(new Promise((resolve) => setTimeout(() => resolve(void process.kill(pid, 'SIGCONT')), 3_000)))
   }
   const gos: (() => void)[] = []
   const ready = (go: () => void): void => {
