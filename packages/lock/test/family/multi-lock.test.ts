@@ -23,7 +23,7 @@ beforeAll(async () => {
 const keyOf = (resource: string) => resourceKeys('fencelock:', resource).lock
 
 /** `a` < `b` in canonical order: `a` is taken first, then `b` is waited for (another Locker holds it). */
-async function setUp(): Promise<{
+async function setUp(commandTimeoutMs = 100): Promise<{
   a: string
   b: string
   locker: Locker
@@ -33,7 +33,7 @@ async function setUp(): Promise<{
   const label = unique('set')
   const [a, b] = [`${label}:a`, `${label}:b`]
   const log = eventLog()
-  const locker = makeLocker(connect({ port: server.port }), { onEvent: log.onEvent, commandTimeoutMs: 100 })
+  const locker = makeLocker(connect({ port: server.port }), { onEvent: log.onEvent, commandTimeoutMs })
   const other = makeLocker(connect({ port: server.port }))
   const heldB = await other.acquire(b, { ttlMs: 30_000 })
   return { a, b, locker, log, releaseB: () => heldB.release() }
@@ -87,8 +87,10 @@ it('usingAll: the first member lost to a stalled server (lease 150 ms) while the
 })
 
 it('control: with every member held, the set is returned and held', async () => {
-  const { a, b, locker, releaseB } = await setUp()
-  const pending = locker.acquireAll([a, b], { ttlMs: 300, waitMs: 10_000 })
+  // No stall here: a loaded machine's delays, not a 100 ms deadline (a clean-clone run's release
+  // timed out at 100 ms), and a lease they cannot outlast.
+  const { a, b, locker, releaseB } = await setUp(2_000)
+  const pending = locker.acquireAll([a, b], { ttlMs: 10_000, waitMs: 10_000 })
   await waitingForB(locker, a, b)
   await releaseB()
   const set = await pending
