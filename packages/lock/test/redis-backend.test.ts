@@ -131,10 +131,12 @@ describe('RedisBackend: the round trips', () => {
     const r = h.backend.resource(unique('late-release'))
     const held = granted(await h.backend.acquire(r, request()))
     await w.backend.acquire(r, request({ queue: 'join' }))
-    await stallServer(env.admin, 500)
+    // A stall well past the 200 ms deadline, so the release lands in it on a loaded machine too (a
+    // clean-clone run sent it after a 500 ms stall had ended, and it answered in time).
+    await stallServer(env.admin, 2_000)
     expect((await settle(h.backend.release(r, held.ownerId))).error).toBeDefined()
     await waitUntil(async () => (await env.admin.get(r.keys.lock)) === `~${w.backend.lockerId}`, {
-      timeoutMs: 2_000,
+      timeoutMs: 6_000,
       what: 'the late hand-off',
     })
   })
