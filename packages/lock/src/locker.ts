@@ -1,7 +1,6 @@
 import type { LockBackend } from './backend/backend.js'
 import { chooseBackend, type BackendChoice } from './backend/create-backend.js'
-import { adaptClient, type SupportedRedisClient } from './client/choose-client.js'
-import type { RedisConnection } from './client/redis-client.js'
+import type { SupportedRedisClient } from './client/choose-client.js'
 import type { EtcdClient } from './etcd/etcd-client.js'
 import { EventHub } from './core/event-hub.js'
 import { LockCore } from './core/lock-core.js'
@@ -27,10 +26,15 @@ import {
   type SemaphoreHost,
   type SemaphoreOptions,
 } from './family/semaphore.js'
-import { ReadWriteLock, resolveReadWrite, type ReadWriteHost, type ReadWriteOptions } from './family/read-write.js'
+import {
+  ReadWriteLock,
+  resolveReadWrite,
+  type ReadWriteHost,
+  type ReadWriteOptions,
+  type Wakes,
+} from './family/read-write.js'
+import type { ReadWriteEngine } from './family/read-write-engine.js'
 import type { ReadWriteHold } from './family/read-write-hold.js'
-import { ReadWriteWakes } from './family/read-write-wakes.js'
-import { PubSubMode } from './backend/pubsub-mode.js'
 import { Deadlines, withinDeadline } from './deadline.js'
 import { READ_WRITE_PREFIX, SEMAPHORE_PREFIX } from './keys.js'
 import type { Lock } from './lock.js'
@@ -71,10 +75,8 @@ export class Locker {
   readonly #core: LockCore
   /** Grants the permits of every semaphore of this Locker (family/semaphore.ts); made on first use. */
   #permits: LockCore | undefined
-  /** The client of one Redis (also Sentinel, Cluster) that read-write locks run on; undefined on other engines. */
-  readonly #scriptClient: RedisConnection | undefined
-  /** The read-write locks' deadline clock and holds (family/read-write.ts); made on first use. */
-  #readWrite: { deadlines: Deadlines; holds: Set<ReadWriteHold>; wakes: ReadWriteWakes } | undefined
+  /** The read-write locks' engine, wakes and holds (family/read-write.ts); made on first use. */
+  #readWrite: { engine: ReadWriteEngine; holds: Set<ReadWriteHold>; wakes: Wakes } | undefined
 
   /**
    * @param redis an ioredis or iovalkey `Redis` or `Cluster`, or a connected node-redis client
@@ -91,7 +93,6 @@ export class Locker {
     engine.checkOptions(o)
     this.#engine = engine
     this.#options = o
-    this.#scriptClient = engine.nodes === 1 && engine.store === 'Redis' ? adaptClient(redis, 'redis') : undefined
     if (o.onEvent) this.#events.add(o.onEvent)
     this.#core = new LockCore({
       options: o,
@@ -299,14 +300,14 @@ export class Locker {
         `must be at most ${256 - READ_WRITE_PREFIX.length} characters to hold read-write locks`,
         prefix,
       )
-    if (!this.#scriptClient)
+    if (!this.#engine.readWrite)
       throw new InvalidLockOptionError(
         'redis',
-        'readWrite() runs on one Redis (also Sentinel or Cluster) for now: not in quorum mode, not on etcd',
-        this.#engine.nodes,
+        'readWrite() runs on Redis (one Redis, Sentinel, Cluster or quorum mode), not on etcd for now',
+        this.#engine.store,
       )
     this.#core.assertOpen(checked)
-    return new ReadWriteLock(this.#readWriteHost(this.#scriptClient), checked)
+    return new ReadWriteLock(this.#readWriteHost(this.#engine.readWrite), checked)
   }
 
   /**
@@ -380,25 +381,20 @@ export class Locker {
     const holds = [...(this.#readWrite?.holds ?? [])]
     await withinDeadline(Promise.all(holds.map((hold) => hold.close())), until)
     this.#readWrite?.wakes.close()
+    await this.#readWrite?.engine.close?.(until)
   }
 
-  /** What read-write locks run on: the client, the Locker's defaults, events and deadline clock. */
-  #readWriteHost(client: RedisConnection): ReadWriteHost {
-    this.#readWrite ??= {
-      deadlines: new Deadlines(),
-      holds: new Set(),
-      wakes: new ReadWriteWakes(
-        client,
-        this.#options.commandTimeoutMs,
-        new PubSubMode(client, this.#options.pubsub, this.#options.commandTimeoutMs),
-      ),
+  /** What read-write locks run on: the engine's round trips and wakes, the Locker's defaults and events. */
+  #readWriteHost(make: NonNullable<BackendChoice['readWrite']>): ReadWriteHost {
+    if (!this.#readWrite) {
+      const { engine, wakes } = make(this.#options, new Deadlines())
+      this.#readWrite = { engine, wakes, holds: new Set() }
     }
-    const { deadlines, holds, wakes } = this.#readWrite
+    const { engine, holds, wakes } = this.#readWrite
     const events = this.#events
     const core = this.#core
     return {
-      client,
-      deadlines,
+      engine,
       wakes,
       defaults: this.#options,
       ttlFloor: core.ttlFloor,

@@ -17,6 +17,12 @@ import type { BackendListener, LockBackend } from './backend.js'
 import { adaptClient } from '../client/choose-client.js'
 import type { RedisConnection } from '../client/redis-client.js'
 import { RedisBackend, type RedisBackendOptions } from './redis-backend.js'
+import { PubSubMode } from './pubsub-mode.js'
+import { READ_WRITE_PREFIX } from '../keys.js'
+import { SingleReadWrite, type ReadWriteEngine } from '../family/read-write-engine.js'
+import type { Wakes } from '../family/read-write.js'
+import { ReadWriteWakes } from '../family/read-write-wakes.js'
+import { quorumReadWrite } from '../quorum/quorum-read-write.js'
 
 /** Largest quorum accepted: more nodes only add round trips (a majority of 99 is 50). */
 export const MAX_QUORUM_NODES = 99
@@ -39,7 +45,21 @@ export interface BackendChoice {
    * own), its calls on `deadlines`, its release messages to `listener`.
    */
   create(o: ResolvedLockerOptions, deadlines: Deadlines, listener: BackendListener): LockBackend
+  /**
+   * The read-write locks' round trips and wakes on this engine (family/read-write-engine.ts), made
+   * once per Locker on first use; undefined where there are none yet (etcd).
+   */
+  readonly readWrite: ((o: ResolvedLockerOptions, deadlines: Deadlines) => ReadWriteParts) | undefined
 }
+
+/** What a Locker's read-write locks run on. */
+export interface ReadWriteParts {
+  readonly engine: ReadWriteEngine
+  readonly wakes: Wakes
+}
+
+/** The listener of a backend that never waits through the lock's queues (the read-write lock's quorum). */
+const NO_LISTENER: BackendListener = { released: () => {}, reconnected: () => {} }
 
 /**
  * Chooses the engine for `connection`, the Locker constructor's first argument.
@@ -78,6 +98,14 @@ function single(client: RedisConnection): BackendChoice {
         deadlines,
         listener,
       ),
+    readWrite: (o, deadlines) => {
+      const pubsub = new PubSubMode(client, o.pubsub, o.commandTimeoutMs)
+      const options = { ...redisOptions(o), fenceTtlMs: o.fenceTtlMs }
+      return {
+        engine: new SingleReadWrite(client, deadlines, options, pubsub),
+        wakes: new ReadWriteWakes(client, o.commandTimeoutMs, pubsub),
+      }
+    },
   }
 }
 
@@ -103,6 +131,14 @@ function quorum(clients: readonly RedisConnection[]): BackendChoice {
     },
     create: (o, deadlines, listener) =>
       new QuorumBackend(clients, { ...redisOptions(o), nodeRestartDelayMs: o.nodeRestartDelayMs }, deadlines, listener),
+    // A quorum backend of its own, under the read-write lock's prefix: its restart guard's marker
+    // and lease records apart from the locks'.
+    readWrite: (o, deadlines) => {
+      const prefixed = { ...o, prefix: o.prefix + READ_WRITE_PREFIX }
+      const options = { ...redisOptions(prefixed), nodeRestartDelayMs: o.nodeRestartDelayMs }
+      const backend = new QuorumBackend(clients, options, deadlines, NO_LISTENER)
+      return quorumReadWrite(backend, clients, redisOptions(o))
+    },
   }
 }
 
@@ -122,6 +158,7 @@ function etcd(client: EtcdClient): BackendChoice {
       if (o.pubsub === 'sharded')
         throw new InvalidLockOptionError('pubsub', "'sharded' is for a Redis Cluster: etcd has no pub/sub", o.pubsub)
     },
+    readWrite: undefined,
     create: (o, deadlines, listener) =>
       new EtcdBackend(
         client,

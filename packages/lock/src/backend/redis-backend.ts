@@ -31,7 +31,7 @@ import { doneKey, resourceKeys } from '../keys.js'
 import { checkResource, type PubSubOption } from '../options.js'
 import { newOwnerId } from '../owner-id.js'
 import { acquireScript, toAcquireReply } from '../scripts/acquire.js'
-import type { Handling } from '../scripts/define-script.js'
+import type { Handling, Script } from '../scripts/define-script.js'
 import { extendScript, isExtended } from '../scripts/extend.js'
 import { raiseFenceScript, toRaised } from '../scripts/raise-fence.js'
 import { markDoneScript, readDoneScript, toDoneToken } from '../scripts/mark-done.js'
@@ -528,6 +528,20 @@ export class RedisBackend implements LockBackend, AcquireCallHost {
         map: (reply: unknown) => reply === 1,
       },
     )
+  }
+
+  /**
+   * One script of a module built on this node's calls (the read-write lock in quorum mode,
+   * quorum/quorum-read-write.ts), with this backend's deadlines (`ms`) and counted in its calls
+   * in flight, so that closing waits for it as for the lock's own.
+   */
+  run<K extends string, A extends string>(
+    script: Script<K, A>,
+    keys: { readonly [k in K]: string },
+    args: { readonly [a in A]: string | number },
+    ms: number,
+  ): Promise<unknown> {
+    return script.run(this.#client, keys, args, { deadlines: this.#deadlines, ms, inFlight: this.#inFlight })
   }
 
   readDone(resource: LockResource): Promise<bigint | undefined> {

@@ -17,6 +17,11 @@ export interface HoldCalls {
   extend(ttlMs: number): Promise<boolean>
   /** Owner-checked release: true when our lease was still live. */
   release(): Promise<boolean>
+  /**
+   * Of a lease of `ttlMs` from when its request was sent, how long is ours for certain (less the
+   * clock drift in quorum mode).
+   */
+  validMs(ttlMs: number): number
   /** The Locker's shortest lease. */
   readonly ttlFloor: TtlFloor
   emit(event: LockEvent): void
@@ -71,7 +76,7 @@ export class ReadWriteHold implements AsyncDisposable {
     this.#ttlMs = grant.ttlMs
     this.#acquiredAt = grant.sentAt
     // Measured from when the grant was sent: the lease began no earlier in Redis.
-    this.#validUntil = grant.sentAt + grant.ttlMs
+    this.#validUntil = grant.sentAt + calls.validMs(grant.ttlMs)
     this.#autoExtend = grant.autoExtend
     this.#armExpiry()
     if (this.#autoExtend) this.#scheduleRenewal()
@@ -196,7 +201,7 @@ export class ReadWriteHold implements AsyncDisposable {
 
   #renewed(sentAt: number, ttlMs: number, auto: boolean): void {
     this.#ttlMs = ttlMs
-    this.#validUntil = sentAt + ttlMs
+    this.#validUntil = sentAt + this.#calls.validMs(ttlMs)
     this.#armExpiry()
     this.#calls.emit({ type: 'extended', resource: this.resource, token: this.token, ttlMs, auto })
   }

@@ -21,7 +21,6 @@
  *
  * Keys live under `<prefix>rw:`, apart from every lock's (`<prefix>{…}`) and semaphore's.
  */
-import type { Deadlines } from '../deadline.js'
 import { InvalidLockOptionError, LockAbortedError, LockTimeoutError, LockUnavailableError } from '../errors.js'
 import type { EventSink } from '../core/lock-source.js'
 import type { LockEvent } from '../events.js'
@@ -36,20 +35,18 @@ import {
   type UsingOptions,
 } from '../options.js'
 import { readWriteKeys, type ReadWriteKeys } from '../keys.js'
-import type { Script, ScriptClient } from '../scripts/define-script.js'
-import {
-  extendReadScript,
-  extendWriteScript,
-  inspectReadWriteScript,
-  readScript,
-  releaseReadScript,
-  releaseWriteScript,
-  shardedReleaseReadScript,
-  shardedReleaseWriteScript,
-  writeScript,
-} from '../scripts/read-write.js'
+import type { ReadWriteEngine, TryOutcome } from './read-write-engine.js'
 import { ReadWriteHold, type HoldCalls, type ReadWriteMode } from './read-write-hold.js'
-import type { ReadWriteWakes } from './read-write-wakes.js'
+
+/** Where blocked reads and writes hear of releases (family/read-write-wakes.ts; one per node in quorum mode). */
+export interface Wakes {
+  /**
+   * Calls `wake` on every release message of `channel` until the returned function is called.
+   * Resolves once subscribed, or after a bounded wait without (the waiter then relies on its tries).
+   */
+  watch(channel: string, wake: () => void): Promise<() => void>
+  close(): void
+}
 
 /** First pause of a blocked read or write before it tries again, in ms. */
 const FIRST_BACKOFF_MS = 2
@@ -84,17 +81,16 @@ export interface ReadWriteInspection {
 }
 
 /**
- * What a {@link ReadWriteLock} needs from its Locker: the client that runs its scripts, the
- * defaults, the deadline clock and events, and a register of the holds, so that closing the
- * Locker gives them back.
+ * What a {@link ReadWriteLock} needs from its Locker: the engine that runs its round trips, the
+ * defaults and events, and a register of the holds, so that closing the Locker gives them back.
  */
 export interface ReadWriteHost extends EventSink {
-  readonly client: ScriptClient
+  /** The round trips: one Redis, or a quorum of nodes (family/read-write-engine.ts). */
+  readonly engine: ReadWriteEngine
   readonly defaults: ResolvedLockerOptions
   readonly ttlFloor: TtlFloor
-  readonly deadlines: Deadlines
   /** Where blocked reads and writes hear of releases. */
-  readonly wakes: ReadWriteWakes
+  readonly wakes: Wakes
   readonly closed: boolean
   held(hold: ReadWriteHold): void
   ended(hold: ReadWriteHold): void
@@ -188,28 +184,12 @@ export class ReadWriteLock {
    */
   async inspect(): Promise<ReadWriteInspection> {
     if (this.#host.closed) throw new LockUnavailableError(this.name, 'inspect', 'the locker was closed')
-    let reply: unknown[]
     try {
-      reply = (await this.#run(inspectReadWriteScript, {})) as unknown[]
+      const raw = await this.#host.engine.inspect(this.#keys)
+      const state = raw.writerToken !== undefined ? 'write' : raw.readers > 0 ? 'read' : 'free'
+      return { name: this.name, state, ...raw }
     } catch (error) {
       throw new LockUnavailableError(this.name, 'inspect', `could not inspect "${this.name}"`, error)
-    }
-    const [writerToken, writerTtl, readers, waiting, last] = reply as [
-      string | null,
-      number,
-      number,
-      number,
-      string | null,
-    ]
-    const writing = writerToken !== null && writerTtl !== -2
-    return {
-      name: this.name,
-      state: writing ? 'write' : readers > 0 ? 'read' : 'free',
-      readers,
-      writerToken: writing ? BigInt(writerToken) : undefined,
-      writerTtlMs: writing ? writerTtl : undefined,
-      waitingWriters: waiting,
-      lastToken: last === null ? undefined : BigInt(last),
     }
   }
 
@@ -239,34 +219,28 @@ export class ReadWriteLock {
   async #tries(mode: ReadWriteMode, o: ResolvedAcquire, start: number, waiting: Waiting): Promise<ReadWriteHold> {
     const ownerId = newOwnerId()
     const d = this.#host.defaults
+    const engine = this.#host.engine
     const until = start + o.waitMs
+    // A writer's place among the waiting writers is ordered by when it first tried.
+    const arrival = Date.now()
     let backoff = FIRST_BACKOFF_MS
     let failure: unknown
     let contended = false
     for (;;) {
       const sentAt = performance.now()
       waiting.woken = false
-      let reply: [number, number | string] | undefined
+      let reply: TryOutcome | undefined
       try {
-        reply =
-          mode === 'read'
-            ? await this.#run(readScript, { ownerId, ttlMs: o.ttlMs, fenceTtlMs: d.fenceTtlMs })
-            : await this.#run(writeScript, {
-                ownerId,
-                ttlMs: o.ttlMs,
-                fenceTtlMs: d.fenceTtlMs,
-                queueLeaseMs: 3 * d.pollMs + d.commandTimeoutMs,
-                join: o.waitMs > 0 ? '1' : '0',
-              })
+        reply = await engine.try(this.#keys, mode, { ownerId, ttlMs: o.ttlMs, join: o.waitMs > 0, arrival })
       } catch (error) {
         // The outcome is unknown (no answer in time, a dropped connection): whatever the try did
         // in our name is undone before anything else is sent for it.
         failure = error
         this.#giveBack(mode, ownerId)
       }
-      if (reply?.[0] === 1) {
-        const token = BigInt(reply[1])
-        if (performance.now() - sentAt >= o.ttlMs) {
+      if (reply?.granted) {
+        const token = reply.token
+        if (performance.now() - sentAt >= engine.validMs(o.ttlMs)) {
           // The lease ran out during the round trip: nothing of it is ours.
           this.#giveBack(mode, ownerId)
         } else {
@@ -294,7 +268,7 @@ export class ReadWriteLock {
       // Reported once per acquire, at its first miss: the retries are the wait's workings.
       if (reply && !contended) {
         contended = true
-        this.#emit({ type: 'contended', resource: this.name, holderTtlMs: Number(reply[1]) })
+        this.#emit({ type: 'contended', resource: this.name, holderTtlMs: reply.granted ? 0 : reply.holderMs })
       }
       if (!waiting.unwatch) {
         // The first miss: listen for releases, then try again at once (one may have come before
@@ -309,7 +283,7 @@ export class ReadWriteLock {
         }
         continue
       }
-      const hint = reply && Number(reply[1]) >= 0 ? Number(reply[1]) + 1 : Number.POSITIVE_INFINITY
+      const hint = reply && !reply.granted && reply.holderMs >= 0 ? reply.holderMs + 1 : Number.POSITIVE_INFINITY
       const pause = Math.min(hint, backoff * (0.75 + Math.random() / 2), until - now)
       backoff = Math.min(d.pollMs, backoff * 2)
       if (!(await this.#pause(pause, o.signal, waiting))) {
@@ -328,15 +302,14 @@ export class ReadWriteLock {
     start: number,
   ): ReadWriteHold {
     const host = this.#host
+    const engine = host.engine
     const calls: HoldCalls = {
       ttlFloor: host.ttlFloor,
       emit: (event) => this.#emit(event),
       ended: (hold) => host.ended(hold),
-      extend: async (ttlMs) =>
-        (mode === 'read'
-          ? await this.#run(extendReadScript, { ownerId, ttlMs })
-          : await this.#run(extendWriteScript, { ownerId, ttlMs })) === 1,
-      release: async () => (await this.#release(mode, ownerId)) === 1,
+      extend: (ttlMs) => engine.extend(this.#keys, mode, ownerId, ttlMs),
+      release: () => engine.release(this.#keys, mode, ownerId),
+      validMs: (ttlMs) => engine.validMs(ttlMs),
     }
     const hold = new ReadWriteHold(calls, {
       resource: this.name,
@@ -360,14 +333,7 @@ export class ReadWriteLock {
 
   /** Undoes whatever a try may have done in `ownerId`'s name (a lease, a place among waiting writers). */
   #giveBack(mode: ReadWriteMode, ownerId: string): void {
-    this.#release(mode, ownerId).catch(() => {})
-  }
-
-  /** A read's or write's release, announced with the pub/sub in use (sharded on a Cluster that has it). */
-  async #release(mode: ReadWriteMode, ownerId: string): Promise<unknown> {
-    const sharded = (await this.#host.wakes.pubsub.resolve()) === 'sharded'
-    if (mode === 'read') return this.#run(sharded ? shardedReleaseReadScript : releaseReadScript, { ownerId })
-    return this.#run(sharded ? shardedReleaseWriteScript : releaseWriteScript, { ownerId })
+    this.#host.engine.release(this.#keys, mode, ownerId).catch(() => {})
   }
 
   /** Sleeps `ms`, or less when a release message comes; false when `signal` aborted first. */
@@ -385,17 +351,6 @@ export class ReadWriteLock {
       const timer = setTimeout(() => done(true), Math.max(0, ms))
       waiting.wake = () => done(true)
       signal?.addEventListener('abort', onAbort, { once: true })
-    })
-  }
-
-  /** One script call on this lock's keys, with the Locker's `commandTimeoutMs`. */
-  #run<T, K extends keyof ReadWriteKeys, A extends string>(
-    script: Script<K, A>,
-    args: { readonly [a in A]: string | number },
-  ): Promise<T> {
-    return script.run<T>(this.#host.client, this.#keys, args, {
-      deadlines: this.#host.deadlines,
-      ms: this.#host.defaults.commandTimeoutMs,
     })
   }
 

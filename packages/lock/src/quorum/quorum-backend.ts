@@ -61,10 +61,18 @@ export interface QuorumBackendOptions extends RedisBackendOptions {
   readonly nodeRestartDelayMs: number | undefined
 }
 
+/** What a module built on a quorum's nodes runs on (see {@link QuorumBackend.parts}). */
+export interface QuorumParts {
+  readonly nodes: readonly QuorumNode[]
+  readonly quorum: number
+  readonly guard: RestartGuard
+  readonly markerKey: string | undefined
+}
+
 const NONE: readonly Error[] = Object.freeze([])
 
 /** Why each node left out of `asked` was not asked (none on the common path: every node asked). */
-function notAsked(nodes: readonly QuorumNode[], asked: readonly QuorumNode[]): readonly Error[] {
+export function notAsked(nodes: readonly QuorumNode[], asked: readonly QuorumNode[]): readonly Error[] {
   if (asked.length === nodes.length) return NONE
   return nodes
     .filter((node) => !asked.includes(node))
@@ -144,6 +152,19 @@ export class QuorumBackend implements LockBackend {
       lateGrants: this.#lateGrants,
       releaseOn: (node, resource, ownerId) => this.releaseOn(node, resource, ownerId),
       granted: (resource, request, sentAtWall) => this.#tickets.granted(resource.name, request.queue, sentAtWall),
+    }
+  }
+
+  /**
+   * @internal What the read-write lock's quorum engine runs on (quorum/quorum-read-write.ts): the
+   * nodes, the majority, the restart guard, and the node marker's key (undefined with the guard off).
+   */
+  get parts(): QuorumParts {
+    return {
+      nodes: this.#nodes,
+      quorum: this.#quorum,
+      guard: this.#guard,
+      markerKey: this.#guard.enabled ? nodeMarkerKey(this.#options.prefix) : undefined,
     }
   }
 

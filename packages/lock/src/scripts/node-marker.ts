@@ -30,7 +30,7 @@ return redis.call('GET', ${k.marker})
 export const MARKER_LOST = 2
 
 /** A Lua fragment: return {@link MARKER_LOST} unless the marker holds `epoch`. Writes nothing. */
-const markerCheck = (marker: string, epoch: string): string => `
+export const markerCheck = (marker: string, epoch: string): string => `
 local markedAs = redis.call('GET', ${marker})
 if markedAs ~= ${epoch} then
   return {${MARKER_LOST}, markedAs}

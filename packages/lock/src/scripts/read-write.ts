@@ -18,6 +18,11 @@
 import { defineScript, type PublishCommand } from './define-script.js'
 import { mintToken } from './mint-token.js'
 
+/** The Lua locals of a read's or write's keys. */
+type ReadWriteLua = { readonly [k in 'writer' | 'readers' | 'writers' | 'writerLeases' | 'fence']: string }
+type ReadArgs = { readonly [a in 'ownerId' | 'ttlMs' | 'fenceTtlMs']: string }
+type WriteArgs = { readonly [a in 'ownerId' | 'ttlMs' | 'fenceTtlMs' | 'queueLeaseMs' | 'join' | 'arrival']: string }
+
 /** The server's time in ms, as the Lua local `now`. */
 const NOW = `
 local t = redis.call('TIME')
@@ -51,10 +56,10 @@ end`
  * value: the last write's token; a missing counter is seeded from the clock, above every token it
  * had), or `{0, ms}`: the writer's remaining lease, or -1 when writers wait.
  */
-export const readScript = defineScript({
+export const readSpec = {
   keys: ['writer', 'readers', 'writers', 'writerLeases', 'fence'],
   args: ['ownerId', 'ttlMs', 'fenceTtlMs'],
-  lua: (k, a) => `${NOW}${KEEP_FOR}${PRUNE_READERS(k.readers)}
+  lua: (k: ReadWriteLua, a: ReadArgs): string => `${NOW}${KEEP_FOR}${PRUNE_READERS(k.readers)}
 local held = redis.call('PTTL', ${k.writer})
 if held ~= -2 then return {0, held} end
 ${PRUNE_WRITERS(k.writers, k.writerLeases)}
@@ -69,21 +74,28 @@ else
   redis.call('SET', ${k.fence}, token, 'PX', ${a.fenceTtlMs})
 end
 return {1, token}`,
-})
+} as const
+
+export const readScript = defineScript(readSpec)
 
 /**
  * A write: granted when no writer holds, no reader's lease is live and no writer waits before it.
  * `join` '1': on a miss, take (or keep) a place among the waiting writers, which also stops new
- * readers. Replies `{1, token}` (a fresh token from the counter) or `{0, ms}`: the writer's
- * remaining lease, the first reader lease to end, or -1 when a writer waits before us.
+ * readers. The place is scored by `arrival` (ms), or by the server's clock when it is '': quorum
+ * mode gives every node the same arrival, so that every node puts its writers in the same order
+ * (ties by owner id) and a majority of them grant the same one. Replies `{1, token}` (a fresh
+ * token from the counter) or `{0, ms}`: the writer's remaining lease, the first reader lease to
+ * end, or -1 when a writer waits before us.
  */
-export const writeScript = defineScript({
+export const writeSpec = {
   keys: ['writer', 'readers', 'writers', 'writerLeases', 'fence'],
-  args: ['ownerId', 'ttlMs', 'fenceTtlMs', 'queueLeaseMs', 'join'],
-  lua: (k, a) => `${NOW}${KEEP_FOR}${PRUNE_READERS(k.readers)}
+  args: ['ownerId', 'ttlMs', 'fenceTtlMs', 'queueLeaseMs', 'join', 'arrival'],
+  lua: (k: ReadWriteLua, a: WriteArgs): string => `${NOW}${KEEP_FOR}${PRUNE_READERS(k.readers)}
 if ${a.join} == '1' then
   if not redis.call('ZSCORE', ${k.writers}, ${a.ownerId}) then
-    redis.call('ZADD', ${k.writers}, now, ${a.ownerId})
+    local arrival = now
+    if ${a.arrival} ~= '' then arrival = tonumber(${a.arrival}) end
+    redis.call('ZADD', ${k.writers}, arrival, ${a.ownerId})
   end
   redis.call('HSET', ${k.writerLeases}, ${a.ownerId}, now + tonumber(${a.queueLeaseMs}))
   keepFor(${k.writers}, tonumber(${a.queueLeaseMs}))
@@ -101,7 +113,9 @@ ${mintToken(k.fence, a.fenceTtlMs, "'0'")}
 redis.call('HSET', ${k.writer}, 'owner', ${a.ownerId}, 'token', token)
 redis.call('PEXPIRE', ${k.writer}, ${a.ttlMs})
 return {1, token}`,
-})
+} as const
+
+export const writeScript = defineScript(writeSpec)
 
 /**
  * A writer's owner-checked release; also takes the owner out of the waiting writers. Publishes on
@@ -179,7 +193,7 @@ return 1`,
 
 /**
  * What Redis holds, read-only: `{writerToken or false, writerTtlMs, live readers, live waiting
- * writers, last token or false}`.
+ * writers, last token or false, writer's owner id or false}`.
  */
 export const inspectReadWriteScript = defineScript({
   keys: ['writer', 'readers', 'writers', 'writerLeases', 'fence'],
@@ -191,5 +205,5 @@ for _, id in ipairs(redis.call('ZRANGE', ${k.writers}, 0, -1)) do
   if tonumber(redis.call('HGET', ${k.writerLeases}, id) or '0') > now then waiting = waiting + 1 end
 end
 return {redis.call('HGET', ${k.writer}, 'token'), redis.call('PTTL', ${k.writer}), readers, waiting,
-  redis.call('GET', ${k.fence})}`,
+  redis.call('GET', ${k.fence}), redis.call('HGET', ${k.writer}, 'owner')}`,
 })

@@ -4,6 +4,7 @@
  * ways they break (key deleted, event loop blocked past the lease), bad input, and tokens as
  * docs/LOCK.md defines them, with a reader's derived write fenced by its token.
  */
+import { Etcd3 } from 'etcd3'
 import type { Redis } from 'ioredis'
 import { beforeAll, describe, expect, it } from 'vitest'
 import {
@@ -11,7 +12,7 @@ import {
   LockAbortedError,
   LockLostError,
   LockTimeoutError,
-  type Locker,
+  Locker,
   type ReadWriteHold,
 } from '../../src/index.js'
 import { commandCalls, connect, makeLocker, ready, stallServer, unique } from '../support/connections.js'
@@ -289,7 +290,7 @@ describe('tokens', () => {
 })
 
 describe('bad input, before any I/O', () => {
-  it('names the field; unknown option names too; quorum mode is refused', async () => {
+  it('names the field; unknown option names too; etcd is refused (quorum mode is not)', async () => {
     // A client that never connects: any I/O would hang or fail as unavailable, not as bad input.
     const dead = makeLocker(connect({ port: 1 }, { lazyConnect: true, enableOfflineQueue: false }))
     const field = (fn: () => unknown): string | undefined => {
@@ -316,7 +317,13 @@ describe('bad input, before any I/O', () => {
     expect(await afield(() => rw.read({ signal: 'no' } as never))).toBe('signal')
     expect(await afield(() => rw.usingRead(42 as never))).toBe('fn')
     expect(await afield(() => rw.usingWrite(() => 1, { autoExtend: true } as never))).toBe('options.autoExtend')
+    // Quorum mode has read-write locks (test/family/read-write-quorum.test.ts); etcd has none yet.
     const quorum = makeLocker([1, 2, 3].map(() => connect({ port: 1 }, { lazyConnect: true })))
-    expect(field(() => quorum.readWrite('x'))).toBe('redis')
+    expect(field(() => quorum.readWrite('x'))).toBeUndefined()
+    const etcdClient = new Etcd3({ hosts: '127.0.0.1:1' })
+    const etcd = new Locker(etcdClient)
+    expect(field(() => etcd.readWrite('x'))).toBe('redis')
+    await etcd.close()
+    etcdClient.close()
   })
 })
