@@ -318,7 +318,7 @@ describe('the subscription follows the slot', () => {
     await lock.release()
   }, 120_000)
 
-  it("SETSLOT NODE sent to the slot's owner itself drops its shard channels there: ours are subscribed again; ioredis's own shardedSubscribers (the unprotected variant, not used) stays unsubscribed", async () => {
+  it("SETSLOT NODE sent to the slot's owner itself drops its shard channels there: ours are subscribed again; ours come back whatever ioredis's slot table did (ioredis's own shardedSubscribers, not used, only when its table changed)", async () => {
     const [r] = await resourcesOnEveryShard('self-setslot', 1)
     const k = keysOf(r!)
     const slot = await set.keySlot(k.lock)
@@ -336,23 +336,25 @@ describe('the subscription follows the slot', () => {
     waiting.catch(() => {})
     await until(async () => (await shardSubscribers(own, k.channel)) === 2, 'both subscribed')
     expect(await ioredisShardSubscriptions(own)).toBe(1)
+    /** Our waiter's subscriptions on the owner: every one but ioredis's own subscriber's. */
+    const ours = async () => (await shardSubscribers(own, k.channel)) - (await ioredisShardSubscriptions(own))
     await until(async () => (await admin().zcard(k.queue)) === 1, 'the waiter queued')
 
     let theirRefreshes = 0
     theirs.on('refresh', () => theirRefreshes++)
     // redis-cli --cluster reshard sends this to every primary, the owner included.
     await node(own).call('CLUSTER', 'SETSLOT', slot, 'NODE', String(await node(own).call('CLUSTER', 'MYID')))
-    await until(async () => (await shardSubscribers(own, k.channel)) === 1, 'ours subscribed again')
-    expect(await ioredisShardSubscriptions(own)).toBe(0)
+    await until(async () => (await ours()) === 1, 'ours subscribed again')
     const releasedAt = performance.now()
     expect(await held.release()).toBe(true)
     const lock = await waiting
     expect(performance.now() - releasedAt).toBeLessThan(WOKEN_BY_MESSAGE_MS)
     expect(lock.token).toBeGreaterThan(held.token)
-    // ioredis's group re-read the slot table (told by the SUNSUBSCRIBE), found it the same, and so
-    // never subscribes again.
+    // ioredis's group re-read the slot table (told by the SUNSUBSCRIBE). When it found it the same
+    // it never subscribes again (seen on a quiet machine: its subscription stays at 0); on a loaded
+    // one its table had sometimes changed meanwhile and it did subscribe again (4 of 9 runs under
+    // 6 busy loops). Ours does not depend on what the table was: it is asserted above, theirs not.
     await until(async () => theirRefreshes > 0, "ioredis's sharded subscribers re-read the slot table")
-    expect(await ioredisShardSubscriptions(own)).toBe(0)
     await lock.release()
   }, 120_000)
 

@@ -59,6 +59,11 @@ export class ShardedSubscriber implements SubscriberConnection {
   readonly #connections = new Map<string, NodeConnection>()
   #timer: NodeJS.Timeout | undefined
   #reconciling = false
+  /**
+   * A reconciliation was asked for while one ran (a node dropped channels after the running one
+   * had looked at them): it runs again when the running one ends, or the drop would be lost.
+   */
+  #again = false
   #closed = false
   readonly #timeoutMs: number
   /** The Cluster re-read its slot table (a MOVED, a failover): channels whose slot moved follow it. */
@@ -179,8 +184,13 @@ export class ShardedSubscriber implements SubscriberConnection {
    * owner, on its owner. Runs again later while any channel is left behind.
    */
   async #reconcile(): Promise<void> {
-    if (this.#reconciling || this.#closed) return
+    if (this.#closed) return
+    if (this.#reconciling) {
+      this.#again = true
+      return
+    }
     this.#reconciling = true
+    this.#again = false
     let moved = false
     let behind = false
     try {
@@ -230,7 +240,8 @@ export class ShardedSubscriber implements SubscriberConnection {
     if (this.#closed) return
     // Messages sent while a channel was on no node are gone: the waiters try now.
     if (moved) this.#events.ready()
-    if (behind) this.#schedule()
+    if (this.#again) this.#schedule(0)
+    else if (behind) this.#schedule()
   }
 }
 
