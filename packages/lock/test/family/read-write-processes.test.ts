@@ -115,11 +115,12 @@ async function run(topology: Topology, mode: 'lock' | 'bypass', stall: boolean):
   const name = unique('rw-procs')
   const stalls: Promise<void>[] = []
   const onStall = (pid: number): void => {
-    // Continued 3 s later: six times its 500 ms lease. The others need the rest of it to get in: the
-    // stalled process's other loops are frozen too, in the queue, and a lock handed on to one of
-    // them waits its hand-off (500 ms) before the next — on a loaded machine 1.5 s was once not
-    // enough for any other hold to start (a clean-clone CI run: 0 overlaps past the lease).
-    stalls.push(new Promise((resolve) => setTimeout(() => resolve(void process.kill(pid, 'SIGCONT')), 3_000)))
+    // Continued 4 s later: eight times its 500 ms lease. The others need part of that to get in:
+    // the stalled process's other loops are frozen too, some perhaps as waiting writers at the head
+    // of the line, whose places last 2.3 s (fixtures/read-write-worker.ts: pollMs 100); a clean-clone
+    // CI run once saw no other hold start within 1.5 s, and under load 20 none within 3 s with the
+    // default 5 s places.
+    stalls.push(new Promise((resolve) => setTimeout(() => resolve(void process.kill(pid, 'SIGCONT')), 4_000)))
   }
   const gos: (() => void)[] = []
   const ready = (go: () => void): void => {
