@@ -399,11 +399,29 @@ export class QuorumWakes implements Wakes {
     )
   }
 
-  async watch(channel: string, wake: () => void): Promise<() => void> {
-    const stops = await Promise.all(this.#each.map((w) => w.watch(channel, wake)))
-    return () => {
-      for (const stop of stops) stop()
+  /**
+   * Watches on every node; resolves once a majority of them subscribed (or gave up waiting for it):
+   * a release reaches a majority of the nodes, and a node that is down does not hold up the first
+   * wait of every name by its subscribe's timeout.
+   */
+  watch(channel: string, wake: () => void): Promise<() => void> {
+    const stops: (() => void)[] = []
+    let stopped = false
+    const unwatch = (): void => {
+      stopped = true
+      for (const stop of stops.splice(0)) stop()
     }
+    const needed = Math.floor(this.#each.length / 2) + 1
+    return new Promise((resolve) => {
+      let settled = 0
+      for (const w of this.#each)
+        void w.watch(channel, wake).then((stop) => {
+          // A node that subscribed after the waiter stopped watching is let go at once.
+          if (stopped) stop()
+          else stops.push(stop)
+          if (++settled === needed) resolve(unwatch)
+        })
+    })
   }
 
   close(): void {

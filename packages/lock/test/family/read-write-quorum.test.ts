@@ -31,7 +31,10 @@ describe('quorum mode: readers and writers', () => {
     const b = locker()
     const name = unique('qrw-basic')
     const r1 = await a.readWrite(name).read()
-    const r2 = await b.readWrite(name).read({ waitMs: 0 })
+    // Not `waitMs: 0`: b's first call waits for its restart guard's checks of the nodes (up to
+    // commandTimeoutMs, more than a single try has on a loaded machine). Were readers exclusive, it
+    // would time out all the same: r1 is released only later.
+    const r2 = await b.readWrite(name).read({ waitMs: 5_000 })
     // Before any write each node seeded its counter from its own clock: two readers' majorities
     // may know different seeds (docs/LOCK.md: a reader's token is at or above the last write's).
     expect(r1.isHeld() && r2.isHeld()).toBe(true)
@@ -114,6 +117,38 @@ describe('quorum mode: readers and writers', () => {
     }
   }, 30_000)
 
+  it("a blocked reader is woken by the writer's release message, with a node cut off (its subscribe does not hold up the wait)", async () => {
+    // pollMs 20 s: a grant within a second of the release came by message, not by a try on a timer.
+    const options = { ttlMs: 10_000, commandTimeoutMs: 2_000, pollMs: 20_000 }
+    const a = nodes.locker(options)
+    const b = nodes.locker(options)
+    const name = unique('qrw-wake')
+    await (await b.readWrite(name).read()).release()
+    nodes.cut(2)
+    try {
+      const w = await a.readWrite(name).write({ waitMs: 5_000 })
+      let grantedAt = 0
+      const reading = b
+        .readWrite(name)
+        .read({ waitMs: 30_000 })
+        .then((r) => {
+          grantedAt = performance.now()
+          return r
+        })
+      // Long enough for the reader's backoff to pass a second between tries.
+      await sleep(4_000)
+      expect(grantedAt).toBe(0)
+      const releasedAt = performance.now()
+      await w.release()
+      const r = await reading
+      expect(grantedAt - releasedAt).toBeLessThan(1_000)
+      expect(r.token).toBeGreaterThanOrEqual(w.token)
+      await r.release()
+    } finally {
+      nodes.mend(2)
+    }
+  }, 60_000)
+
   it('writers of 4 Lockers × 3 loops at once: none overlaps another (checked on the monotonic clock), every one is served', async () => {
     const name = unique('qrw-writers')
     const lockers = [0, 1, 2, 3].map(() => locker())
@@ -163,6 +198,7 @@ async function readerWhileWriting(nodeRestartDelayMs: number | undefined): Promi
     const k = readWriteKeys('fencelock:', name)
     // Both Lockers knew the nodes before (their checks done, their marker epochs learned).
     await (await reader.readWrite(unique('qrw-warm')).read()).release()
+    await (await writer.readWrite(unique('qrw-warm')).read()).release()
     await admins[2]!.hset(k.writer, 'owner', 'someone-else', 'token', '1')
     await admins[2]!.pexpire(k.writer, 10_000)
     // waitMs 0: a single try, which takes no place among node 2's waiting writers (one there
