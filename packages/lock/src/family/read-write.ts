@@ -217,7 +217,12 @@ export class ReadWriteLock {
   }
 
   async #tries(mode: ReadWriteMode, o: ResolvedAcquire, start: number, waiting: Waiting): Promise<ReadWriteHold> {
-    const ownerId = newOwnerId()
+    // A writer keeps one owner id for all its tries: its place among the waiting writers is
+    // under it. A reader takes a new one for each try: a try given back late (quorum mode: a node
+    // that answered a failed try after the next try was sent) then never takes back a later try's
+    // grant. (A writer's later try finds its own earlier grant there and is refused.)
+    let ownerId = newOwnerId()
+    let tried = false
     const d = this.#host.defaults
     const engine = this.#host.engine
     const until = start + o.waitMs
@@ -227,6 +232,8 @@ export class ReadWriteLock {
     let failure: unknown
     let contended = false
     for (;;) {
+      if (mode === 'read' && tried) ownerId = newOwnerId()
+      tried = true
       const sentAt = performance.now()
       waiting.woken = false
       let reply: TryOutcome | undefined
