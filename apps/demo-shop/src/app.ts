@@ -97,6 +97,12 @@ export interface AppDeps {
   readonly isStaleWrite: (error: unknown) => boolean
   /** Where unexpected errors are logged. Default: console.error. */
   readonly logError?: (error: unknown) => void
+  /**
+   * The locks' lease, in ms (default 1000): a payment answered `in_progress` is to be delivered
+   * again after half of it — the other delivery has paid by then, or, stalled, its lease is
+   * about to run out (a holder renews it every third of it).
+   */
+  readonly lockTtlMs?: number
 }
 
 type ErrorBody = { error: string; message: string; instance: string }
@@ -112,6 +118,7 @@ type ErrorBody = { error: string; message: string; instance: string }
 export function createApp(deps: AppDeps): Express {
   const { instanceId } = deps
   const logError = deps.logError ?? ((error: unknown) => console.error(`[${instanceId}]`, error))
+  const inProgressRetryMs = Math.max(10, Math.ceil((deps.lockTtlMs ?? 1_000) / 2))
   const app = express()
   app.disable('x-powered-by')
   app.disable('etag')
@@ -207,6 +214,15 @@ export function createApp(deps: AppDeps): Express {
         return res.json({ result: 'already_paid', orderId: result.orderId, instance: instanceId })
       case 'cancelled':
         return fail(res, 409, 'order_cancelled', `order ${id} was cancelled: no charge was found for its payment`)
+      case 'in-progress':
+        res.setHeader('retry-after', String(Math.ceil(inProgressRetryMs / 1000)))
+        return res.status(202).json({
+          result: 'in_progress',
+          orderId: result.orderId,
+          message: 'another delivery of this payment is paying the order now; deliver it again after retryAfterMs',
+          retryAfterMs: inProgressRetryMs,
+          instance: instanceId,
+        })
       case 'reconciling':
         return res.status(202).json({
           result: 'reconciling',

@@ -188,6 +188,7 @@ export async function buildInstance(config: InstanceConfig, observer?: ShopObser
   const app = createApp({
     instanceId: config.instanceId,
     mode: config.mode,
+    lockTtlMs: config.lockTtlMs,
     shop,
     counts: () => countShop(prisma, config.database.schema, { abandonedAfterMs: config.abandonedOrderMs, inFlightMs: config.lockTtlMs }),
     heldLocks: () => readHeldLocks(redis, keys.heldLocks, locker, heldLocks),

@@ -40,10 +40,15 @@ export interface LoadTotals {
   paymentRetries: number
   paymentTimeouts: number
   staleRejectedAnswers: number
+  /** Answers `in_progress` (another delivery was paying the order): each delivered again later. */
+  paymentsInProgress: number
   /** Orders for which no delivery got a definite answer (paid / already paid). */
   paymentsUnconfirmed: number
   byStatus: Record<string, number>
 }
+
+/** Most redeliveries of one delivery chain answered `in_progress` (a stalled holder's lease runs out well before). */
+const MAX_IN_PROGRESS_REDELIVERIES = 10
 
 interface Answer {
   status: number
@@ -118,6 +123,7 @@ export async function runLoad(options: LoadOptions): Promise<LoadTotals> {
     paymentRetries: 0,
     paymentTimeouts: 0,
     staleRejectedAnswers: 0,
+    paymentsInProgress: 0,
     paymentsUnconfirmed: 0,
     byStatus: {},
   }
@@ -131,6 +137,7 @@ export async function runLoad(options: LoadOptions): Promise<LoadTotals> {
   /** One delivery chain of a payment: on a timeout or failure, retried on another instance. */
   const deliver = async (orderId: number, first: number, attempts: { left: number }): Promise<boolean> => {
     let target = first
+    let redeliveries = 0
     while (attempts.left > 0 && !options.signal?.aborted) {
       attempts.left--
       totals.paymentRequests++
@@ -143,6 +150,19 @@ export async function runLoad(options: LoadOptions): Promise<LoadTotals> {
       }
       if (answer === 'timeout') totals.paymentTimeouts++
       if (typeof answer !== 'string' && answer.status === 404) return false
+      // Being paid by another delivery right now (202 in_progress): not an answer yet. Delivered
+      // again when the shop says (its retryAfterMs), as a queue honours Retry-After: by then the
+      // other delivery has paid it (answered from the order), or, stalled, has lost its lease, and
+      // this delivery takes over. Not one of the attempts, which count failures; bounded apart.
+      if (typeof answer !== 'string' && answer.status === 202 && answer.body.result === 'in_progress') {
+        totals.paymentsInProgress++
+        if (++redeliveries > MAX_IN_PROGRESS_REDELIVERIES) return false
+        attempts.left++
+        target = otherThan(target)
+        const after = Number(answer.body.retryAfterMs)
+        await sleep(Math.min(Number.isFinite(after) && after > 0 ? after : 500, options.paymentTimeoutMs) + random.int(5, 50))
+        continue
+      }
       // Settled by the shop's reconciler (202), or cancelled by it: nothing for a retry to do.
       if (typeof answer !== 'string' && answer.status === 202) return true
       if (typeof answer !== 'string' && answer.body.error === 'order_cancelled') return false

@@ -19,6 +19,7 @@
  */
 import { randomBytes } from 'node:crypto'
 import { StaleFencingTokenError } from '@fencelock/fencing'
+import { LockTimeoutError } from '@fencelock/lock'
 import type { PrismaClient } from '../../../generated/prisma/client.js'
 import { GatewayError, type PaymentGateway } from './payment-gateway.js'
 import type { ShopStep } from './incident-log.js'
@@ -64,6 +65,13 @@ export type PaymentResult =
   | { kind: 'unknown-order'; orderId: number }
   /** Cancelled by the reconciler (no charge was found for its intent): nothing to pay. */
   | { kind: 'cancelled'; orderId: number }
+  /**
+   * Another delivery of this payment holds the order's lock (the queue's duplicate met the front
+   * end's request, or the reverse): nothing was charged or written by this one. Never a "paid":
+   * that delivery may yet fail. To be delivered again later (the app says when): it is then
+   * answered from the order, or, the other delivery having stalled or died, takes its lease over.
+   */
+  | { kind: 'in-progress'; orderId: number }
   /**
    * The gateway holds another call under the order's key (422 `idempotency_key_reused`): not a
    * case for a retry — the reconciler settles the order from what the gateway holds.
@@ -253,6 +261,14 @@ export class ShopService {
    * Pays order `orderId` under the lock `order:<id>`. The order is read first, before any lock:
    * a paid or cancelled order (a retried or duplicated payment) is answered from it, with no lock
    * and no transaction. The amount and the key charged are the order's, fixed when it was made.
+   *
+   * The lock is tried once, not waited for: held, it is another delivery of this payment paying
+   * now (the order's lock is taken by payments and the reconciler only), so this one answers
+   * `in-progress` after one round trip, and charges and writes nothing. It does not wait to learn
+   * the outcome (a wait cost the waiter a try, a grant, a release and up to four statements). A
+   * holder that stalls past its lease is still overtaken, by a delivery that comes after the lease
+   * ran out (this one delivered again, or a retry after a timeout): the lock is free then, and the
+   * fence and the key do the rest, as before.
    */
   async pay(orderId: number): Promise<PaymentResult> {
     const { db, protection, gateway, observer, instanceId } = this.#deps
@@ -265,9 +281,12 @@ export class ShopService {
       found.amountCents ?? (await db.product.findUniqueOrThrow({ where: { id: found.productId }, select: { priceCents: true } })).priceCents * found.quantity
 
     const row = { model: 'Order', where: { id: orderId } } as const
-    return protection.run(lockResource.order(orderId), async (guard) => {
+    let holding = false
+    return protection.run(lockResource.order(orderId), async (guard): Promise<PaymentResult> => {
+      holding = true
       // An intent was recorded before this delivery read the order: another delivery of this
-      // payment (the queue's duplicate, a retry) held the lock, and has most likely paid it by now.
+      // payment (the queue's duplicate, a retry) held the lock, and has released it since (or its
+      // lease ran out): it has most likely paid it by now.
       // A plain read decides, before any write; a first payment does not need it.
       if (found.paymentKey !== null) {
         const now = await db.order.findUnique({ where: { id: orderId }, select: { status: true } })
@@ -328,6 +347,10 @@ export class ShopService {
         chargeId: charge.chargeId,
         token: guard.token,
       }
+    }, { waitMs: 0 }).catch((error: unknown): PaymentResult => {
+      // Only the try for the lock: a LockTimeoutError from inside the hold is not this answer.
+      if (!holding && error instanceof LockTimeoutError) return { kind: 'in-progress', orderId }
+      throw error
     })
   }
 }

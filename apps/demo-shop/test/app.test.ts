@@ -4,10 +4,13 @@ import { request as httpRequest } from 'node:http'
 import { brotliCompressSync, deflateSync, gzipSync } from 'node:zlib'
 import type { AddressInfo } from 'node:net'
 import type { Server } from 'node:http'
+import { Locker } from '@fencelock/lock'
+import { Redis } from 'ioredis'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
-import { dropShopSchema, prepareShopSchema } from '../src/database.js'
+import { createPrisma, dropShopSchema, prepareShopSchema } from '../src/database.js'
 import { buildInstance, type Instance } from '../src/instance.js'
 import { readInstanceConfig } from '../src/instance-config.js'
+import { lockPrefixOf, lockResource } from '../src/shop-keys.js'
 import { startTestGateway, type TestGateway } from './gateway-server.js'
 import { REDIS_URL, testDatabase, uniqueRun } from './services.js'
 
@@ -21,6 +24,7 @@ let base: string
 interface Answer {
   status: number
   body: Record<string, unknown>
+  headers: Record<string, string | string[] | undefined>
 }
 
 /** One request on its own connection (no keep-alive pooling), so concurrency means connections. */
@@ -37,7 +41,7 @@ function call(method: string, path: string, body?: string | Buffer, contentType 
         } catch {
           parsed = { text }
         }
-        resolve({ status: res.statusCode ?? 0, body: parsed })
+        resolve({ status: res.statusCode ?? 0, body: parsed, headers: res.headers })
       })
     })
     req.on('error', reject)
@@ -52,6 +56,7 @@ beforeAll(async () => {
     { sku: 'flash-1', name: 'Flash one', priceCents: 1999, stock: 5 },
     { sku: 'crowd', name: 'Crowd', priceCents: 500, stock: 20 },
     { sku: 'gone', name: 'Gone', priceCents: 100, stock: 0 },
+    { sku: 'held', name: 'Held', priceCents: 700, stock: 1 },
   ])
   gateway = await startTestGateway(database)
   const config = readInstanceConfig({
@@ -154,6 +159,32 @@ describe('the shop', () => {
     expect(paid.status).toBe(200)
     expect(paid.body).toMatchObject({ result: 'paid', orderId, amountCents: 1999 })
     expect((await post(`/api/orders/${orderId}/pay`, {})).body.result).toBe('already_paid')
+  })
+
+  it('answers a payment whose order another delivery is paying (its lock held elsewhere) 202 in_progress with when to deliver it again, charging nothing; then pays it', async () => {
+    const bought = await post('/api/products/held/purchase', { buyerId: 'buyer-2' })
+    const orderId = bought.body.orderId as number
+    const ledger = createPrisma(database, 1)
+    const charges = (id: number) => ledger.gatewayCharge.count({ where: { orderId: id } })
+    // Another instance's delivery of the same payment, inside its hold.
+    const redis = new Redis(REDIS_URL)
+    const other = new Locker(redis, { prefix: lockPrefixOf(runId) })
+    try {
+      const lock = await other.acquire(lockResource.order(orderId), { ttlMs: 10_000 })
+      const meanwhile = await post(`/api/orders/${orderId}/pay`, {})
+      expect(meanwhile.status).toBe(202)
+      // Half the lease (SHOP_LOCK_TTL_MS 2000); Retry-After in whole seconds.
+      expect(meanwhile.body).toMatchObject({ result: 'in_progress', orderId, retryAfterMs: 1000 })
+      expect(meanwhile.headers['retry-after']).toBe('1')
+      expect(await charges(orderId)).toBe(0)
+      await lock.release()
+      expect((await post(`/api/orders/${orderId}/pay`, {})).body).toMatchObject({ result: 'paid', orderId })
+      expect(await charges(orderId)).toBe(1)
+    } finally {
+      await other.close()
+      redis.disconnect()
+      await ledger.$disconnect()
+    }
   })
 
   it('reports state counted from the database, and serves /metrics', async () => {

@@ -4,9 +4,9 @@
 // the queue's duplicate of the payment goes to the other instance at the same moment. Counted: the
 // statements each Prisma client sends (its query events; Prisma logs COMMIT but not BEGIN, so a
 // BEGIN is counted per COMMIT or ROLLBACK) and the commands each shop's ioredis client sends
-// (counted around the real client's sendCommand). Counts, not times: the bounds hold on a loaded
-// machine; the duplicate's race with the first delivery (it may wait for the order's lock or find
-// the order paid already) is what the margin is for.
+// (counted around the real client's sendCommand). Counts, not times: they hold on a loaded
+// machine. The duplicate meets the first delivery's hold (its one try of the order's lock finds
+// it held); only a duplicate that came too late for it (counted) may cost a little more or less.
 import { Locker } from '@fencelock/lock'
 import { PrismaPg } from '@prisma/adapter-pg'
 import type { AddressInfo } from 'node:net'
@@ -86,7 +86,7 @@ function instance(name: string): Instance {
 }
 
 beforeAll(async () => {
-  await prepareShopSchema(database, [{ sku: 'sw-1', name: 'Sale work', priceCents: 500, stock: UNITS + 1 }])
+  await prepareShopSchema(database, [{ sku: 'sw-1', name: 'Sale work', priceCents: 500, stock: UNITS + 2 }])
   const gatewayPrisma = countedClient(gatewaySql)
   clients.push(gatewayPrisma)
   server = createGatewayApp({ db: gatewayDb(gatewayPrisma), schema, latency: { minMs: 0, maxMs: 0 }, logError: () => {} }).listen(0, '127.0.0.1')
@@ -106,19 +106,26 @@ afterAll(async () => {
   await dropShopSchema(database)
 })
 
+/** How each unit's second delivery was answered: 'in-progress' (it met the first's hold), or 'already-paid'. */
+const seconds: string[] = []
+
 async function sellOne(buyer: string, at: number): Promise<void> {
   const [first, other] = [instances[at % 2] as Instance, instances[(at + 1) % 2] as Instance]
   const bought = await first.shop.purchase('sw-1', buyer)
   if (bought.kind !== 'ordered') throw new Error(`${buyer}: ${bought.kind}`)
   // The front end's delivery and the queue's duplicate at once, on the two instances.
   const [paid, duplicate] = await Promise.all([first.shop.pay(bought.orderId), other.shop.pay(bought.orderId)])
-  expect([paid.kind, duplicate.kind].sort()).toEqual(['already-paid', 'paid'])
+  const kinds = [paid.kind, duplicate.kind].sort()
+  expect([['in-progress', 'paid'], ['already-paid', 'paid']]).toContainEqual(kinds)
+  seconds.push(kinds[0] as string)
 }
 
-it(`a fenced sale of ${UNITS} units, each paid twice at once: at most 16.5 statements (shop 15.5, gateway 1) and 9.5 Redis commands per unit, no write of the held-locks view`, async () => {
-  // Warm-up (connections, scripts loaded, the sku known): not counted.
-  await sellOne('warm', 0)
+it(`a fenced sale of ${UNITS} units, each paid twice at once: 13 statements (shop 12, gateway 1) and 5 Redis commands per unit, no write of the held-locks view`, async () => {
+  // Warm-up (connections, scripts loaded, the sku known on both instances): not counted.
+  await sellOne('warm-a', 0)
+  await sellOne('warm-b', 1)
   for (const tally of [gatewaySql, ...instances.flatMap((i) => [i.sql, i.redis])]) for (const key of Object.keys(tally)) delete tally[key]
+  seconds.length = 0
 
   for (let n = 0; n < UNITS; n++) await sellOne(`buyer-${n}`, n)
 
@@ -128,35 +135,40 @@ it(`a fenced sale of ${UNITS} units, each paid twice at once: at most 16.5 state
     for (const [k, v] of Object.entries(i.sql)) shopSql[k] = (shopSql[k] ?? 0) + v
     for (const [k, v] of Object.entries(i.redis)) redis[k] = (redis[k] ?? 0) + v
   }
-  const detail = JSON.stringify({ shopSql, gatewaySql, redis })
+  // A duplicate that did not meet the first delivery's hold (a loaded machine ran the whole
+  // first payment before its read or its try): answered from the order all the same.
+  const late = seconds.filter((kind) => kind === 'already-paid').length
+  const detail = JSON.stringify({ shopSql, gatewaySql, redis, late })
   const perUnit = (n: number) => n / UNITS
   // The sale's truths, from the stores.
   const check = countedClient({})
   clients.push(check)
-  expect(await check.order.count({ where: { status: 'paid' } })).toBe(UNITS + 1)
-  expect(await check.payment.count()).toBe(UNITS + 1)
-  expect(await check.gatewayCharge.count()).toBe(UNITS + 1)
+  expect(await check.order.count({ where: { status: 'paid' } })).toBe(UNITS + 2)
+  expect(await check.payment.count()).toBe(UNITS + 2)
+  expect(await check.gatewayCharge.count()).toBe(UNITS + 2)
+  // No order charged twice: one charge per key (the order's reference).
+  expect(new Set((await check.gatewayCharge.findMany({ select: { idempotencyKey: true } })).map((c) => c.idempotencyKey)).size).toBe(UNITS + 2)
   expect((await check.product.findUniqueOrThrow({ where: { sku: 'sw-1' } })).stock).toBe(0)
 
   // Per unit: the purchase 5 (the fenced read, BEGIN, stock, order, COMMIT: one array-form
   // transaction), the payment 6 (the read before the lock, the intent, BEGIN, paid, payment,
-  // COMMIT), the duplicate 1 to 4: its read before the lock (it finds the order paid: done), or, after
-  // waiting for the order's lock, a read (it had seen the intent) or the intent that matches no
-  // pending order (the fencing extension then reads the row to tell a stale token from a missing
-  // row) and a read. 15.2 measured when every duplicate waits without having seen the intent.
-  expect(perUnit(sum(shopSql)), detail).toBeGreaterThanOrEqual(12)
-  expect(perUnit(sum(shopSql)), detail).toBeLessThanOrEqual(15.5)
+  // COMMIT), the duplicate 1: its read before the lock, then one try of the order's lock, held by
+  // the first delivery: 'in-progress', nothing charged, nothing written. (It was 1 to 4, 15.0 in
+  // all, when the duplicate waited for the lock and then learnt the order was paid.) A late
+  // duplicate: its read finds the order paid (1), or it takes the lock released (the intent that
+  // matches no pending order, the fencing extension's read of the row, the order's read: 4).
+  expect(sum(shopSql), detail).toBeGreaterThanOrEqual(12 * UNITS)
+  expect(sum(shopSql), detail).toBeLessThanOrEqual(12 * UNITS + 3 * late)
   expect(perUnit(shopSql.BEGIN ?? 0), detail).toBe(2)
   expect(perUnit(shopSql.INSERT ?? 0), detail).toBe(2)
-  // The gateway: the charge is one statement (it was 5: a transaction of the resource's fence in
-  // two, the claim and the ledger row); the authorization none.
+  // The gateway: the charge is one statement; the authorization none.
   expect(perUnit(sum(gatewaySql)), detail).toBe(1)
-  expect(perUnit(sum(shopSql) + sum(gatewaySql)), detail).toBeLessThanOrEqual(16.5)
-  // Redis: a grant and a release for the purchase, and for the payment with its hand-off to the
-  // waiting duplicate (5); the duplicate, when it waits for the order's lock, its tries, grant and
-  // release (4). No SUBSCRIBE per wait, and the held-locks view writes nothing: no lock here is
-  // held its interval.
-  expect(perUnit(redis.EVALSHA ?? 0), detail).toBeGreaterThanOrEqual(4)
-  expect(perUnit(sum(redis)), detail).toBeLessThanOrEqual(9.5)
+  // Redis, all EVALSHA: a grant and a release for the purchase and for the payment (4), the
+  // duplicate's one try (1). No wait, so no SUBSCRIBE and no hand-off; the held-locks view writes
+  // nothing (no lock here is held its interval). A late duplicate tries nothing (its read saw
+  // the order paid: 0) or takes and gives back the free lock (2).
+  expect(sum(redis), detail).toBe(redis.EVALSHA)
+  expect(sum(redis), detail).toBeGreaterThanOrEqual(5 * UNITS - late)
+  expect(sum(redis), detail).toBeLessThanOrEqual(5 * UNITS + late)
   expect((redis.HSET ?? 0) + (redis.HDEL ?? 0), detail).toBe(0)
 }, 120_000)

@@ -1,8 +1,9 @@
 // The work a sale does per unit, counted on the real services (issue 34): the statements the
 // shop's Prisma client sends (its query events; Prisma logs COMMIT, not BEGIN) and the lock
 // cycles its Locker runs. A buyer the stock cannot serve takes no lock and writes nothing; a
-// repeated payment of a paid order is answered from the order, before any lock; a payment runs
-// one statement before the lock, one for its intent and one transaction for its payment.
+// repeated payment of a paid order is answered from the order, before any lock, and a duplicate
+// that meets the first delivery's hold after one try of the lock; a payment runs one statement
+// before the lock, one for its intent and one transaction for its payment.
 import type { LockEvent } from '@fencelock/lock'
 import { Locker } from '@fencelock/lock'
 import { PrismaPg } from '@prisma/adapter-pg'
@@ -10,9 +11,9 @@ import { Redis } from 'ioredis'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { PrismaClient } from '../../../generated/prisma/client.js'
 import { dropShopSchema, prepareShopSchema } from '../src/database.js'
-import { httpGateway } from '../src/payment-gateway.js'
+import { httpGateway, type PaymentGateway } from '../src/payment-gateway.js'
 import { createProtection, fencedShopClient, shopStores, type ProtectionMode } from '../src/protection.js'
-import { ShopService } from '../src/shop-service.js'
+import { ShopService, type PaymentResult } from '../src/shop-service.js'
 import { startTestGateway, type TestGateway } from './gateway-server.js'
 import { REDIS_URL, testDatabase, uniqueRun } from './services.js'
 
@@ -146,39 +147,74 @@ describe('a payment', () => {
     expect(order.paymentIntentAt).not.toBeNull()
   })
 
-  it('fenced: a duplicate delivered while the first holds the lock waits for it, then reads the order paid: two SELECTs (one when its first read already sees it paid), no write', async () => {
+  /**
+   * The first delivery holds the order's lock, its intent recorded, and calls the gateway: there,
+   * before its charge is sent, the duplicate is delivered to another instance (its own client and
+   * Locker) and answered. What the duplicate sent, and what was charged and recorded.
+   */
+  async function duplicateDuringTheCharge(mode: ProtectionMode) {
     const dupStatements: string[] = []
+    const dupLockEvents: string[] = []
     const adapter = new PrismaPg({ connectionString: database.connectionString, max: 2 }, { schema })
     const dupClient = new PrismaClient({ adapter, log: [{ emit: 'event', level: 'query' }] })
     dupClient.$on('query', (event) => dupStatements.push(event.query.replaceAll(`"${schema}".`, '')))
-    // Another instance: its own Locker (one Locker's holders are one owner).
     const dupLocker = new Locker(redis, { prefix: `${runId}:` })
+    dupLocker.listen((event: LockEvent) => void dupLockEvents.push(event.type))
     try {
-      const stores = shopStores(dupClient, fencedShopClient(dupClient), { maxWait: 5_000, timeout: 5_000 })
-      const dup = new ShopService({ db: dupClient, protection: createProtection('fenced', { stores, locker: dupLocker, ttlMs: 5_000, waitMs: 5_000 }), gateway: httpGateway({ url: gateway.url }), instanceId: 'dup' })
-      let duplicate: Promise<unknown> | undefined
-      const first = shopOf('fenced')
-      const bought = await first.purchase('w-pay', 'dup-buyer')
+      const limits = { maxWait: 5_000, timeout: 5_000 }
+      const stores = shopStores(dupClient, fencedShopClient(dupClient), limits)
+      const dup = new ShopService({ db: dupClient, protection: createProtection(mode, { stores, locker: dupLocker, ttlMs: 5_000, waitMs: 5_000 }), gateway: httpGateway({ url: gateway.url }), instanceId: 'dup' })
+      const bought = await shopOf(mode).purchase('w-pay', `dup-${mode}`)
       if (bought.kind !== 'ordered') throw new Error(bought.kind)
-      // The first delivery holds the order's lock, its intent recorded, its charge being made: the duplicate arrives.
-      const observed = new ShopService({
+      const real = httpGateway({ url: gateway.url })
+      let duplicate: PaymentResult | undefined
+      const holding: PaymentGateway = {
+        ...real,
+        async charge(request, protect) {
+          duplicate = await dup.pay(bought.orderId)
+          return real.charge(request, protect)
+        },
+      }
+      const first = new ShopService({
         db: prisma,
-        protection: createProtection('fenced', { stores: shopStores(prisma, fencedShopClient(prisma), { maxWait: 5_000, timeout: 5_000 }), locker, ttlMs: 5_000, waitMs: 5_000 }),
-        gateway: httpGateway({ url: gateway.url }),
+        protection: createProtection(mode, { stores: shopStores(prisma, fencedShopClient(prisma), limits), locker, ttlMs: 5_000, waitMs: 5_000 }),
+        gateway: holding,
         instanceId: 'first',
-        observer: { externalCall: () => void (duplicate = dup.pay(bought.orderId)) },
       })
-      expect(await observed.pay(bought.orderId)).toMatchObject({ kind: 'paid' })
-      expect(await duplicate).toEqual({ kind: 'already-paid', orderId: bought.orderId })
-      // Its read before the lock races the first delivery's end (the charge is one statement now): it
-      // either sees the intent and waits for the lock, then reads the order paid, or sees it paid.
-      const kinds = dupStatements.map((q) => /^\w+/.exec(q)?.[0])
-      expect([['SELECT', 'SELECT'], ['SELECT']], dupStatements.join('\n')).toContainEqual(kinds)
-      expect(await prisma.payment.count({ where: { orderId: bought.orderId } })).toBe(1)
+      const paid = await first.pay(bought.orderId)
+      const { orderId } = bought
+      return {
+        orderId,
+        paid,
+        duplicate,
+        dupKinds: dupStatements.map((q) => /^\w+/.exec(q)?.[0]),
+        dupLockEvents,
+        charges: await prisma.gatewayCharge.count({ where: { orderId } }),
+        payments: await prisma.payment.count({ where: { orderId } }),
+      }
     } finally {
       await dupLocker.close()
       await dupClient.$disconnect()
     }
+  }
+
+  it.each(['fenced', 'lock'] as const)('%s: a duplicate delivered while the first holds the order’s lock is answered in-progress after one SELECT and one try of the lock: nothing charged, nothing written by it; the first pays once', async (mode) => {
+    const r = await duplicateDuringTheCharge(mode)
+    expect(r.duplicate).toEqual({ kind: 'in-progress', orderId: r.orderId })
+    expect(r.dupKinds).toEqual(['SELECT'])
+    // One try: found held, given up at once (no wait, no grant, no release).
+    expect(r.dupLockEvents).toEqual(['contended', 'timeout'])
+    expect(r.paid).toMatchObject({ kind: 'paid', orderId: r.orderId })
+    expect(r.charges).toBe(1)
+    expect(r.payments).toBe(1)
+  })
+
+  it('control: unsafe (no lock) — the same duplicate pays the order again, the buyer is charged twice', async () => {
+    const r = await duplicateDuringTheCharge('unsafe')
+    expect(r.duplicate).toMatchObject({ kind: 'paid' })
+    expect(r.paid).toMatchObject({ kind: 'paid' })
+    expect(r.charges).toBe(2)
+    expect(r.payments).toBe(2)
   })
 
   it('fenced: the intent of an order whose fence holds a newer token is refused, nothing written', async () => {
