@@ -12,6 +12,8 @@ import {
   markedAcquireScript,
   markedQueuedAcquireScript,
   markedRaiseFenceScript,
+  markedReadScript,
+  markedWriteScript,
   markNodeScript,
 } from './scripts/node-marker.js'
 import { readLeaseRecordScript, recordLeaseScript } from './scripts/record-lease.js'
@@ -71,6 +73,8 @@ export type LockScriptName =
   | 'rwExtendRead'
   | 'rwExtendWrite'
   | 'rwInspect'
+  | 'rwMarkedRead'
+  | 'rwMarkedWrite'
 
 /**
  * The scripts a Locker runs (`queuedAcquire`, `handoffRelease` and `leave` only when acquires
@@ -80,7 +84,8 @@ export type LockScriptName =
  * `markNode`, `markedAcquire`, `markedQueuedAcquire` and `markedRaiseFence` — the acquires and
  * the raise with the node marker's check — in quorum mode with the restart guard on, in place of
  * the two acquires and `raiseFence`; `inspect`, read-only, only for `locker.inspect()`; `markDone`
- * and `readDone` only for `locker.runOnce()`; the nine `rw…` only for `locker.readWrite()`), for
+ * and `readDone` only for `locker.runOnce()`; the eleven `rw…` only for `locker.readWrite()`,
+ * `rwMarkedRead`/`rwMarkedWrite` in quorum mode with the restart guard on), for
  * auditing them, loading them ahead (`SCRIPT LOAD`) or driving them from elsewhere (the
  * benchmark's bare loop); the Locker needs none of it. Each lists its keys and arguments by name,
  * in the order the script takes them. Changing them here changes nothing: they are copies.
@@ -113,6 +118,8 @@ export const LOCK_SCRIPTS: Readonly<Record<LockScriptName, LockScriptSource>> = 
   rwExtendRead: source(extendReadScript),
   rwExtendWrite: source(extendWriteScript),
   rwInspect: source(inspectReadWriteScript),
+  rwMarkedRead: source(markedReadScript),
+  rwMarkedWrite: source(markedWriteScript),
 })
 
 function source(script: LockScriptSource): LockScriptSource {

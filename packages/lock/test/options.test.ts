@@ -354,7 +354,7 @@ describe('LOCK_SCRIPTS', () => {
     await lock.release()
     const shas = Object.values(LOCK_SCRIPTS).map((script) => createHash('sha1').update(script.lua).digest('hex'))
     expect(shas).toEqual(Object.values(LOCK_SCRIPTS).map((script) => script.sha))
-    expect(shas).toHaveLength(27)
+    expect(shas).toHaveLength(29)
     // All but inspect (only inspect() runs it), markDone and readDone (only runOnce() runs them),
     // the read-write lock's (only readWrite() runs them), the quorum-only ones and the sharded
     // pub/sub ones (only on a Cluster: test/cluster-pubsub.test.ts).

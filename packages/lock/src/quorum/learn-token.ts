@@ -1,4 +1,3 @@
-import type { LockResource } from '../backend/backend.js'
 import { asError } from '../errors.js'
 import { NodeDataLostError } from '../scripts/node-marker.js'
 import type { QuorumNode } from './quorum-node.js'
@@ -32,16 +31,18 @@ export function largestToken(grants: readonly NodeGrant[]): { token: bigint; kno
  * lock is returned. The nodes that minted it know it; when they are fewer than a majority — the
  * counters out of step — this raises the others' counters to it (scripts/raise-fence.ts), every
  * reachable node, and resolves once enough of them acknowledged. (Counters in step — the usual
- * case — need none of it: see {@link largestToken}.) Any later majority then shares a node whose
+ * case — need none of it: see {@link largestToken}.) `raise` raises one node's counter (the lock's:
+ * scripts/raise-fence.ts; the read-write lock's, quorum-read-write.ts) and rejects with a
+ * {@link NodeDataLostError} where the node's marker is gone. Any later majority then shares a node whose
  * counter is at the token or above, so it mints above it (docs/LOCK.md has the argument).
  */
 export function raiseToMajority(
-  resource: LockResource,
   grants: readonly NodeGrant[],
   { token, knowing }: { token: bigint; knowing: number },
   nodes: readonly QuorumNode[],
   quorum: number,
   timeoutMs: number,
+  raise: (node: QuorumNode, token: bigint, timeoutMs: number) => Promise<unknown>,
 ): Promise<bigint> {
   const needed = quorum - knowing
   const targets = nodes.filter((node) => node.reachable && !grants.some((g) => g.node === node && g.token === token))
@@ -57,7 +58,7 @@ export function raiseToMajority(
       else reject(nodesFailed('the token could not be made known to a majority', t.errors, nodes.length))
     })
     for (const node of targets) {
-      node.track(node.backend.raiseFence(resource, token, timeoutMs, node.epoch)).then(
+      node.track(raise(node, token, timeoutMs)).then(
         () => tally.agree(),
         (error: unknown) => {
           // The node lost its data: it sits out, like one found so by a grant (restart-guard.ts).

@@ -119,7 +119,10 @@ export class QuorumAttempt {
     // Counters in step (the usual case): the granting majority minted the token, nobody to raise.
     if (known.knowing >= this.#host.quorum) return this.#learned(known.token)
     const timeoutMs = Math.max(1, Math.min(this.#host.commandTimeoutMs, this.#validUntil - performance.now()))
-    raiseToMajority(this.#resource, this.#grants, known, this.#host.nodes, this.#host.quorum, timeoutMs).then(
+    const resource = this.#resource
+    const raise = (node: QuorumNode, token: bigint, ms: number): Promise<void> =>
+      node.backend.raiseFence(resource, token, ms, node.epoch)
+    raiseToMajority(this.#grants, known, this.#host.nodes, this.#host.quorum, timeoutMs, raise).then(
       (token) => this.#learned(token),
       (error: unknown) => {
         if (this.#state === 'won') this.#fail({ granted: false, error: asError(error), cut: false })

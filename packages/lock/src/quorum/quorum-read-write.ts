@@ -30,37 +30,27 @@ import type { Wakes } from '../family/read-write.js'
 import { ReadWriteWakes } from '../family/read-write-wakes.js'
 import type { ReadWriteKeys } from '../keys.js'
 import { PubSubMode } from '../backend/pubsub-mode.js'
-import { defineScript } from '../scripts/define-script.js'
-import { isMarkerLost, markedRaiseFenceScript, markerCheck, NodeDataLostError } from '../scripts/node-marker.js'
+import {
+  isMarkerLost,
+  markedRaiseFenceScript,
+  markedReadScript,
+  markedWriteScript,
+  NodeDataLostError,
+} from '../scripts/node-marker.js'
 import { raiseFenceScript } from '../scripts/raise-fence.js'
 import {
   extendReadScript,
   extendWriteScript,
   inspectReadWriteScript,
   readScript,
-  readSpec,
   releaseReadScript,
   releaseWriteScript,
   writeScript,
-  writeSpec,
 } from '../scripts/read-write.js'
+import { largestToken, raiseToMajority, type NodeGrant } from './learn-token.js'
 import { clockDriftMs, notAsked, type QuorumBackend, type QuorumParts } from './quorum-backend.js'
 import type { QuorumNode } from './quorum-node.js'
 import { nodesFailed, onNode, Tally } from './tally.js'
-
-/** A read, on a node whose marker must hold `epoch` (a node that lost its data grants nothing). */
-const markedReadScript = defineScript({
-  keys: [...readSpec.keys, 'marker'],
-  args: [...readSpec.args, 'epoch'],
-  lua: (k, a) => markerCheck(k.marker, a.epoch) + readSpec.lua(k, a),
-})
-
-/** A write, on a node whose marker must hold `epoch`. */
-const markedWriteScript = defineScript({
-  keys: [...writeSpec.keys, 'marker'],
-  args: [...writeSpec.args, 'epoch'],
-  lua: (k, a) => markerCheck(k.marker, a.epoch) + writeSpec.lua(k, a),
-})
 
 /** The options the engine takes of the Locker's. */
 export interface QuorumReadWriteOptions {
@@ -75,12 +65,6 @@ interface Attempt {
   pending: number
   /** The try failed, or its hold was released: a late grant is given back. */
   over: boolean
-}
-
-/** A node's grant, as a try counts it. */
-interface NodeGrant {
-  readonly node: QuorumNode
-  readonly token: bigint
 }
 
 /** The read-write lock's round trips over a quorum of nodes (see the top of this file). */
@@ -142,7 +126,7 @@ export class QuorumReadWrite implements ReadWriteEngine {
             const one = toTryOutcome(reply)
             if (one.granted) {
               if (attempt.over) return this.#giveBackOn(node, keys, mode, r.ownerId)
-              grants.push({ node, token: one.token })
+              grants.push({ node, token: one.token, handedOver: false })
               return tally.agree()
             }
             if (one.holderMs >= 0 && (holderMs < 0 || one.holderMs < holderMs)) holderMs = one.holderMs
@@ -326,62 +310,29 @@ export class QuorumReadWrite implements ReadWriteEngine {
 
   /**
    * The grant's token: the largest the granting nodes replied with, known to a majority (their
-   * counter at it or above) before it is returned; the other reachable nodes' counters are raised
-   * to it when fewer than a majority replied with it.
+   * counter at it or above) before it is returned (learn-token.ts, on the read-write counter).
    */
   #learn(keys: ReadWriteKeys, grants: readonly NodeGrant[], timeoutMs: number): Promise<bigint> {
     const { nodes, quorum, markerKey } = this.#parts
-    let token = grants[0]!.token
-    let knowing = 0
-    for (const g of grants) {
-      if (g.token > token) {
-        token = g.token
-        knowing = 1
-      } else if (g.token === token) knowing++
-    }
-    if (knowing >= quorum) return Promise.resolve(token)
-    const needed = quorum - knowing
-    const targets = nodes.filter((node) => node.reachable && !grants.some((g) => g.node === node && g.token === token))
-    if (targets.length < needed)
-      return Promise.reject(
-        new Error(
-          `the token could not be made known to a majority: ${knowing + targets.length} of ${nodes.length} nodes can be asked`,
-        ),
-      )
+    const known = largestToken(grants)
+    // Counters in step (the usual case): the granting majority replied with the token.
+    if (known.knowing >= quorum) return Promise.resolve(known.token)
     const fenceTtlMs = this.#o.fenceTtlMs
-    return new Promise((resolve, reject) => {
-      const tally = new Tally(targets.length, needed, (won, t) => {
-        if (won) resolve(token)
-        else reject(nodesFailed('the token could not be made known to a majority', t.errors, nodes.length))
-      })
-      for (const node of targets) {
-        const epoch = node.epoch
-        const call =
-          markerKey !== undefined && epoch !== undefined
-            ? node.backend.run(
-                markedRaiseFenceScript,
-                { fence: keys.fence, marker: markerKey },
-                { token: token.toString(), fenceTtlMs, epoch },
-                timeoutMs,
-              )
-            : node.backend.run(
-                raiseFenceScript,
-                { fence: keys.fence },
-                { token: token.toString(), fenceTtlMs },
-                timeoutMs,
-              )
-        node.track(call).then(
-          (reply) => {
-            if (isMarkerLost(reply)) {
-              node.onDataLost?.()
-              return tally.fail(onNode(node.index, new NodeDataLostError()))
-            }
-            tally.agree()
-          },
-          (error: unknown) => tally.fail(onNode(node.index, asError(error))),
-        )
-      }
-    })
+    const raise = async (node: QuorumNode, token: bigint, ms: number): Promise<void> => {
+      const epoch = node.epoch
+      const args = { token: token.toString(), fenceTtlMs }
+      const reply =
+        markerKey !== undefined && epoch !== undefined
+          ? await node.backend.run(
+              markedRaiseFenceScript,
+              { fence: keys.fence, marker: markerKey },
+              { ...args, epoch },
+              ms,
+            )
+          : await node.backend.run(raiseFenceScript, { fence: keys.fence }, args, ms)
+      if (isMarkerLost(reply)) throw new NodeDataLostError()
+    }
+    return raiseToMajority(grants, known, nodes, quorum, timeoutMs, raise)
   }
 }
 

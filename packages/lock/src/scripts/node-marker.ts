@@ -1,6 +1,7 @@
 import { queuedAcquireSpec } from '../fair-queue/queued-acquire.js'
 import { acquireLua, acquireSpec } from './acquire.js'
 import { defineScript } from './define-script.js'
+import { readSpec, writeSpec } from './read-write.js'
 
 /**
  * Quorum mode's node marker (quorum/restart-guard.ts): one key per node and prefix, with no
@@ -30,7 +31,7 @@ return redis.call('GET', ${k.marker})
 export const MARKER_LOST = 2
 
 /** A Lua fragment: return {@link MARKER_LOST} unless the marker holds `epoch`. Writes nothing. */
-export const markerCheck = (marker: string, epoch: string): string => `
+const markerCheck = (marker: string, epoch: string): string => `
 local markedAs = redis.call('GET', ${marker})
 if markedAs ~= ${epoch} then
   return {${MARKER_LOST}, markedAs}
@@ -100,6 +101,23 @@ end
 redis.call('SET', ${k.fence}, ${a.token}, 'PX', ${a.fenceTtlMs})
 return 1
 `,
+})
+
+/**
+ * The read-write lock's read and write as quorum mode sends them with the restart guard on
+ * (quorum/quorum-read-write.ts): the marker is checked first, on every try, and a node whose
+ * marker is gone or changed grants nothing (replies {@link MARKER_LOST}).
+ */
+export const markedReadScript = defineScript({
+  keys: [...readSpec.keys, 'marker'],
+  args: [...readSpec.args, 'epoch'],
+  lua: (k, a) => markerCheck(k.marker, a.epoch) + readSpec.lua(k, a),
+})
+
+export const markedWriteScript = defineScript({
+  keys: [...writeSpec.keys, 'marker'],
+  args: [...writeSpec.args, 'epoch'],
+  lua: (k, a) => markerCheck(k.marker, a.epoch) + writeSpec.lua(k, a),
 })
 
 /** Whether a script's reply says the node's marker was gone or changed. */
