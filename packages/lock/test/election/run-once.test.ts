@@ -19,15 +19,10 @@ describe('locker.runOnce()', () => {
     const reports: TickReport[] = []
     let failed = false
     const schedules: Schedule[] = []
-    // Ticks whose lease was lost (a starved process: the machine is shared): run again by design.
-    const lostTicks = new Set<number>()
     for (let i = 0; i < 3; i++) {
       const locker = makeLocker(await connectShared(), {
         prefix: PREFIX,
         pollMs: 50,
-        onEvent: (e) => {
-          if (e.type === 'lost') lostTicks.add(Number(e.resource.slice(key.length + 1)))
-        },
       })
       schedules.push(
         locker.runOnce(
@@ -53,16 +48,22 @@ describe('locker.runOnce()', () => {
     await Promise.all(schedules.map((s) => s.stop()))
     const failedTick = reports.find((r) => r.outcome === 'failed')!
     expect(failedTick.error?.message).toBe('the job failed here')
-    for (let tick = first + 1; tick <= first + 6; tick++) {
+    // Each tick run once, reported `ran` once. A runner starved past its 150 ms lease (the machine
+    // is shared: a clean-clone CI run at load ~20 saw one) reports `lost`, and the next holder runs
+    // the tick again, by design: a run beyond the first comes only with a `lost` report.
+    const runsOf = (tick: number) => {
       const outcomes = reports.filter((r) => r.tick === tick).map((r) => r.outcome)
-      expect(runs.get(tick), `tick ${tick}: ${outcomes.join(', ')}`).toBe(1)
+      const lost = outcomes.filter((o) => o === 'lost').length
       expect(
         outcomes.filter((o) => o === 'ran'),
-        `tick ${tick}`,
+        `tick ${tick}: ${outcomes.join(', ')}`,
       ).toHaveLength(1)
+      expect(runs.get(tick), `tick ${tick}: ${outcomes.join(', ')}`).toBeGreaterThanOrEqual(1)
+      expect(runs.get(tick), `tick ${tick}: ${outcomes.join(', ')}`).toBeLessThanOrEqual(1 + lost)
     }
+    for (let tick = first + 1; tick <= first + 6; tick++) runsOf(tick)
     // The failed tick was still run, by another instance.
-    expect(runs.get(failedTick.tick)).toBe(1)
+    runsOf(failedTick.tick)
     const ran = reports.filter((r) => r.outcome === 'ran')
     expect(new Set(ran.map((r) => r.tick)).size).toBe(ran.length)
   })
