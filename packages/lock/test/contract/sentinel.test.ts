@@ -1,11 +1,13 @@
 /**
  * The Locker contract (locker-contract.ts) through Redis Sentinel: a primary, 2 replicas and 3
- * Sentinels of this file's own.
+ * Sentinels of this file's own, the Locker on each client library that has a Sentinel client
+ * (ioredis `new Redis({ sentinels })`, node-redis `createSentinel`).
  */
 import { startSentinelSet, type SentinelSet } from '@fencelock/devkit/redis-topology'
 import { Redis } from 'ioredis'
 import { afterAll, beforeAll } from 'vitest'
 import { resourceKeys } from '../../src/index.js'
+import { SENTINEL_CLIENT_LIBRARIES, sentinelClientOf } from '../support/clients.js'
 import { connect, makeLocker } from '../support/connections.js'
 import { fencedStore } from '../support/fenced-store.js'
 import { familyContract } from './family-contract.js'
@@ -23,20 +25,18 @@ afterAll(async () => {
 
 const keysOf = (resource: string) => resourceKeys('fencelock:', resource)
 
-const deployment: ContractDeployment = {
-  locker: (options) => {
-    const client = new Redis({ sentinels: [...set.sentinelAddresses], name: set.name })
-    client.on('error', () => {})
-    return makeLocker(client, options)
-  },
-  steal: async (resource) => {
-    await admin.del(keysOf(resource).lock)
-  },
-  traces: async (resource) => ({
-    held: await admin.exists(keysOf(resource).lock),
-    queued: await admin.zcard(keysOf(resource).queue),
-  }),
+for (const library of SENTINEL_CLIENT_LIBRARIES) {
+  const deployment: ContractDeployment = {
+    locker: (options) => makeLocker(sentinelClientOf(library, set), options),
+    steal: async (resource) => {
+      await admin.del(keysOf(resource).lock)
+    },
+    traces: async (resource) => ({
+      held: await admin.exists(keysOf(resource).lock),
+      queued: await admin.zcard(keysOf(resource).queue),
+    }),
+  }
+  const name = `Redis Sentinel (a primary, 2 replicas, 3 Sentinels), through ${library}`
+  lockerContract(name, deployment)
+  familyContract(name, deployment, () => fencedStore(admin))
 }
-
-lockerContract('Redis Sentinel (a primary, 2 replicas, 3 Sentinels)', deployment)
-familyContract('Redis Sentinel (a primary, 2 replicas, 3 Sentinels)', deployment, () => fencedStore(admin))
