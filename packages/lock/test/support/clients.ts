@@ -80,6 +80,13 @@ export function sentinelClientOf(library: 'ioredis' | 'node-redis', set: Sentine
   return client
 }
 
+/** Whether a Sentinel client of {@link sentinelClientOf} is connected to a primary and ready for commands. */
+export function sentinelClientReady(client: SupportedRedisClient): boolean {
+  if (client instanceof Redis) return client.status === 'ready'
+  const sentinel = client as { isReady?: boolean; getMasterNode?: () => unknown }
+  return sentinel.isReady === true && sentinel.getMasterNode?.() !== undefined
+}
+
 /** The libraries whose Sentinel client the Locker takes. */
 export const SENTINEL_CLIENT_LIBRARIES = ['ioredis', 'node-redis'] as const satisfies readonly ClientLibrary[]
 
