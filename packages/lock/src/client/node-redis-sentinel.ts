@@ -2,24 +2,26 @@
  * The adapter of node-redis's Sentinel client (`createSentinel` of `redis` / `@redis/client` 6.x)
  * to the client seam (redis-client.ts). node-redis sends each command to a master client it keeps
  * per master; what the engines rely on, and how it maps:
- * - **A command may be sent again to another master.** When a command fails because the master
+ * - **A command may be sent again, to another master.** When a command fails because its master
  *   client is not ready (its socket closed) or the master answers `READONLY`, node-redis asks the
  *   Sentinels for the master, swaps its master client if the master changed, and sends the command
  *   again — to the new primary, whose token counter may be behind. Like ioredis's resend after a
  *   reconnection, this must move the connection's generation (backend/generations.ts) before the
- *   reply is read, so that a grant minted from the counter alone is given back: a master client's
- *   error (`client-error`, type `MASTER`: emitted before the commands in flight are failed) and a
- *   `topology-change` of type `MASTER_CHANGE` are both a topology event here.
+ *   reply is read, so that a grant minted from the counter alone is given back. The Sentinel client
+ *   does not pass its master clients' errors on (`client-error` stays inside it unless
+ *   `passthroughClientErrorEvents` is set), so the adapter sends every command through
+ *   `_execute` (declared in node-redis's types), which hands it the master client: a command sent
+ *   a second time, and every error or (re)connection of a master client, is a topology event here,
+ *   as is a `topology-change` of type `MASTER_CHANGE`.
  * - **Readiness.** The Sentinel client drops its readiness (`reconnecting`) when it swaps the master
  *   and regains it (`ready`) once the new one is connected: a down and a ready here. While only its
  *   master client reconnects (the master lost, not yet failed over), the Sentinel client stays
- *   "ready": the adapter reads the master client's readiness (`getMasterNode()`) instead, so the
- *   connection reads as down without an event (no `ready` would follow a master that comes back).
+ *   "ready": the adapter reads the master client's readiness (`getMasterNode()`) instead.
  * - **Connection errors** (a master client's refused reconnection, the Sentinel client's own
  *   errors) are the adapter's `lastError` until the master is ready again.
- * - **`WAIT`** goes out through the Sentinel client like the script before it, on the same master
- *   client when the pool has one (`masterPoolSize`, default 1): with a larger pool node-redis may
- *   send the two on different connections, and the `replicas` option needs `masterPoolSize: 1`.
+ * - **`WAIT`** goes out like the script before it, on the same master client when the pool has one
+ *   (`masterPoolSize`, default 1): with a larger pool node-redis may send the two on different
+ *   connections, so the `replicas` option needs `masterPoolSize: 1`.
  * - **Pub/sub** runs on a duplicate of the Sentinel client (its own Sentinel and master
  *   connections), which follows the master on a failover.
  */
@@ -35,6 +37,12 @@ import { isIoredisClient } from './ioredis-client.js'
 
 type Listener = (...args: unknown[]) => void
 
+/** One of the Sentinel client's master clients (a node-redis client), as `_execute` hands it over. */
+export interface NodeRedisMasterClient {
+  sendCommand(args: string[]): Promise<unknown>
+  on(event: string, listener: Listener): unknown
+}
+
 /**
  * A node-redis Sentinel client (`createSentinel()` of the `redis` or `@redis/client` package,
  * 6.x), by shape: the Locker neither loads node-redis nor names it in its types.
@@ -45,6 +53,8 @@ export interface NodeRedisSentinel {
   /** Connected to the master the Sentinels name (not reconfiguring). */
   readonly isReady: boolean
   sendCommand(isReadonly: boolean | undefined, args: string[]): Promise<unknown>
+  /** Runs `fn` on a master client; node-redis runs it again after a failover or a lost connection. */
+  _execute<T>(isReadonly: boolean | undefined, fn: (client: NodeRedisMasterClient) => Promise<T>): Promise<T>
   /** The master, when one of its master clients is ready. */
   getMasterNode(): { host: string; port: number } | undefined
   duplicate(): NodeRedisSentinel
@@ -63,16 +73,16 @@ export function isNodeRedisSentinel(value: unknown): value is NodeRedisSentinel 
     v != null &&
     !isIoredisClient(value) &&
     typeof v.sendCommand === 'function' &&
+    typeof v._execute === 'function' &&
     typeof v.getMasterNode === 'function' &&
     typeof v.duplicate === 'function' &&
     typeof v.isOpen === 'boolean'
   )
 }
 
-/** What node-redis's Sentinel client reports with `client-error` and `topology-change`. */
+/** What node-redis's Sentinel client reports with `topology-change`. */
 interface SentinelEvent {
   readonly type?: unknown
-  readonly error?: unknown
 }
 
 function strings(args: readonly (string | number)[]): string[] {
@@ -106,6 +116,10 @@ export class NodeRedisSentinelConnection implements RedisConnection {
   /** The client was ready once: not ready since is a reconfiguration, not a first connection. */
   #wasReady: boolean
   #lastError: Error | undefined
+  /** The engines' listeners (listen()), told of every topology event the adapter sees itself. */
+  readonly #listeners = new Set<ClientEvents>()
+  /** Master clients the adapter listens to. */
+  readonly #followed = new WeakSet<NodeRedisMasterClient>()
 
   constructor(client: NodeRedisSentinel) {
     this.client = client
@@ -114,11 +128,6 @@ export class NodeRedisSentinelConnection implements RedisConnection {
     // know why. Listening to `error` also keeps node-redis from throwing it unheard.
     client.on('error', (e: unknown) => {
       if (e instanceof Error && !isLostSocket(e)) this.#lastError = e
-    })
-    client.on('client-error', (event: unknown) => {
-      const e = (event as SentinelEvent | undefined)?.error
-      if ((event as SentinelEvent | undefined)?.type === 'MASTER' && e instanceof Error && !isLostSocket(e))
-        this.#lastError = e
     })
     client.on('ready', () => {
       this.#wasReady = true
@@ -142,15 +151,41 @@ export class NodeRedisSentinelConnection implements RedisConnection {
   }
 
   evalsha(sha: string, numKeys: number, ...args: (string | number)[]): Promise<unknown> {
-    return this.client.sendCommand(false, ['EVALSHA', sha, String(numKeys), ...strings(args)])
+    return this.#send(['EVALSHA', sha, String(numKeys), ...strings(args)])
   }
 
   eval(script: string, numKeys: number, ...args: (string | number)[]): Promise<unknown> {
-    return this.client.sendCommand(false, ['EVAL', script, String(numKeys), ...strings(args)])
+    return this.#send(['EVAL', script, String(numKeys), ...strings(args)])
   }
 
   call(...args: (string | number)[]): Promise<unknown> {
-    return this.client.sendCommand(false, strings(args))
+    return this.#send(strings(args))
+  }
+
+  /** Sends `args` on a master client; a second send of the same command is a topology event first. */
+  #send(args: string[]): Promise<unknown> {
+    let sends = 0
+    return this.client._execute(false, (master) => {
+      this.#follow(master)
+      if (++sends > 1) this.#topology()
+      return master.sendCommand(args)
+    })
+  }
+
+  /** Listens to a master client the first time a command goes through it. */
+  #follow(master: NodeRedisMasterClient): void {
+    if (this.#followed.has(master)) return
+    this.#followed.add(master)
+    // node-redis emits the error of a lost connection before it fails the commands in flight.
+    master.on('error', (e: unknown) => {
+      if (e instanceof Error && !isLostSocket(e)) this.#lastError = e
+      this.#topology()
+    })
+    master.on('ready', () => this.#topology())
+  }
+
+  #topology(): void {
+    for (const events of this.#listeners) events.topology?.()
   }
 
   connectionFor(): CommandTarget {
@@ -161,12 +196,6 @@ export class NodeRedisSentinelConnection implements RedisConnection {
     const on: [string, Listener][] = []
     if (events.topology) {
       const topology = events.topology.bind(events)
-      on.push([
-        'client-error',
-        (event: unknown) => {
-          if ((event as SentinelEvent | undefined)?.type === 'MASTER') topology()
-        },
-      ])
       on.push([
         'topology-change',
         (event: unknown) => {
@@ -185,7 +214,9 @@ export class NodeRedisSentinelConnection implements RedisConnection {
     ])
     const client = this.client
     for (const [event, listener] of on) client.on(event, listener)
+    this.#listeners.add(events)
     return () => {
+      this.#listeners.delete(events)
       for (const [event, listener] of on) client.off(event, listener)
     }
   }
