@@ -12,8 +12,19 @@
 import { startSentinelSet, type SentinelSet } from '@fencelock/devkit/redis-topology'
 import { Redis } from 'ioredis'
 import { afterAll, describe, expect, it } from 'vitest'
-import { LockError, resourceKeys, type LockEvent, type SupportedRedisClient } from '../../src/index.js'
-import { SENTINEL_CLIENT_LIBRARIES, sentinelClientOf, sentinelClientReady } from '../support/clients.js'
+import {
+  LockError,
+  LockUnavailableError,
+  resourceKeys,
+  type LockEvent,
+  type SupportedRedisClient,
+} from '../../src/index.js'
+import {
+  nodeRedisSentinel,
+  SENTINEL_CLIENT_LIBRARIES,
+  sentinelClientOf,
+  sentinelClientReady,
+} from '../support/clients.js'
 import { connect, makeLocker, unique } from '../support/connections.js'
 import { settle, waitUntil } from '../support/timing.js'
 
@@ -106,5 +117,17 @@ describe.each(SENTINEL_CLIENT_LIBRARIES)('a failover with an acquire in flight, 
     const after = await locker.acquire(r, { waitMs: 10_000 })
     expect(after.token).toBeGreaterThan(tokens[4]!)
     await after.release()
+  })
+})
+
+describe('node-redis Sentinel: a master name the Sentinels do not know', () => {
+  it('an acquire fails with LockUnavailableError at commandTimeoutMs (node-redis keeps rediscovering; ioredis fails within the wait: ha-bad-input.test.ts)', async () => {
+    const set = await startSentinelSet()
+    sets.push(set)
+    const sentinel = nodeRedisSentinel({ name: 'no-such-master', sentinelAddresses: set.sentinelAddresses })
+    const locker = makeLocker(sentinel, { commandTimeoutMs: 1_500 })
+    const { error, ms } = await settle(locker.acquire(unique('no-master'), { waitMs: 500 }))
+    expect(error).toBeInstanceOf(LockUnavailableError)
+    expect(ms).toBeLessThan(1_500 + 5_000) // its deadline, and a loaded machine's delays
   })
 })
