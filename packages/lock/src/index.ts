@@ -2,6 +2,7 @@ export {
   Locker,
   type RedisClient,
   type NodeRedisClient,
+  type NodeRedisSentinel,
   type GlideClient,
   type SupportedRedisClient,
 } from './locker.js'

@@ -50,6 +50,7 @@ import {
 
 export type { RedisClient } from './backend/connection.js'
 export type { NodeRedisClient } from './client/node-redis-client.js'
+export type { NodeRedisSentinel } from './client/node-redis-sentinel.js'
 export type { GlideClient } from './client/glide-client.js'
 export type { SupportedRedisClient } from './client/choose-client.js'
 
@@ -80,7 +81,7 @@ export class Locker {
 
   /**
    * @param redis an ioredis or iovalkey `Redis` or `Cluster`, or a connected node-redis client
-   *   (`createClient`, after `connect()`; docs/LOCK.md, "Which client"); or, for quorum mode, an
+   *   (`createClient` or `createSentinel`, after `connect()`; docs/LOCK.md, "Which client"); or, for quorum mode, an
    *   array of 3 or more clients of one kind, of independent Redis masters (docs/LOCK.md); or an
    *   `Etcd3` client of the `etcd3` package, for etcd (docs/LOCK.md, "etcd"). The Locker never
    *   closes them.

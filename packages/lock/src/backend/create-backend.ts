@@ -1,7 +1,7 @@
 /**
  * The one place where a Locker's engine is chosen, from what its constructor was given: one
  * Redis client (ioredis or iovalkey: a single Redis, also Sentinel or Cluster; node-redis: a
- * single Redis), an array of 3 or more clients of one kind (quorum mode), or an etcd3 client
+ * single Redis, also Sentinel), an array of 3 or more clients of one kind (quorum mode), or an etcd3 client
  * (etcd/etcd-backend.ts). Each Redis client is adapted to the client seam (client/). Everything
  * above the {@link LockBackend} seam — the wait queues, the locks, the family, the election — is
  * the same over any engine; an

@@ -14,25 +14,25 @@ import { IoredisConnection, isIoredisClient, type IoredisClient } from './ioredi
 import {
   isNodeRedisClient,
   isNodeRedisCluster,
-  isNodeRedisSentinel,
   nodeRedisConnection,
   type NodeRedisClient,
 } from './node-redis-client.js'
+import { isNodeRedisSentinel, nodeRedisSentinelConnection, type NodeRedisSentinel } from './node-redis-sentinel.js'
 import type { RedisConnection } from './redis-client.js'
 
 /**
  * A Redis client the Locker takes: ioredis or iovalkey (`Redis`, `Cluster`), node-redis
- * (`createClient`), or Valkey GLIDE (`GlideClient`, standalone).
+ * (`createClient`, `createSentinel`), or Valkey GLIDE (`GlideClient`, standalone).
  */
-export type SupportedRedisClient = IoredisClient | NodeRedisClient | GlideClient
+export type SupportedRedisClient = IoredisClient | NodeRedisClient | NodeRedisSentinel | GlideClient
 
 /** What the Locker takes, in one sentence (error messages). */
 export const ACCEPTED =
-  'must be an ioredis or iovalkey Redis or Cluster client, a node-redis client (createClient, connected), a Valkey GLIDE GlideClient, an array of 3 or more of one kind (quorum mode), or an etcd3 client'
+  'must be an ioredis or iovalkey Redis or Cluster client, a node-redis client (createClient or createSentinel, connected), a Valkey GLIDE GlideClient, an array of 3 or more of one kind (quorum mode), or an etcd3 client'
 
 /** Whether `value` is a Redis client of a kind the Locker knows (connected or not). */
 export function isRedisClient(value: unknown): value is SupportedRedisClient {
-  return isIoredisClient(value) || isNodeRedisClient(value) || isGlideClient(value)
+  return isIoredisClient(value) || isNodeRedisClient(value) || isNodeRedisSentinel(value) || isGlideClient(value)
 }
 
 /**
@@ -51,6 +51,15 @@ export function adaptClient(value: unknown, field: string): RedisConnection {
         'a node-redis client, not connected',
       )
     return nodeRedisConnection(value)
+  }
+  if (isNodeRedisSentinel(value)) {
+    if (!value.isOpen)
+      throw new InvalidLockOptionError(
+        field,
+        'is a node-redis sentinel client that is not connected: call sentinel.connect() first (node-redis does not connect by itself, and the Locker does not connect a client it does not own)',
+        'a node-redis sentinel client, not connected',
+      )
+    return nodeRedisSentinelConnection(value)
   }
   if (isGlideClient(value)) {
     const config = glideConfigurationOf(value)
@@ -71,14 +80,8 @@ export function adaptClient(value: unknown, field: string): RedisConnection {
   if (isNodeRedisCluster(value))
     throw new InvalidLockOptionError(
       field,
-      'is a node-redis cluster client (createCluster), which the Locker does not support yet: use an ioredis Cluster, or quorum mode over node-redis clients',
+      'is a node-redis cluster client (createCluster), which the Locker does not support yet: use an ioredis Cluster, a node-redis Sentinel client (createSentinel), or quorum mode over node-redis clients',
       'a node-redis cluster client',
-    )
-  if (isNodeRedisSentinel(value))
-    throw new InvalidLockOptionError(
-      field,
-      'is a node-redis sentinel client (createSentinel), which the Locker does not support yet: use ioredis with sentinels',
-      'a node-redis sentinel client',
     )
   throw new InvalidLockOptionError(field, ACCEPTED, kindOf(value))
 }

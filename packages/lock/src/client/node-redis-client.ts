@@ -19,6 +19,7 @@ import type {
   SubscriberEvents,
 } from './redis-client.js'
 import { isIoredisClient } from './ioredis-client.js'
+import { isNodeRedisSentinel } from './node-redis-sentinel.js'
 
 type Listener = (...args: unknown[]) => void
 
@@ -64,14 +65,6 @@ export function isNodeRedisCluster(value: unknown): boolean {
     typeof v.sendCommand === 'function' &&
     typeof v.masters === 'object' &&
     v.masters !== null
-  )
-}
-
-/** A node-redis `createSentinel()` client. */
-export function isNodeRedisSentinel(value: unknown): boolean {
-  const v = value as { sendCommand?: unknown; getMasterNode?: unknown } | null | undefined
-  return (
-    v != null && !isIoredisClient(value) && typeof v.sendCommand === 'function' && typeof v.getMasterNode === 'function'
   )
 }
 

@@ -85,11 +85,19 @@ describe('clients the Locker refuses, before any I/O', () => {
     open.destroy()
   })
 
-  it('node-redis cluster and sentinel clients: not supported yet, said so', () => {
+  it('a node-redis cluster client: not supported yet, said so', () => {
     const cluster = createCluster({ rootNodes: [{ url: 'redis://127.0.0.1:1' }] })
-    expect(refused(() => new Locker(cluster as unknown as SupportedRedisClient)).rule).toMatch(/node-redis cluster/)
+    const error = refused(() => new Locker(cluster as unknown as SupportedRedisClient))
+    expect(error.rule).toMatch(/node-redis cluster client \(createCluster\), which the Locker does not support yet/)
+    expect(error.message).toContain('a node-redis cluster client')
+  })
+
+  it('a node-redis sentinel client whose connect() was never called: the Locker does not connect it (typed without a cast)', () => {
     const sentinel = createSentinel({ name: 'm', sentinelRootNodes: [{ host: '127.0.0.1', port: 1 }] })
-    expect(refused(() => new Locker(sentinel as unknown as SupportedRedisClient)).rule).toMatch(/node-redis sentinel/)
+    const error = refused(() => new Locker(sentinel))
+    expect(error.field).toBe('redis')
+    expect(error.rule).toMatch(/node-redis sentinel client that is not connected: call sentinel.connect\(\) first/)
+    expect(sentinel.isOpen).toBe(false)
   })
 
   it('a GLIDE cluster client (GlideClusterClient): not supported yet, said so, alone or in quorum mode', async () => {

@@ -1,7 +1,7 @@
 /**
  * The `replicas` option through node-redis (`WAIT` on the connection that ran the script, through
  * the client seam's `connectionFor`): a node-redis client connected to the primary of a spawned
- * set (node-redis's Sentinel client is not supported yet: docs/LOCK.md, "Which client").
+ * set (node-redis's Sentinel client, `createSentinel`, runs the Sentinel tests in replicas.test.ts).
  */
 import { startSentinelSet, type SentinelSet } from '@fencelock/devkit/redis-topology'
 import { afterAll, describe, expect, it } from 'vitest'

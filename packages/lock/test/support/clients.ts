@@ -5,8 +5,9 @@
  * swallows its `error` events: the tests assert outcomes instead.
  */
 import { GlideClient, Logger } from '@valkey/valkey-glide'
+import { Redis } from 'ioredis'
 import { Redis as Valkey } from 'iovalkey'
-import { createClient } from 'redis'
+import { createClient, createSentinel } from 'redis'
 import { afterAll } from 'vitest'
 import type { SupportedRedisClient } from '../../src/index.js'
 import { connect } from './connections.js'
@@ -31,6 +32,8 @@ const glides = new Set<GlideClient>()
 /** The GLIDE client of each port, made by {@link prepareClients} (GLIDE creates its clients asynchronously). */
 const glideByPort = new Map<number, GlideClient>()
 const nodeRedises = new Set<NodeRedis>()
+const nodeRedisSentinels = new Set<{ readonly isOpen: boolean; destroy(): Promise<void> }>()
+const ioredisSentinels = new Set<Redis>()
 
 /**
  * A node-redis client to 127.0.0.1:`port`, `connect()` called (not awaited: its commands wait in
@@ -45,6 +48,47 @@ export function nodeRedisClient(port: number, options: { connect?: boolean } = {
   if (options.connect !== false) client.connect().catch(() => {})
   return client
 }
+
+/** Where a Sentinel set's Sentinels are, and the master name they watch. */
+export interface SentinelAddresses {
+  readonly name: string
+  readonly sentinelAddresses: readonly { host: string; port: number }[]
+}
+
+/**
+ * A node-redis Sentinel client (`createSentinel`) of `set`, `connect()` called (not awaited: its
+ * commands wait for the connection, as a user's would). Its master client reconnects fast.
+ */
+export function nodeRedisSentinel(set: SentinelAddresses) {
+  const sentinel = createSentinel({
+    name: set.name,
+    sentinelRootNodes: [...set.sentinelAddresses],
+    nodeClientOptions: { socket: { reconnectStrategy: (retries: number) => Math.min(retries * 20, 200) } },
+  })
+  sentinel.on('error', () => {})
+  nodeRedisSentinels.add(sentinel)
+  sentinel.connect().catch(() => {})
+  return sentinel
+}
+
+/** A Sentinel client of `library` (ioredis or node-redis) to `set`. */
+export function sentinelClientOf(library: 'ioredis' | 'node-redis', set: SentinelAddresses): SupportedRedisClient {
+  if (library === 'node-redis') return nodeRedisSentinel(set)
+  const client = new Redis({ sentinels: [...set.sentinelAddresses], name: set.name })
+  client.on('error', () => {})
+  ioredisSentinels.add(client)
+  return client
+}
+
+/** Whether a Sentinel client of {@link sentinelClientOf} is connected to a primary and ready for commands. */
+export function sentinelClientReady(client: SupportedRedisClient): boolean {
+  if (client instanceof Redis) return client.status === 'ready'
+  const sentinel = client as { isReady?: boolean; getMasterNode?: () => unknown }
+  return sentinel.isReady === true && sentinel.getMasterNode?.() !== undefined
+}
+
+/** The libraries whose Sentinel client the Locker takes. */
+export const SENTINEL_CLIENT_LIBRARIES = ['ioredis', 'node-redis'] as const satisfies readonly ClientLibrary[]
 
 /** An iovalkey client to 127.0.0.1:`port`. */
 export function valkeyClient(port: number): Valkey {
@@ -101,6 +145,10 @@ afterAll(() => {
   valkeys.clear()
   for (const client of nodeRedises) if (client.isOpen) client.destroy()
   nodeRedises.clear()
+  for (const sentinel of nodeRedisSentinels) if (sentinel.isOpen) sentinel.destroy().catch(() => {})
+  nodeRedisSentinels.clear()
+  for (const client of ioredisSentinels) client.disconnect()
+  ioredisSentinels.clear()
   for (const client of glides) client.close()
   glides.clear()
   glideByPort.clear()
