@@ -8,7 +8,8 @@
  * (backend/connection.ts), and it ends an acquire that never reached etcd at once
  * (waiting/wait-queues.ts) instead of after its `waitMs`.
  *
- * Two such failures in a row, with no other outcome between, make etcd unreachable: with several
+ * Two such failures in a row, with no other outcome between and no answer for {@link ETCD_QUIET_MS},
+ * make etcd unreachable: with several
  * members, etcd3 sends a failed call to another member, so one refused connection (a member
  * killed, the others still serving) can be the last of its attempts while the cluster works; two
  * in a row with nothing answered between are the client finding no member to talk to. A single
@@ -40,6 +41,15 @@ export const ETCD_DOWN_FOR_MS = 2_000
 /** Failures in a row that make etcd unreachable (see the module comment). */
 const STREAK = 2
 
+/**
+ * And no call answered for this long: with several members, calls in flight at once when one
+ * member is killed can each meet its refusal before any other call is answered (a clean-clone CI
+ * run: three acquires of a 3-member cluster failed "etcd is down" the moment its leader was killed,
+ * the other two members serving). Calls answered this lately say some member is reachable; a
+ * client that reaches none stops getting answers, and is found down this much later.
+ */
+export const ETCD_QUIET_MS = 1_000
+
 /** gRPC's own words for a connection that could not be made (grpc-js). */
 const CONNECT_FAILURE =
   /No connection established|Name resolution failed|ECONNREFUSED|ENOTFOUND|EAI_AGAIN|EHOSTUNREACH|ENETUNREACH/
@@ -59,6 +69,8 @@ export class EtcdReachability {
   #streak = 0
   /** performance.now() of the last connection failure. */
   #lastAt = Number.NEGATIVE_INFINITY
+  /** performance.now() of the last answer. */
+  #answeredAt = Number.NEGATIVE_INFINITY
   /** The client's last own connection error (not an open circuit, which says no more than "see before"). */
   #cause: Error | undefined
 
@@ -66,6 +78,7 @@ export class EtcdReachability {
   answered(): void {
     this.#streak = 0
     this.#cause = undefined
+    this.#answeredAt = performance.now()
   }
 
   /**
@@ -80,12 +93,16 @@ export class EtcdReachability {
     this.#streak++
     this.#lastAt = performance.now()
     if (!isOpenCircuit(error) || this.#cause === undefined) this.#cause = error
-    return this.#streak >= STREAK ? new EtcdDownError(this.#cause) : error
+    return this.#unreachable() ? new EtcdDownError(this.#cause) : error
+  }
+
+  #unreachable(): boolean {
+    return this.#streak >= STREAK && performance.now() - this.#answeredAt >= ETCD_QUIET_MS
   }
 
   /** The error a try fails with now without being sent: etcd was unreachable at the last call, lately. */
   down(): EtcdDownError | undefined {
-    if (this.#streak < STREAK || this.#cause === undefined) return undefined
+    if (!this.#unreachable() || this.#cause === undefined) return undefined
     if (performance.now() - this.#lastAt >= ETCD_DOWN_FOR_MS) return undefined
     return new EtcdDownError(this.#cause)
   }

@@ -50,7 +50,8 @@ function worker(
   topology: Topology,
   name: string,
   mode: 'lock' | 'bypass',
-  stall: boolean,
+  /** `self`: this worker stops itself; `other`: another one does (all poll fast then). */
+  stall: 'none' | 'self' | 'other',
   onStall: (pid: number) => void,
   ready: (go: () => void) => void,
 ): Promise<Hold[]> {
@@ -67,8 +68,8 @@ function worker(
       '25',
       // Stalled runs: a lease well below the stall. Others: far above a loaded machine's delays,
       // so that no lease lapses and the order of grants is the order of the recorded starts.
-      stall ? '500' : '3000',
-      stall ? '1' : '0',
+      stall === 'self' ? '500' : '3000',
+      stall === 'self' ? '1' : stall === 'other' ? '2' : '0',
     ],
     { stdio: ['pipe', 'pipe', 'pipe'] },
   )
@@ -127,7 +128,11 @@ async function run(topology: Topology, mode: 'lock' | 'bypass', stall: boolean):
     gos.push(go)
     if (gos.length === 4) for (const g of gos) g()
   }
-  const all = await Promise.all([0, 1, 2, 3].map((i) => worker(topology, name, mode, stall && i === 0, onStall, ready)))
+  const all = await Promise.all(
+    [0, 1, 2, 3].map((i) =>
+      worker(topology, name, mode, stall ? (i === 0 ? 'self' : 'other') : 'none', onStall, ready),
+    ),
+  )
   await Promise.all(stalls)
   return all.flat()
 }
