@@ -100,9 +100,8 @@ function single(client: RedisConnection): BackendChoice {
       ),
     readWrite: (o, deadlines) => {
       const pubsub = new PubSubMode(client, o.pubsub, o.commandTimeoutMs)
-      const options = { ...redisOptions(o), fenceTtlMs: o.fenceTtlMs }
       return {
-        engine: new SingleReadWrite(client, deadlines, options, pubsub),
+        engine: new SingleReadWrite(client, deadlines, redisOptions(o), pubsub),
         wakes: new ReadWriteWakes(client, o.commandTimeoutMs, pubsub),
       }
     },

@@ -20,6 +20,7 @@ import type {
 } from './redis-client.js'
 import { isIoredisClient } from './ioredis-client.js'
 import { isNodeRedisSentinel } from './node-redis-sentinel.js'
+import { isLostSocket, strings } from './node-redis-shared.js'
 
 type Listener = (...args: unknown[]) => void
 
@@ -66,17 +67,6 @@ export function isNodeRedisCluster(value: unknown): boolean {
     typeof v.masters === 'object' &&
     v.masters !== null
   )
-}
-
-function strings(args: readonly (string | number)[]): string[] {
-  const out = new Array<string>(args.length)
-  for (let i = 0; i < args.length; i++) out[i] = String(args[i])
-  return out
-}
-
-/** A lost socket, which node-redis reports as an error and then reconnects: not a failed connection. */
-function isLostSocket(error: Error): boolean {
-  return error.name === 'SocketClosedUnexpectedlyError' || error.constructor.name === 'SocketClosedUnexpectedlyError'
 }
 
 const adapters = new WeakMap<NodeRedisClient, NodeRedisConnection>()

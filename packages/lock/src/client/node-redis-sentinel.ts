@@ -36,6 +36,7 @@ import type {
   SubscriberEvents,
 } from './redis-client.js'
 import { isIoredisClient } from './ioredis-client.js'
+import { isLostSocket, strings } from './node-redis-shared.js'
 
 type Listener = (...args: unknown[]) => void
 
@@ -86,17 +87,6 @@ type PubSubListener = (message: string | Buffer, channel: string | Buffer) => un
 /** What node-redis's Sentinel client reports with `topology-change`. */
 interface SentinelEvent {
   readonly type?: unknown
-}
-
-function strings(args: readonly (string | number)[]): string[] {
-  const out = new Array<string>(args.length)
-  for (let i = 0; i < args.length; i++) out[i] = String(args[i])
-  return out
-}
-
-/** A lost socket (node-redis then reconnects), not a failed connection. */
-function isLostSocket(error: Error): boolean {
-  return error.name === 'SocketClosedUnexpectedlyError' || error.constructor.name === 'SocketClosedUnexpectedlyError'
 }
 
 const adapters = new WeakMap<NodeRedisSentinel, NodeRedisSentinelConnection>()

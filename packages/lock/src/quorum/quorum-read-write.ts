@@ -107,9 +107,10 @@ export class QuorumReadWrite implements ReadWriteEngine {
     this.#attempts.set(r.ownerId, attempt)
     const grants: NodeGrant[] = []
     let holderMs = -1
-    const outcome = await new Promise<TryOutcome | Error>((resolve) => {
+    // 'won' (the token is learned below), a refusal, or why no majority answered.
+    const outcome = await new Promise<'won' | TryOutcome | Error>((resolve) => {
       const tally = new Tally(nodes.length, quorum, (won, t) => {
-        if (won) return resolve({ granted: true, token: 0n })
+        if (won) return resolve('won')
         if (t.failed > nodes.length - quorum)
           resolve(nodesFailed('no majority of the nodes answered', t.errors, nodes.length))
         else resolve({ granted: false, holderMs })
@@ -142,7 +143,7 @@ export class QuorumReadWrite implements ReadWriteEngine {
         )
       }
     })
-    if (outcome instanceof Error || !outcome.granted) {
+    if (outcome !== 'won') {
       this.#fail(attempt, grants, keys, mode, r.ownerId)
       if (outcome instanceof Error) throw outcome
       return outcome
