@@ -73,11 +73,14 @@ describe('runtime dependencies', () => {
     expect(pkg.peerDependencies).toEqual({
       'prom-client': '^15.0.0',
       '@opentelemetry/api': '^1.9.0',
+      // Types only (lockHistogramProducer() is a MetricProducer): never loaded at run time.
+      '@opentelemetry/sdk-metrics': '^2.0.0',
       '@fencelock/lock': '^0.1.0',
     })
     expect(pkg.peerDependenciesMeta).toEqual({
       'prom-client': { optional: true },
       '@opentelemetry/api': { optional: true },
+      '@opentelemetry/sdk-metrics': { optional: true },
       '@fencelock/lock': { optional: true },
     })
     expect(Object.keys(pkg.exports)).toEqual(['.', './opentelemetry', './package.json'])

@@ -4,6 +4,7 @@ export {
   type OpenTelemetryLockInstrumentation,
   type OpenTelemetryFencingInstrumentation,
 } from './instrument-opentelemetry.js'
+export { lockHistogramProducer, type LockHistogramProducer } from './histogram-producer.js'
 export { OPENTELEMETRY_DEFAULTS, type OpenTelemetryOptions, type OpenTelemetryFencingOptions } from './otel-options.js'
 export { OTEL_INSTRUMENTS, OTEL_ATTRIBUTES, SCOPE_NAME, SCOPE_VERSION } from './names.js'
 export type { FencedWriteReport } from './fenced-write-report.js'

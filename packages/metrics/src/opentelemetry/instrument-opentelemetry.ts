@@ -6,7 +6,15 @@ import { groupFor } from '../label-limiter.js'
 import { lockEventTally } from '../lock-event-tally.js'
 import type { FencedWriteReport } from './fenced-write-report.js'
 import { SCOPE_NAME, SCOPE_VERSION } from './names.js'
-import { modelWrites, otelGroupState, otelMetricSet, type OtelGroupState, type OtelMetricSet } from './otel-metrics.js'
+import {
+  checkHistogramChoice,
+  chooseHistograms,
+  modelWrites,
+  otelGroupState,
+  otelMetricSet,
+  type OtelGroupState,
+  type OtelMetricSet,
+} from './otel-metrics.js'
 import {
   resolveOpenTelemetryFencingOptions,
   resolveOpenTelemetryOptions,
@@ -127,7 +135,10 @@ export function instrumentOpenTelemetry(
     throw new InvalidMetricsOptionError('locker', 'must be a Locker from @fencelock/lock', locker)
   }
   const o = resolveOpenTelemetryOptions(options)
-  const set = otelMetricSet(meterOf(o))
+  const meter = meterOf(o)
+  checkHistogramChoice(meter, o.histograms)
+  const set = otelMetricSet(meter)
+  chooseHistograms(set, o.histograms)
   const { groupOf, maxGroups } = o
   const seriesOf = (resource: string): OtelGroupState =>
     otelGroupState(set, set.groups.admit(groupFor(groupOf, resource), maxGroups))

@@ -6,6 +6,7 @@ import {
   type Meter,
   type Observable,
 } from '@opentelemetry/api'
+import { InvalidMetricsOptionError } from '../errors.js'
 import { LabelLimiter } from '../label-limiter.js'
 import {
   ACQUIRE_OUTCOMES,
@@ -18,6 +19,12 @@ import {
   type ReleaseOutcome,
   type RenewOutcome,
 } from '../measurements.js'
+import {
+  CumulativeHistogram,
+  HISTOGRAM_DESCRIPTIONS,
+  type BindableHistogramProducer,
+  type HistogramPair,
+} from './histogram-producer.js'
 import { OTEL_ATTRIBUTES as A, OTEL_INSTRUMENTS as I } from './names.js'
 
 /** Attributes of one group and one outcome each, built once: the SDK reads them, never keeps them. */
@@ -29,35 +36,56 @@ function outcomeAttributes<O extends string>(group: string, key: string, outcome
   return Object.freeze(out)
 }
 
+/** Where a group's wait or hold values go: the SDK's histogram, or our own counts (histogram-producer.ts). */
+interface Recorder {
+  record(seconds: number): void
+}
+
 /**
  * One group's counts, read by the observable instruments at each collection. Unlike the
- * prom-client path's, the counter fields are cumulative (an observable counter reports its total);
- * the histograms are recorded on every event, with the group's attributes built once.
+ * prom-client path's, the counter fields are cumulative (an observable counter reports its total).
+ * The histograms are recorded on every event: into the SDK's histograms (the group's attributes
+ * built once), or, with a `lockHistogramProducer()`, into counts of our own that the producer
+ * hands over at each collection.
  */
 export class OtelGroupState extends GroupCounts {
   readonly attributes: Attributes
   readonly acquireAttributes: OutcomeAttributes<AcquireOutcome>
   readonly releaseAttributes: OutcomeAttributes<ReleaseOutcome>
   readonly renewAttributes: OutcomeAttributes<RenewOutcome>
-  readonly #waitTime: Histogram
-  readonly #holdTime: Histogram
+  /** The group's own histograms, when a producer reports them; undefined on the SDK's. */
+  readonly pair: HistogramPair | undefined
+  readonly #wait: Recorder
+  readonly #hold: Recorder
 
-  constructor(group: string, waitTime: Histogram, holdTime: Histogram) {
+  constructor(group: string, histograms: Histograms) {
     super(group)
-    this.attributes = Object.freeze({ [A.group]: group })
+    const attributes = Object.freeze({ [A.group]: group })
+    this.attributes = attributes
     this.acquireAttributes = outcomeAttributes(group, A.acquireOutcome, ACQUIRE_OUTCOMES)
     this.releaseAttributes = outcomeAttributes(group, A.releaseOutcome, RELEASE_OUTCOMES)
     this.renewAttributes = outcomeAttributes(group, A.renewalOutcome, RENEW_OUTCOMES)
-    this.#waitTime = waitTime
-    this.#holdTime = holdTime
+    if (histograms.kind === 'producer') {
+      this.pair = {
+        wait: new CumulativeHistogram(attributes, WAIT_BUCKETS_SECONDS),
+        hold: new CumulativeHistogram(attributes, HOLD_BUCKETS_SECONDS),
+      }
+      this.#wait = this.pair.wait
+      this.#hold = this.pair.hold
+    } else {
+      const { waitTime, holdTime } = histograms
+      this.pair = undefined
+      this.#wait = { record: (seconds) => waitTime.record(seconds, attributes) }
+      this.#hold = { record: (seconds) => holdTime.record(seconds, attributes) }
+    }
   }
 
   observeWait(seconds: number): void {
-    this.#waitTime.record(seconds, this.attributes)
+    this.#wait.record(seconds)
   }
 
   observeHold(seconds: number): void {
-    this.#holdTime.record(seconds, this.attributes)
+    this.#hold.record(seconds)
   }
 }
 
@@ -83,13 +111,23 @@ export class ModelWrites {
  * observable instruments under the same names would report the same series twice.
  */
 export interface OtelMetricSet {
+  readonly meter: Meter
   readonly groups: LabelLimiter
   readonly series: Map<string, OtelGroupState>
   readonly models: LabelLimiter
   readonly writes: Map<string, ModelWrites>
-  readonly waitTime: Histogram
-  readonly holdTime: Histogram
+  /**
+   * How the wait and hold histograms are recorded, decided by the first `instrumentOpenTelemetry()`
+   * of the meter (`histograms` option) and the same for every later one; undefined until then (a
+   * meter used only for fenced writes has none).
+   */
+  histograms: Histograms | undefined
 }
+
+/** The SDK's two histograms, or the producer that reports ours. */
+export type Histograms =
+  | { readonly kind: 'sdk'; readonly waitTime: Histogram; readonly holdTime: Histogram }
+  | { readonly kind: 'producer'; readonly producer: BindableHistogramProducer }
 
 const sets = new WeakMap<Meter, OtelMetricSet>()
 
@@ -103,21 +141,6 @@ export function otelMetricSet(meter: Meter): OtelMetricSet {
 }
 
 function createSet(meter: Meter): OtelMetricSet {
-  // Help texts as the prom-client path's, less its Prometheus wording.
-  const waitTime = meter.createHistogram(I.waitTime, {
-    description: 'Time an acquire waited until it got the lock, timed out, was aborted or failed.',
-    unit: 's',
-    valueType: ValueType.DOUBLE,
-    // Advice, which a View of the application overrides: the lock's buckets, not the SDK's
-    // defaults (meant for milliseconds), so the 1 s alert boundary stays exact.
-    advice: { explicitBucketBoundaries: [...WAIT_BUCKETS_SECONDS] },
-  })
-  const holdTime = meter.createHistogram(I.holdTime, {
-    description: 'Time a lock was held, from the acquire that won it to its release or its loss.',
-    unit: 's',
-    valueType: ValueType.DOUBLE,
-    advice: { explicitBucketBoundaries: [...HOLD_BUCKETS_SECONDS] },
-  })
   const int = ValueType.INT
   const acquires = meter.createObservableCounter(I.acquires, {
     description:
@@ -165,15 +188,16 @@ function createSet(meter: Meter): OtelMetricSet {
   })
 
   const set: OtelMetricSet = {
+    meter,
     groups: new LabelLimiter(),
     series: new Map(),
     models: new LabelLimiter(),
     writes: new Map(),
-    waitTime,
-    holdTime,
+    histograms: undefined,
   }
   const observables: Observable[] = [acquires, releases, losses, renewals, held, wins, terms, writes]
   meter.addBatchObservableCallback((result: BatchObservableResult) => {
+    if (set.histograms?.kind === 'producer') set.histograms.producer.meterCollected()
     for (const s of set.series.values()) {
       for (const outcome of ACQUIRE_OUTCOMES) result.observe(acquires, s.acquire[outcome], s.acquireAttributes[outcome])
       for (const outcome of RELEASE_OUTCOMES) result.observe(releases, s.release[outcome], s.releaseAttributes[outcome])
@@ -194,6 +218,62 @@ function createSet(meter: Meter): OtelMetricSet {
 }
 
 /**
+ * Checks, before anything is created, that `producer` (the `histograms` option, or undefined for
+ * the SDK's histograms) agrees with what earlier calls chose for `meter`'s set and that the
+ * producer serves no other meter.
+ * @throws InvalidMetricsOptionError (`histograms`)
+ */
+export function checkHistogramChoice(meter: Meter, producer: BindableHistogramProducer | undefined): void {
+  const chosen = sets.get(meter)?.histograms
+  if (chosen?.kind === 'sdk' && producer !== undefined)
+    throw new InvalidMetricsOptionError(
+      'histograms',
+      "must be the same for every instrumentOpenTelemetry() of one meter provider: an earlier call records this meter provider's wait and hold histograms through the SDK (no histograms option)",
+      producer,
+    )
+  if (chosen?.kind === 'producer' && chosen.producer !== producer)
+    throw new InvalidMetricsOptionError(
+      'histograms',
+      "must be the same for every instrumentOpenTelemetry() of one meter provider: an earlier call gave this meter provider's wait and hold histograms to a lockHistogramProducer(); pass that producer",
+      producer,
+    )
+  if (producer !== undefined && chosen === undefined && producer.bound)
+    throw new InvalidMetricsOptionError(
+      'histograms',
+      'is already the producer of another meter provider: make one lockHistogramProducer() per meter provider (and its reader)',
+      producer,
+    )
+}
+
+/** Fixes how `set` records its histograms (checked first by {@link checkHistogramChoice}); the SDK's are created here, once. */
+export function chooseHistograms(set: OtelMetricSet, producer: BindableHistogramProducer | undefined): void {
+  if (set.histograms) return
+  if (producer) {
+    producer.bind(function* pairs() {
+      for (const state of set.series.values()) if (state.pair) yield state.pair
+    })
+    set.histograms = { kind: 'producer', producer }
+    return
+  }
+  // Help texts as the prom-client path's, less its Prometheus wording.
+  const waitTime = set.meter.createHistogram(I.waitTime, {
+    description: HISTOGRAM_DESCRIPTIONS.wait,
+    unit: 's',
+    valueType: ValueType.DOUBLE,
+    // Advice, which a View of the application overrides: the lock's buckets, not the SDK's
+    // defaults (meant for milliseconds), so the 1 s alert boundary stays exact.
+    advice: { explicitBucketBoundaries: [...WAIT_BUCKETS_SECONDS] },
+  })
+  const holdTime = set.meter.createHistogram(I.holdTime, {
+    description: HISTOGRAM_DESCRIPTIONS.hold,
+    unit: 's',
+    valueType: ValueType.DOUBLE,
+    advice: { explicitBucketBoundaries: [...HOLD_BUCKETS_SECONDS] },
+  })
+  set.histograms = { kind: 'sdk', waitTime, holdTime }
+}
+
+/**
  * The state of `group`, created on first use: from then on every counter of the group is
  * reported, at zero until it counts something, so `rate()` sees each first increase and the ratio
  * rules have both sides of each division. (The histograms' series appear at their first record:
@@ -202,7 +282,8 @@ function createSet(meter: Meter): OtelMetricSet {
 export function otelGroupState(set: OtelMetricSet, group: string): OtelGroupState {
   let state = set.series.get(group)
   if (!state) {
-    state = new OtelGroupState(group, set.waitTime, set.holdTime)
+    if (!set.histograms) throw new Error('internal: a group state before the histograms were chosen')
+    state = new OtelGroupState(group, set.histograms)
     set.series.set(group, state)
   }
   return state

@@ -22,7 +22,7 @@ import {
 } from '../../src/opentelemetry/index.js'
 import { histogramOf, labelValues, valueOf } from '../support/metric-values.js'
 import { CORRESPONDENCES } from '../support/otel-mapping.js'
-import { otelMetrics, type MetricsSnapshot } from '../support/otel.js'
+import { HISTOGRAM_PATHS, otelMetrics, type MetricsSnapshot } from '../support/otel.js'
 import { connectShared, connectThroughProxy, makeLocker, resourceIn, sleep, uniqueGroup } from '../support/redis.js'
 
 const redis = await connectShared()
@@ -72,21 +72,21 @@ async function expectSameMeasurements(
   return compared
 }
 
-describe('instrumentOpenTelemetry(locker): metrics', () => {
+describe.each(HISTOGRAM_PATHS)('instrumentOpenTelemetry(locker): metrics, the histograms through %s', (path) => {
   it('exports every measurement of instrument() under its OpenTelemetry name, with the same values, over a mixed run of real locks', async () => {
     const registry = new Registry()
-    const { meterProvider, collect } = otelMetrics()
+    const { meterProvider, histograms, collect } = otelMetrics(undefined, path)
     const group = uniqueGroup('same')
     const locker = makeLocker(redis)
     const other = makeLocker(redis)
     instrument(locker, { registry, models: ['Product'] })
-    const otel = instrumentOpenTelemetry(locker, { meterProvider, models: ['Product'] })
+    const otel = instrumentOpenTelemetry(locker, { meterProvider, histograms, models: ['Product'] })
     // A second locker through a proxy that the run blackholes: Redis errors on acquire and renew.
     const { proxy, client } = await connectThroughProxy({ maxRetriesPerRequest: null })
     await client.ping()
     const flaky = makeLocker(client, { commandTimeoutMs: 80 })
     instrument(flaky, { registry })
-    instrumentOpenTelemetry(flaky, { meterProvider })
+    instrumentOpenTelemetry(flaky, { meterProvider, histograms })
 
     // Free acquires and releases.
     for (let i = 0; i < 3; i++) await (await locker.acquire(resourceIn(group))).release()
@@ -171,10 +171,15 @@ describe('instrumentOpenTelemetry(locker): metrics', () => {
   })
 
   it('names its instruments by the conventions: fencelock.* namespaces, units in the metadata, plural counters, no total, the lock buckets', async () => {
-    const { meterProvider, collect } = otelMetrics()
-    const otel = instrumentOpenTelemetry(makeLocker(redis), { meterProvider, groups: ['order'], models: ['Product'] })
+    const { meterProvider, histograms, collect } = otelMetrics(undefined, path)
+    const otel = instrumentOpenTelemetry(makeLocker(redis), {
+      meterProvider,
+      histograms,
+      groups: ['order'],
+      models: ['Product'],
+    })
     const locker = makeLocker(redis)
-    instrumentOpenTelemetry(locker, { meterProvider })
+    instrumentOpenTelemetry(locker, { meterProvider, histograms })
     await (await locker.acquire(resourceIn('order'))).release()
     otel.onFencedWrite({
       model: 'Product',
@@ -222,9 +227,9 @@ describe('instrumentOpenTelemetry(locker): metrics', () => {
   })
 
   it('bounds its attributes: the group groupOf maps a resource to, capped by maxGroups, never the resource', async () => {
-    const { meterProvider, collect } = otelMetrics()
+    const { meterProvider, histograms, collect } = otelMetrics(undefined, path)
     const locker = makeLocker(redis)
-    const otel = instrumentOpenTelemetry(locker, { meterProvider, maxGroups: 3, maxModels: 2 })
+    const otel = instrumentOpenTelemetry(locker, { meterProvider, histograms, maxGroups: 3, maxModels: 2 })
     const resources = Array.from({ length: 12 }, (_, i) => `${uniqueGroup(`g${i}`)}:${crypto.randomUUID()}`)
     for (const resource of resources) await (await locker.acquire(resource)).release()
     for (const model of ['A', 'B', 'C', 'D'])
@@ -244,9 +249,9 @@ describe('instrumentOpenTelemetry(locker): metrics', () => {
   })
 
   it('reports the counters of the groups and models options at zero before any event, so rate() sees their first increase', async () => {
-    const { meterProvider, collect } = otelMetrics()
+    const { meterProvider, histograms, collect } = otelMetrics(undefined, path)
     const group = uniqueGroup('zero')
-    instrumentOpenTelemetry(makeLocker(redis), { meterProvider, groups: [group], models: ['Order'] })
+    instrumentOpenTelemetry(makeLocker(redis), { meterProvider, histograms, groups: [group], models: ['Order'] })
     const snapshot = await collect()
     for (const outcome of ['acquired', 'timeout', 'aborted', 'error'])
       expect(snapshot.value(I.acquires, { [A.group]: group, [A.acquireOutcome]: outcome })).toBe(0)
@@ -265,11 +270,11 @@ describe('instrumentOpenTelemetry(locker): metrics', () => {
   })
 
   it('adds two lockers instrumented through one meter provider into the same points; stop() takes its own held locks off', async () => {
-    const { meterProvider, collect } = otelMetrics()
+    const { meterProvider, histograms, collect } = otelMetrics(undefined, path)
     const a = makeLocker(redis)
     const b = makeLocker(redis)
-    const ia = instrumentOpenTelemetry(a, { meterProvider })
-    const ib = instrumentOpenTelemetry(b, { meterProvider })
+    const ia = instrumentOpenTelemetry(a, { meterProvider, histograms })
+    const ib = instrumentOpenTelemetry(b, { meterProvider, histograms })
     const group = uniqueGroup('two')
     const la = await a.acquire(resourceIn(group))
     const lb = await b.acquire(resourceIn(group))
@@ -318,6 +323,10 @@ describe('instrumentOpenTelemetry(locker): options', () => {
     ['groups', ['order', '']],
     ['models', [42]],
     // Options of the prom-client path, and typos, are not options here.
+    ['histograms', {}],
+    ['histograms', 'producer'],
+    // A MetricProducer, but not one of ours: it would not receive the lock's records.
+    ['histograms', { collect: async () => ({ resourceMetrics: { scopeMetrics: [] }, errors: [] }) }],
     ['registry', new Registry()],
     ['prefix', 'fencelock_'],
     ['maxgroups', 5],

@@ -20,6 +20,7 @@ import {
   type ReadableSpan,
 } from '@opentelemetry/sdk-trace-base'
 import { afterAll } from 'vitest'
+import { lockHistogramProducer, type LockHistogramProducer } from '../../src/opentelemetry/index.js'
 
 const shutdowns: (() => Promise<void>)[] = []
 afterAll(async () => {
@@ -86,21 +87,49 @@ export class MetricsSnapshot {
   }
 }
 
-/** A MeterProvider on the real SDK, and `collect()`: export now, read what was exported. */
-export function otelMetrics(scope = '@fencelock/metrics') {
+/**
+ * Where the tests send the wait and hold histograms: the SDK's own histograms, or a
+ * `lockHistogramProducer()` registered with the reader (the `histograms` option). Tests that
+ * read the histograms run on both.
+ */
+export const HISTOGRAM_PATHS = ['the SDK', 'a lockHistogramProducer()'] as const
+export type HistogramPath = (typeof HISTOGRAM_PATHS)[number]
+
+/**
+ * A MeterProvider on the real SDK, and `collect()`: export now, read what was exported. With
+ * `histograms` 'a lockHistogramProducer()', a producer is registered with the reader and returned
+ * as `histograms`, to pass to every `instrumentOpenTelemetry()` of this meter provider.
+ */
+export function otelMetrics(scope = '@fencelock/metrics', path: HistogramPath = 'the SDK') {
   const exporter = new InMemoryMetricExporter(AggregationTemporality.CUMULATIVE)
+  const histograms: LockHistogramProducer | undefined = path === 'the SDK' ? undefined : lockHistogramProducer()
   // Exports only when asked (forceFlush): the interval is longer than any test.
-  const reader = new PeriodicExportingMetricReader({ exporter, exportIntervalMillis: 3_600_000 })
+  const reader = new PeriodicExportingMetricReader({
+    exporter,
+    exportIntervalMillis: 3_600_000,
+    metricProducers: histograms ? [histograms] : [],
+  })
   const meterProvider = new MeterProvider({ readers: [reader] })
   shutdowns.push(() => meterProvider.shutdown())
   return {
     meterProvider,
+    histograms,
     async collect(): Promise<MetricsSnapshot> {
       exporter.reset()
       await reader.forceFlush()
       const exported = exporter.getMetrics().at(-1)
       const metrics = exported?.scopeMetrics.filter((s) => s.scope.name === scope).flatMap((s) => s.metrics) ?? []
       return new MetricsSnapshot(metrics)
+    },
+    /** Every scope of one fresh export: its name, version and the names of its metrics. */
+    async scopes(): Promise<{ name: string; version: string | undefined; metrics: string[] }[]> {
+      exporter.reset()
+      await reader.forceFlush()
+      return (exporter.getMetrics().at(-1)?.scopeMetrics ?? []).map((s) => ({
+        name: s.scope.name,
+        version: s.scope.version,
+        metrics: s.metrics.map((m) => m.descriptor.name),
+      }))
     },
   }
 }
