@@ -79,6 +79,12 @@ const CLI: CliSpec = {
     },
     'cpu-prof': { type: 'string', value: '<dir>', description: 'V8 CPU profile of every child, into <dir>' },
     workers: { type: 'string', value: '<n,m>', description: 'uncontended worker counts (quorum-uncontended too), each 1-1000', default: '1,50' },
+    'warmup-ms': {
+      type: 'string',
+      value: '<ms>',
+      description: "uncontended rows (one Redis, quorum, etcd): each measurement's warm-up before its window, 100-30000 (a longer one gives the larger libraries' code time to be compiled)",
+      default: '500, 300 with --quick',
+    },
     'quorum-nodes': { type: 'string', value: '<n,m>', description: 'quorum-uncontended: redis-servers in the quorum, each 3-15', default: '3,5' },
     'degraded-seconds': { type: 'string', value: '<s>', description: 'quorum-degraded: how long to run with 2 of 5 servers down, 5-600', default: '60, 6 with --quick' },
     'down-try-seconds': { type: 'string', value: '<s>', description: 'quorum-majority-down: give up on an acquire still unsettled after this long, 1-900', default: '30, 3 with --quick' },
@@ -124,6 +130,7 @@ const args = commandLineOrExit(CLI, process.argv.slice(2), (values) => {
     family: values['no-family'] !== true && values.scenarios === undefined,
     'cpu-prof': stringFlag(values, 'cpu-prof'),
     workers: workers?.map(Number),
+    'warmup-ms': values['warmup-ms'] === undefined ? undefined : integerFlag(values, 'warmup-ms', 500, 100, 30_000),
     'quorum-nodes': quorumNodes?.map(Number),
     'degraded-seconds': values['degraded-seconds'] === undefined ? undefined : integerFlag(values, 'degraded-seconds', 60, 5, 600),
     'down-try-seconds': values['down-try-seconds'] === undefined ? undefined : integerFlag(values, 'down-try-seconds', 30, 1, 900),
@@ -211,7 +218,7 @@ const PLAN = {
   // that scatter by ±30 %; the median of 12 interleaved rounds is far steadier than that of 5.
   uncontended: {
     workers: args.workers ?? [1, 50],
-    warmupMs: quick ? 300 : 500,
+    warmupMs: args['warmup-ms'] ?? (quick ? 300 : 500),
     durationMs: quick ? 1_000 : 2_000,
     rounds: args.rounds ?? (quick ? 1 : 12),
   },
@@ -241,7 +248,7 @@ const QUORUM_PLAN: QuorumPlan = {
   uncontended: {
     nodes: args['quorum-nodes'] ?? [3, 5],
     workers: args.workers ?? [1, 50],
-    warmupMs: quick ? 300 : 500,
+    warmupMs: args['warmup-ms'] ?? (quick ? 300 : 500),
     durationMs: quick ? 1_000 : 2_000,
     rounds: args.rounds ?? (quick ? 1 : 6),
   },
@@ -286,7 +293,7 @@ const ETCD_PLAN: EtcdPlan = {
   members: args['etcd-members'] ?? [1, 3],
   uncontended: {
     workers: args.workers ?? [1, 50],
-    warmupMs: quick ? 300 : 500,
+    warmupMs: args['warmup-ms'] ?? (quick ? 300 : 500),
     durationMs: quick ? 1_000 : 2_000,
     rounds: args.rounds ?? (quick ? 1 : 5),
   },
