@@ -134,6 +134,7 @@ export async function buildInstance(config: InstanceConfig, observer?: ShopObser
     protection,
     gateway,
     instanceId: config.instanceId,
+    paymentLeaseMs: config.lockTtlMs,
     observer: {
       externalCall: (call) => {
         incidentLog.call(call)

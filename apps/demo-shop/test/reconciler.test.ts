@@ -371,3 +371,65 @@ describe('7. charges whose payment is in flight', () => {
     expect((await countShop(prisma, schema, { inFlightMs: 3_600_000 })).chargedUnpaidInFlight).toBe(0)
   })
 })
+
+/**
+ * A payer that read the order (pending) before taking the order's lock, frozen between the read and
+ * the lock while the reconciler cancels the order. The reconciler's lookup raised the gateway's fence
+ * for the order to its token; the payer's lock, taken after the reconciler's, carries a newer one.
+ */
+async function payerFrozenBeforeItsLock() {
+  const sku = await newProduct(5)
+  const shop = new ShopService({ db: prisma, protection: protection('fenced'), gateway: gatewayDying(), instanceId: 'a' })
+  const orderId = await ordered(shop, sku)
+  const real = protection('fenced')
+  let reached!: () => void
+  const atLock = new Promise<void>((r) => (reached = r))
+  let resume!: () => void
+  const resumed = new Promise<void>((r) => (resume = r))
+  // The same protection, held at the door: the payer has read the order and not yet asked for the lock.
+  const held: Protection = {
+    mode: real.mode,
+    async run(resource, fn, options) {
+      reached()
+      await resumed
+      return real.run(resource, fn, options)
+    },
+  }
+  const payer = new ShopService({ db: prisma, protection: held, gateway: gatewayDying(), instanceId: 'b' })
+  const paying = payer.pay(orderId)
+  await atLock
+  const settled = await reconcilerOf().settle(orderId)
+  return { sku, orderId, settled, resume, paying }
+}
+
+describe('8. a payer frozen between its read of the order and its lock, while the reconciler cancels the order (issue 34: why the intent stays)', () => {
+  it('fenced: the intent, written under the lock, matches no pending order — nothing is charged, the order stays cancelled', async () => {
+    const r = await payerFrozenBeforeItsLock()
+    expect(r.settled).toBe('cancelled')
+    r.resume()
+    expect(await r.paying).toEqual({ kind: 'cancelled', orderId: r.orderId })
+    const after = await money(r.orderId)
+    expect(after.charges).toHaveLength(0)
+    expect(after.order.status).toBe('cancelled')
+    expect((await prisma.product.findUniqueOrThrow({ where: { sku: r.sku } })).stock).toBe(5)
+  })
+
+  it('control, the payment without the intent (its read before the lock, then the charge with the key and its token): the gateway’s fence, raised by the reconciler’s lookup, lets the newer token charge the cancelled order', async () => {
+    const r = await payerFrozenBeforeItsLock()
+    expect(r.settled).toBe('cancelled')
+    // What a payment that kept no intent does next: it takes the lock (a token newer than the
+    // reconciler's) and charges the order it read as pending, under the order's key.
+    const { reference, amountCents } = await prisma.order.findUniqueOrThrow({ where: { id: r.orderId } })
+    const charged = await locker.using(`order:${r.orderId}`, (lock) =>
+      httpGateway({ url: gateway.url }).charge({ orderId: r.orderId, amountCents: amountCents ?? PRICE }, { idempotencyKey: reference, fencing: lock }),
+    )
+    expect(charged.replayed).toBe(false)
+    const after = await money(r.orderId)
+    expect(after.charges).toHaveLength(1)
+    expect(after.order.status).toBe('cancelled')
+    // Money moved for an order whose unit went back to the stock: counted.
+    expect((await countShop(prisma, schema)).chargedUnpaidOrders).toBeGreaterThanOrEqual(1)
+    r.resume()
+    await r.paying.catch(() => {})
+  })
+})
