@@ -1,0 +1,164 @@
+/**
+ * Whether the Redis behind a Valkey GLIDE client is down, found out without GLIDE's help. GLIDE
+ * emits no connection events, and with Redis down its calls are not refused: each waits out its
+ * `requestTimeout` while GLIDE reconnects. An acquire would then fail only at its `waitMs`, where
+ * ioredis and node-redis fail it at once with `ECONNREFUSED` as the cause.
+ *
+ * So the adapter asks the network itself: when a call fails with GLIDE's `ConnectionError` or
+ * `TimeoutError`, or calls have gone unanswered for {@link SILENCE_PROBE_MS} with nothing answered
+ * meanwhile, it opens a plain TCP connection to each address it knows (`node:net`, bounded by
+ * {@link PROBE_TIMEOUT_MS}) and closes it at once. Only a refusal of every address is "down":
+ * - a connect that succeeds means the server's kernel accepts, so Redis is not down, however slow
+ *   it is (a SIGSTOPped redis-server still accepts into its backlog): its calls fail at their
+ *   deadlines, as before;
+ * - a connect that neither succeeds nor is refused in time (a blackhole, a full backlog) says
+ *   nothing, and nothing changes;
+ * - a call answered while the probe ran overrules it.
+ * Probing is bounded: one probe at a time (callers share the one in flight), and the silence
+ * check runs at most once per {@link SILENCE_PROBE_MS} however many calls are in flight. Once
+ * down, the addresses are probed every {@link RECHECK_MS} until one accepts: then the connection
+ * is up again (GLIDE reconnects on its own schedule; calls sent before it has fail by their
+ * deadlines).
+ */
+import { connect } from 'node:net'
+
+/** An address to probe, as GLIDE's configuration lists it (`host` defaults to localhost, `port` to 6379). */
+export interface ProbeAddress {
+  readonly host?: string
+  readonly port?: number
+}
+
+/** What the adapter hears from its probes. */
+export interface ReachabilityEvents {
+  /** Every address refused: `error` is the refusal (`connect ECONNREFUSED host:port`). */
+  down(error: Error): void
+  /** An address accepts again after {@link ReachabilityEvents.down}. */
+  up(): void
+}
+
+/** How long calls may go unanswered, with no other call answered meanwhile, before the addresses are probed. */
+export const SILENCE_PROBE_MS = 200
+/** How long a probe's TCP connect may take: one neither made nor refused by then says nothing. */
+export const PROBE_TIMEOUT_MS = 1_000
+/** How often addresses found down are probed again, to see them come back. */
+export const RECHECK_MS = 250
+
+/** GLIDE's errors that say a call was not answered (its classes' names: the Locker does not load GLIDE). */
+const UNANSWERED = new Set(['ConnectionError', 'TimeoutError'])
+
+type Verdict = { readonly refused: Error } | 'accepted' | 'unknown'
+
+/** One TCP connect to `address`, closed at once. */
+function probeOne(address: ProbeAddress): Promise<Verdict> {
+  return new Promise((resolve) => {
+    const socket = connect({ host: address.host ?? 'localhost', port: address.port ?? 6379 })
+    const done = (verdict: Verdict) => {
+      clearTimeout(timer)
+      socket.destroy()
+      resolve(verdict)
+    }
+    const timer = setTimeout(() => done('unknown'), PROBE_TIMEOUT_MS)
+    timer.unref()
+    socket.once('connect', () => done('accepted'))
+    socket.once('error', (error: NodeJS.ErrnoException) =>
+      done(error.code === 'ECONNREFUSED' ? { refused: error } : 'unknown'),
+    )
+  })
+}
+
+/** Follows a GLIDE client's calls and probes its addresses: see the top of this file. */
+export class Reachability {
+  readonly #addresses: () => readonly ProbeAddress[]
+  readonly #events: ReachabilityEvents
+  /** Calls sent and not settled. */
+  #pending = 0
+  /** Calls answered so far (a reply, or an error the server sent). */
+  #answers = 0
+  #silence: NodeJS.Timeout | undefined
+  #answersAtSilence = 0
+  #probing: Promise<void> | undefined
+  #down: Error | undefined
+  #recheck: NodeJS.Timeout | undefined
+
+  /** @param addresses the addresses to probe, read at each probe (a cluster's nodes change). */
+  constructor(addresses: () => readonly ProbeAddress[], events: ReachabilityEvents) {
+    this.#addresses = addresses
+    this.#events = events
+  }
+
+  /** The refusal that made the connection down, while it is; undefined otherwise. */
+  get down(): Error | undefined {
+    return this.#down
+  }
+
+  /** Counts `call` in until it settles; a call GLIDE gave up unanswered starts a probe. */
+  track<T>(call: Promise<T>): Promise<T> {
+    this.#pending++
+    if (this.#silence === undefined) this.#armSilence()
+    call.then(
+      () => {
+        this.#pending--
+        this.#answers++
+      },
+      (error: unknown) => {
+        this.#pending--
+        const name = (error as { constructor?: { name?: unknown } } | null)?.constructor?.name
+        if (typeof name === 'string' && UNANSWERED.has(name)) void this.probe()
+        else this.#answers++
+      },
+    )
+    return call
+  }
+
+  #armSilence(): void {
+    this.#answersAtSilence = this.#answers
+    this.#silence = setTimeout(() => {
+      this.#silence = undefined
+      if (this.#pending === 0) return
+      if (this.#answers === this.#answersAtSilence) void this.probe()
+      this.#armSilence()
+    }, SILENCE_PROBE_MS)
+    this.#silence.unref()
+  }
+
+  /** Probes every address (the probe in flight, if any). */
+  probe(): Promise<void> {
+    this.#probing ??= this.#probe().finally(() => {
+      this.#probing = undefined
+    })
+    return this.#probing
+  }
+
+  async #probe(): Promise<void> {
+    const answers = this.#answers
+    const addresses = this.#addresses()
+    if (addresses.length === 0) return
+    const verdicts = await Promise.all(addresses.map(probeOne))
+    if (verdicts.some((v) => v === 'accepted')) {
+      if (this.#down !== undefined) this.#setUp()
+      return
+    }
+    const first = verdicts[0]
+    const allRefused = verdicts.every((v) => typeof v === 'object')
+    if (!allRefused || typeof first !== 'object' || this.#down !== undefined) return
+    // A call answered meanwhile: whatever the probe met, Redis answers.
+    if (this.#answers !== answers) return
+    this.#down = first.refused
+    this.#recheck = setInterval(() => void this.probe(), RECHECK_MS)
+    this.#recheck.unref()
+    this.#events.down(first.refused)
+  }
+
+  #setUp(): void {
+    this.#down = undefined
+    clearInterval(this.#recheck)
+    this.#recheck = undefined
+    this.#events.up()
+  }
+
+  /** Stops the timers (the client was closed). */
+  stop(): void {
+    clearTimeout(this.#silence)
+    clearInterval(this.#recheck)
+  }
+}
