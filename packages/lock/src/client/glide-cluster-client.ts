@@ -7,15 +7,21 @@
  *   tag (keys.ts), so the script runs where its keys live. A command without a key (`COMMAND
  *   INFO`) goes to a random node; `WAIT` and `ROLE` (the `replicas` option) to the primary of the
  *   key's slot, the node that ran the script.
- * - A connection lost with a call in flight fails the call (`ConnectionError`; GLIDE does not
- *   send it again) and may mean a failover: the adapter reports a change of topology, so the next
- *   grant of each resource mints from the clock too (backend/generations.ts). GLIDE has no
- *   topology events: the adapter also reads the slots' primaries (`CLUSTER SLOTS`) every
- *   {@link TOPOLOGY_CHECK_MS} while an engine listens, and reports a change it finds.
+ * - A failover to a replica that missed the latest grants leaves the new primary an older token
+ *   counter. GLIDE has no topology events, and it moves a slot's calls to the new primary on its
+ *   own (it follows `MOVED`, even for a call routed by address, and refreshes its slots after any
+ *   call's error, the user's own included): nothing the adapter sees comes before the first call
+ *   there. So every grant through it mints `max(INCR, clock)` (`reroutesSilently`,
+ *   backend/generations.ts), where other clients do so only after a reconnection or a change of
+ *   topology. Measured (test/client/glide-cluster.test.ts): a failover with no call in flight,
+ *   reported only by a `CLUSTER SLOTS` poll, let a grant through with a token already handed out.
+ *   A connection lost with a call in flight fails the call (`ConnectionError`; GLIDE does not
+ *   send it again), and is reported as a change of topology all the same.
  * - Redis down (every node refuses): found by TCP probes of the nodes it knows, as on a
  *   standalone client (glide-reachability.ts): the configured addresses and the nodes `CLUSTER
- *   SLOTS` last listed. A cluster with one shard's primary gone still accepts: its calls fail by
- *   their deadlines while the cluster fails over.
+ *   SLOTS` last listed (read when an engine starts listening, then every {@link NODES_CHECK_MS}).
+ *   A cluster with one shard's primary gone still accepts: its calls fail by their deadlines
+ *   while the cluster fails over.
  * - Pub/sub on a second GLIDE cluster client created from the configuration; classic channels
  *   with `SUBSCRIBE`, sharded ones (the `pubsub: 'sharded'` option) with GLIDE's `SSUBSCRIBE`,
  *   which it sends to the shard that owns the channel's slot and moves with it.
@@ -59,8 +65,8 @@ interface GlideClusterClientClass {
   createClient(config: object): Promise<GlideClusterClient>
 }
 
-/** How often the slots' primaries are read while an engine listens (a failover GLIDE saw on its own). */
-export const TOPOLOGY_CHECK_MS = 1_000
+/** How often the cluster's nodes are read (`CLUSTER SLOTS`) while an engine listens: the addresses to probe. */
+export const NODES_CHECK_MS = 10_000
 
 /** GLIDE's error for a call a lost connection left unanswered. */
 const isConnectionError = (error: unknown): boolean =>
@@ -87,6 +93,7 @@ function topologyOf(reply: unknown): { primaries: string; nodes: ProbeAddress[] 
 /** Adapts a GLIDE cluster client to the client seam. */
 export class GlideClusterConnection extends GlideAdapter implements RedisConnection {
   readonly cluster = true
+  readonly reroutesSilently: boolean = true
   readonly client: GlideClusterClient
   readonly #config: GlideConfiguration
   /** The nodes `CLUSTER SLOTS` last listed (probed with the configured addresses). */
@@ -143,7 +150,7 @@ export class GlideClusterConnection extends GlideAdapter implements RedisConnect
     this.#topologyListeners.add(topology)
     if (this.#topologyTimer === undefined) {
       void this.#checkTopology()
-      this.#topologyTimer = setInterval(() => void this.#checkTopology(), TOPOLOGY_CHECK_MS)
+      this.#topologyTimer = setInterval(() => void this.#checkTopology(), NODES_CHECK_MS)
       this.#topologyTimer.unref()
     }
     return () => {
@@ -156,7 +163,7 @@ export class GlideClusterConnection extends GlideAdapter implements RedisConnect
     }
   }
 
-  /** Reads the slots' primaries; a change since the last reading is a change of topology. */
+  /** Reads the cluster's nodes, and its slots' primaries: a change since the last reading is a change of topology. */
   async #checkTopology(): Promise<void> {
     if (this.state === 'down') return
     const reply = await this.client.customCommand(['CLUSTER', 'SLOTS'], { route: 'randomNode' }).catch(() => undefined)
