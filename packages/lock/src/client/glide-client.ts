@@ -184,6 +184,7 @@ export abstract class GlideAdapter {
    */
   listen(events: ClientEvents): () => void {
     this.#listeners.add(events)
+    this.reachability?.resume()
     if (events.end && this.#closedCheck.timer === undefined) {
       const timer = setInterval(() => {
         if (this.#glide.isClosed !== true) return
@@ -196,6 +197,7 @@ export abstract class GlideAdapter {
     }
     return () => {
       this.#listeners.delete(events)
+      if (this.#listeners.size === 0) this.reachability?.stop()
       if (![...this.#listeners].some((l) => l.end) && this.#closedCheck.timer !== undefined) {
         clearInterval(this.#closedCheck.timer)
         this.#closedCheck.timer = undefined

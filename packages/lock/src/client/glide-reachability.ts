@@ -79,6 +79,7 @@ export class Reachability {
   #probing: Promise<void> | undefined
   #down: Error | undefined
   #recheck: NodeJS.Timeout | undefined
+  #stopped = false
 
   /** @param addresses the addresses to probe, read at each probe (a cluster's nodes change). */
   constructor(addresses: () => readonly ProbeAddress[], events: ReachabilityEvents) {
@@ -144,9 +145,14 @@ export class Reachability {
     // A call answered meanwhile: whatever the probe met, Redis answers.
     if (this.#answers !== answers) return
     this.#down = first.refused
+    this.#startRecheck()
+    this.#events.down(first.refused)
+  }
+
+  #startRecheck(): void {
+    if (this.#stopped || this.#recheck !== undefined) return
     this.#recheck = setInterval(() => void this.probe(), RECHECK_MS)
     this.#recheck.unref()
-    this.#events.down(first.refused)
   }
 
   #setUp(): void {
@@ -156,9 +162,20 @@ export class Reachability {
     this.#events.up()
   }
 
-  /** Stops the timers (the client was closed). */
+  /**
+   * Stops probing again to see the addresses come back (nobody listens any more: the Locker was
+   * closed, or the user closed the client). Calls still tracked still probe once each, bounded as
+   * before.
+   */
   stop(): void {
-    clearTimeout(this.#silence)
+    this.#stopped = true
     clearInterval(this.#recheck)
+    this.#recheck = undefined
+  }
+
+  /** Probes again, after {@link stop}, to see the addresses come back while they are down (someone listens again). */
+  resume(): void {
+    this.#stopped = false
+    if (this.#down !== undefined) this.#startRecheck()
   }
 }
