@@ -96,19 +96,21 @@ export class Reachability {
   track<T>(call: Promise<T>): Promise<T> {
     this.#pending++
     if (this.#silence === undefined) this.#armSilence()
-    call.then(
-      () => {
-        this.#pending--
-        this.#answers++
-      },
-      (error: unknown) => {
-        this.#pending--
-        const name = (error as { constructor?: { name?: unknown } } | null)?.constructor?.name
-        if (typeof name === 'string' && UNANSWERED.has(name)) void this.probe()
-        else this.#answers++
-      },
-    )
+    call.then(this.#answered, this.#failed)
     return call
+  }
+
+  // Bound once: no closure per call.
+  readonly #answered = (): void => {
+    this.#pending--
+    this.#answers++
+  }
+
+  readonly #failed = (error: unknown): void => {
+    this.#pending--
+    const name = (error as { constructor?: { name?: unknown } } | null)?.constructor?.name
+    if (typeof name === 'string' && UNANSWERED.has(name)) void this.probe()
+    else this.#answers++
   }
 
   #armSilence(): void {
