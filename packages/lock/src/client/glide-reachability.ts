@@ -4,21 +4,22 @@
  * `requestTimeout` while GLIDE reconnects. An acquire would then fail only at its `waitMs`, where
  * ioredis and node-redis fail it at once with `ECONNREFUSED` as the cause.
  *
- * So the adapter asks the network itself: when a call fails with GLIDE's `ConnectionError` or
- * `TimeoutError`, or calls have gone unanswered for {@link SILENCE_PROBE_MS} with nothing answered
- * meanwhile, it opens a plain TCP connection to each address it knows (`node:net`, bounded by
- * {@link PROBE_TIMEOUT_MS}) and closes it at once. Only a refusal of every address is "down":
+ * So the adapter asks the network itself: when a call fails without the server's answer (GLIDE's
+ * `ConnectionError`, `TimeoutError`, or an error its core raised itself), or calls have gone
+ * unanswered for {@link SILENCE_PROBE_MS} with nothing answered meanwhile, it opens a plain TCP
+ * connection to each address it knows (`node:net`, bounded by {@link PROBE_TIMEOUT_MS}) and
+ * closes it at once. Only a refusal of every address is "down":
  * - a connect that succeeds means the server's kernel accepts, so Redis is not down, however slow
  *   it is (a SIGSTOPped redis-server still accepts into its backlog): its calls fail at their
  *   deadlines, as before;
  * - a connect that neither succeeds nor is refused in time (a blackhole, a full backlog) says
  *   nothing, and nothing changes;
  * - a call answered while the probe ran overrules it.
- * Probing is bounded: one probe at a time (callers share the one in flight), and the silence
- * check runs at most once per {@link SILENCE_PROBE_MS} however many calls are in flight. Once
- * down, the addresses are probed every {@link RECHECK_MS} until one accepts: then the connection
- * is up again (GLIDE reconnects on its own schedule; calls sent before it has fail by their
- * deadlines).
+ * Probing is bounded: one probe at a time (callers share the one in flight), none sooner than
+ * {@link SILENCE_PROBE_MS} after the last, and the silence check runs at most once per
+ * {@link SILENCE_PROBE_MS} however many calls are in flight. Once down, the addresses are probed
+ * every {@link RECHECK_MS} until one accepts: then the connection is up again (GLIDE reconnects on
+ * its own schedule; calls sent before it has fail by their deadlines).
  */
 import { connect } from 'node:net'
 
@@ -43,8 +44,14 @@ export const PROBE_TIMEOUT_MS = 1_000
 /** How often addresses found down are probed again, to see them come back. */
 export const RECHECK_MS = 250
 
-/** GLIDE's errors that say a call was not answered (its classes' names: the Locker does not load GLIDE). */
-const UNANSWERED = new Set(['ConnectionError', 'TimeoutError'])
+/**
+ * A rejection that is the server's error reply: GLIDE's message for one starts with its preamble
+ * (`An error was signalled by the server: - ResponseError: ...`) or with the reply's own code (a
+ * script's `MYERR: ...`). Every other rejection was not answered: GLIDE's `ConnectionError`,
+ * `TimeoutError`, and the `RequestError`s its core raises itself (a cluster client with every
+ * node gone fails calls at once with `Connection in recovery- ClientError`).
+ */
+const SERVER_REPLY = /^(An error was signalled by the server|[A-Z][A-Z_]+[: ])/
 
 type Verdict = { readonly refused: Error } | 'accepted' | 'unknown'
 
@@ -80,6 +87,8 @@ export class Reachability {
   #down: Error | undefined
   #recheck: NodeJS.Timeout | undefined
   #stopped = false
+  /** When the last probe ended (performance.now()). */
+  #probedAt = Number.NEGATIVE_INFINITY
 
   /** @param addresses the addresses to probe, read at each probe (a cluster's nodes change). */
   constructor(addresses: () => readonly ProbeAddress[], events: ReachabilityEvents) {
@@ -108,9 +117,9 @@ export class Reachability {
 
   readonly #failed = (error: unknown): void => {
     this.#pending--
-    const name = (error as { constructor?: { name?: unknown } } | null)?.constructor?.name
-    if (typeof name === 'string' && UNANSWERED.has(name)) void this.probe()
-    else this.#answers++
+    const message = (error as { message?: unknown } | null)?.message
+    if (typeof message === 'string' && SERVER_REPLY.test(message)) this.#answers++
+    else void this.probe()
   }
 
   #armSilence(): void {
@@ -124,10 +133,16 @@ export class Reachability {
     this.#silence.unref()
   }
 
-  /** Probes every address (the probe in flight, if any). */
+  /**
+   * Probes every address: the probe in flight, if any; none if the last one ended less than
+   * {@link SILENCE_PROBE_MS} ago (calls failing fast, a shard down, do not probe back to back).
+   */
   probe(): Promise<void> {
-    this.#probing ??= this.#probe().finally(() => {
+    if (this.#probing) return this.#probing
+    if (performance.now() - this.#probedAt < SILENCE_PROBE_MS) return Promise.resolve()
+    this.#probing = this.#probe().finally(() => {
       this.#probing = undefined
+      this.#probedAt = performance.now()
     })
     return this.#probing
   }

@@ -1,8 +1,8 @@
 /**
  * What the GLIDE cluster adapter (src/client/glide-cluster-client.ts) adds to the Cluster contract
  * (test/contract/cluster.test.ts runs it on GLIDE too): release messages on sharded and classic
- * pub/sub, `WAIT` on the primary of the key's slot, `NOSCRIPT` on a shard, and a shard primary's
- * failover with an acquire in flight and with none. Real spawned clusters (3 primaries, a replica
+ * pub/sub, `WAIT` on the primary of the key's slot, `NOSCRIPT` on a shard, a shard primary's
+ * failover with an acquire in flight and with none, and every node down. Real spawned clusters (3 primaries, a replica
  * each), nodes frozen (SIGSTOP) and killed (SIGKILL); nothing mocked.
  */
 import type { RedisServer } from '@fencelock/devkit/redis-server'
@@ -10,7 +10,7 @@ import { startCluster, type ClusterSet } from '@fencelock/devkit/redis-topology'
 import type { GlideClusterClient } from '@valkey/valkey-glide'
 import { Cluster } from 'ioredis'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
-import { LOCK_DEFAULTS, LockError, resourceKeys, type LockEvent } from '../../src/index.js'
+import { LOCK_DEFAULTS, LockError, LockUnavailableError, resourceKeys, type LockEvent } from '../../src/index.js'
 import type { AcquireRequest, BackendListener } from '../../src/backend/backend.js'
 import { RedisBackend, type RedisBackendOptions } from '../../src/backend/redis-backend.js'
 import { glideConfigurationOf } from '../../src/client/glide-client.js'
@@ -268,4 +268,18 @@ describe('GLIDE cluster: a shard primary fails over to a replica that missed the
   it("with no call in flight (GLIDE learns the new primary on its own, from the control INCR's errors): the next grant is above every token handed out; control as above", async () => {
     await laggingFailover(false)
   }, 120_000)
+})
+
+describe('GLIDE cluster: Redis down', () => {
+  it('every node killed: an acquire with a 10 s wait fails within about commandTimeoutMs with LockUnavailableError, ECONNREFUSED as the cause (the probes found every node refusing)', async () => {
+    const { set, glide } = await newCluster()
+    const commandTimeoutMs = 1_000
+    const locker = makeLocker(glide, { commandTimeoutMs })
+    await (await locker.acquire(unique('glide-c-warm'))).release()
+    await Promise.all(set.servers.map((s) => s.stop()))
+    const { error, ms } = await settle(() => locker.acquire(unique('glide-c-down'), { waitMs: 10_000 }))
+    expect(error).toBeInstanceOf(LockUnavailableError)
+    expect((error as Error).cause).toMatchObject({ code: 'ECONNREFUSED' })
+    expect(ms).toBeLessThan(commandTimeoutMs + 1_000) // far below the 10 s wait
+  }, 60_000)
 })

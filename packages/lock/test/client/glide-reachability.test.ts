@@ -6,7 +6,7 @@
  * classes or promises that never settle, as a Redis that answers nothing leaves them.
  */
 import { createServer, type Server } from 'node:net'
-import { ConnectionError, TimeoutError } from '@valkey/valkey-glide'
+import { ConnectionError, RequestError, TimeoutError } from '@valkey/valkey-glide'
 import { freePort } from '@fencelock/devkit/net'
 import { afterAll, describe, expect, it } from 'vitest'
 import { Reachability, SILENCE_PROBE_MS, type ProbeAddress } from '../../src/client/glide-reachability.js'
@@ -77,9 +77,28 @@ describe('GLIDE probes', () => {
     await waitUntil(() => listener.accepted() === 1, { what: 'the one probe' })
     await reachability.probe()
     const before = listener.accepted()
-    await reachability.track(Promise.reject(new Error('ERR wrong number of arguments'))).catch(() => {})
+    const reply = "An error was signalled by the server: - ResponseError: wrong number of arguments for 'get' command"
+    await reachability.track(Promise.reject(new RequestError(reply))).catch(() => {})
     await sleep(50)
     expect(listener.accepted()).toBe(before)
+  })
+
+  it("an error GLIDE's core raised itself (a cluster client with every node gone: `Connection in recovery`) starts a probe; none sooner than 200 ms after the last", async () => {
+    const listener = await countingListener()
+    const { reachability } = watch([listener.address])
+    await reachability.track(Promise.reject(new RequestError('Connection in recovery- ClientError'))).catch(() => {})
+    await waitUntil(() => listener.accepted() === 1, { what: 'the probe' })
+    await reachability.probe()
+    const t = performance.now()
+    await reachability.track(Promise.reject(new RequestError('Connection in recovery- ClientError'))).catch(() => {})
+    if (performance.now() - t < SILENCE_PROBE_MS - 50) expect(listener.accepted()).toBe(1)
+    await waitUntil(
+      async () => {
+        await reachability.track(Promise.reject(new ConnectionError('lost'))).catch(() => {})
+        return listener.accepted() === 2
+      },
+      { what: 'a probe once the spacing has passed' },
+    )
   })
 
   it('a ConnectionError with every address refusing: down, the ECONNREFUSED error reported; up again once an address accepts', async () => {
