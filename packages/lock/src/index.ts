@@ -4,6 +4,7 @@ export {
   type NodeRedisClient,
   type NodeRedisSentinel,
   type GlideClient,
+  type GlideClusterClient,
   type SupportedRedisClient,
 } from './locker.js'
 export type { Lock } from './lock.js'

@@ -52,6 +52,7 @@ export type { RedisClient } from './backend/connection.js'
 export type { NodeRedisClient } from './client/node-redis-client.js'
 export type { NodeRedisSentinel } from './client/node-redis-sentinel.js'
 export type { GlideClient } from './client/glide-client.js'
+export type { GlideClusterClient } from './client/glide-cluster-client.js'
 export type { SupportedRedisClient } from './client/choose-client.js'
 
 /**

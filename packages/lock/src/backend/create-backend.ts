@@ -194,6 +194,12 @@ function checkClientList(redis: readonly unknown[]): readonly RedisConnection[] 
   const adapted: RedisConnection[] = []
   redis.forEach((client: unknown, i) => {
     const connection = adaptClient(client, `redis[${i}]`)
+    if (connection.cluster && connection.kind === 'glide')
+      throw new InvalidLockOptionError(
+        `redis[${i}]`,
+        'must be a client of one Redis master: quorum mode takes independent masters, not a GLIDE cluster client (GlideClusterClient); pass that client alone for a Redis Cluster',
+        'a GLIDE cluster client',
+      )
     const first = adapted[0]
     // One kind: the clients differ in how they reconnect and resend, and a quorum is reasoned about as one.
     if (first !== undefined && first.kind !== connection.kind)

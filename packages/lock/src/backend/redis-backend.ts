@@ -209,7 +209,7 @@ export class RedisBackend implements LockBackend, AcquireCallHost {
     )
     const mode = request.queue
     const generation = connection.generation
-    const reseed = this.#reseeds.needed(resource.name, generation) ? '1' : '0'
+    const reseed = this.#client.reroutesSilently === true || this.#reseeds.needed(resource.name, generation) ? '1' : '0'
     const touches = this.#touches
     // Only the lean marked script may skip the refresh; a reseed or a queued try refreshes anyway.
     const touch =

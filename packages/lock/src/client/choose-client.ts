@@ -10,6 +10,7 @@ import {
   isGlideClusterClient,
   type GlideClient,
 } from './glide-client.js'
+import { GlideClusterConnection, type GlideClusterClient } from './glide-cluster-client.js'
 import { IoredisConnection, isIoredisClient, type IoredisClient } from './ioredis-client.js'
 import {
   isNodeRedisClient,
@@ -22,17 +23,24 @@ import type { RedisConnection } from './redis-client.js'
 
 /**
  * A Redis client the Locker takes: ioredis or iovalkey (`Redis`, `Cluster`), node-redis
- * (`createClient`, `createSentinel`), or Valkey GLIDE (`GlideClient`, standalone).
+ * (`createClient`, `createSentinel`), or Valkey GLIDE (`GlideClient`, `GlideClusterClient`).
  */
-export type SupportedRedisClient = IoredisClient | NodeRedisClient | NodeRedisSentinel | GlideClient
+export type SupportedRedisClient =
+  IoredisClient | NodeRedisClient | NodeRedisSentinel | GlideClient | GlideClusterClient
 
 /** What the Locker takes, in one sentence (error messages). */
 export const ACCEPTED =
-  'must be an ioredis or iovalkey Redis or Cluster client, a node-redis client (createClient or createSentinel, connected), a Valkey GLIDE GlideClient, an array of 3 or more of one kind (quorum mode), or an etcd3 client'
+  'must be an ioredis or iovalkey Redis or Cluster client, a node-redis client (createClient or createSentinel, connected), a Valkey GLIDE GlideClient or GlideClusterClient, an array of 3 or more of one kind (quorum mode), or an etcd3 client'
 
 /** Whether `value` is a Redis client of a kind the Locker knows (connected or not). */
 export function isRedisClient(value: unknown): value is SupportedRedisClient {
-  return isIoredisClient(value) || isNodeRedisClient(value) || isNodeRedisSentinel(value) || isGlideClient(value)
+  return (
+    isIoredisClient(value) ||
+    isNodeRedisClient(value) ||
+    isNodeRedisSentinel(value) ||
+    isGlideClient(value) ||
+    isGlideClusterClient(value)
+  )
 }
 
 /**
@@ -71,12 +79,16 @@ export function adaptClient(value: unknown, field: string): RedisConnection {
       )
     return new GlideConnection(value, config)
   }
-  if (isGlideClusterClient(value))
-    throw new InvalidLockOptionError(
-      field,
-      'is a Valkey GLIDE cluster client (GlideClusterClient), which the Locker does not support yet: use a GlideClient per primary in quorum mode, or an ioredis Cluster',
-      'a GLIDE cluster client',
-    )
+  if (isGlideClusterClient(value)) {
+    const config = glideConfigurationOf(value)
+    if (config === undefined)
+      throw new InvalidLockOptionError(
+        field,
+        'is a Valkey GLIDE cluster client whose configuration the Locker cannot read (the `config` field of GLIDE 2.x): the Locker creates its pub/sub client from it',
+        'a GLIDE cluster client without its configuration',
+      )
+    return new GlideClusterConnection(value, config)
+  }
   if (isNodeRedisCluster(value))
     throw new InvalidLockOptionError(
       field,

@@ -8,15 +8,19 @@
  *   rejects with an error whose message starts with `NOSCRIPT`, as the server's own does.
  * - A connection lost with commands in flight fails them at once (`ConnectionError`), and GLIDE
  *   does not send them again; it reconnects by itself.
- * - GLIDE emits no connection events: while the client is open its state is `ready`, and a
- *   Redis that is down is seen as calls that time out (GLIDE's `requestTimeout`, or the Locker's
- *   `commandTimeoutMs`, whichever comes first), not as a refused connection.
+ * - GLIDE emits no connection events, and with Redis down its calls are not refused: each waits
+ *   out its `requestTimeout`. The adapter probes the configured addresses with a plain TCP
+ *   connect when calls go unanswered (glide-reachability.ts): a refusal of every address makes its
+ *   state `down`, with the `ECONNREFUSED` error as `lastError`, and the engines fail at once, as
+ *   on the other clients; a connect that succeeds (a slow or paused Redis) changes nothing.
  * - GLIDE returns `CONFIG GET`'s map as `{ key, value }` entries: `call` flattens them to the
  *   `[key, value, ...]` list the other clients return.
  * - Pub/sub needs a client of its own: the adapter creates one from the user's client's
  *   configuration (GLIDE keeps it on the client), with a message callback, and subscribes to
  *   channels as waiters need them (GLIDE 2.5's dynamic `subscribe`).
  */
+import type { GlideClusterClient } from './glide-cluster-client.js'
+import { Reachability, type ProbeAddress } from './glide-reachability.js'
 import type {
   ClientEvents,
   ClientState,
@@ -33,8 +37,8 @@ interface GlideMessage {
 }
 
 /** The configuration a GLIDE client was created with, as far as the adapter reads or sets it. */
-interface GlideConfiguration {
-  readonly addresses: readonly object[]
+export interface GlideConfiguration {
+  readonly addresses: readonly ProbeAddress[]
   readonly requestTimeout?: number
   readonly pubsubSubscriptions?: unknown
 }
@@ -73,7 +77,7 @@ function hasGlideApi(value: unknown): boolean {
  * and its class has `createClient` too; it is told apart by its cluster-only `scan` cursor
  * (`ClusterScanCursor`) and its name.
  */
-export function isGlideClusterClient(value: unknown): boolean {
+export function isGlideClusterClient(value: unknown): value is GlideClusterClient {
   if (!hasGlideApi(value)) return false
   const v = value as { constructor?: { name?: unknown }; fcallWithRoute?: unknown }
   return typeof v.fcallWithRoute === 'function' || v.constructor?.name === 'GlideClusterClient'
@@ -88,7 +92,7 @@ export function isGlideClient(value: unknown): value is GlideClient {
  * The configuration `client` was created with, if GLIDE kept it where 2.x does (a field of the
  * client, `config`); undefined otherwise.
  */
-export function glideConfigurationOf(client: GlideClient): GlideConfiguration | undefined {
+export function glideConfigurationOf(client: GlideClient | GlideClusterClient): GlideConfiguration | undefined {
   const config = (client as unknown as { config?: Partial<GlideConfiguration> }).config
   if (config == null || typeof config !== 'object' || !Array.isArray(config.addresses)) return undefined
   return config as GlideConfiguration
@@ -96,14 +100,15 @@ export function glideConfigurationOf(client: GlideClient): GlideConfiguration | 
 
 const NO_SCRIPT = /NoScriptError/
 
-function strings(args: readonly (string | number)[]): string[] {
+/** `args` as GLIDE's `customCommand` takes them. */
+export function strings(args: readonly (string | number)[]): string[] {
   const out = new Array<string>(args.length)
   for (let i = 0; i < args.length; i++) out[i] = String(args[i])
   return out
 }
 
 /** `CONFIG GET`'s map, which GLIDE returns as `{ key, value }` entries, as the flat list other clients return. */
-function flattened(reply: unknown): unknown {
+export function flattened(reply: unknown): unknown {
   if (!Array.isArray(reply) || reply.length === 0) return reply
   const first: unknown = reply[0]
   if (first === null || typeof first !== 'object' || Array.isArray(first) || !('key' in first)) return reply
@@ -111,66 +116,133 @@ function flattened(reply: unknown): unknown {
 }
 
 /** Rejects with an error whose message starts with `NOSCRIPT` (what scripts/define-script.ts looks for). */
-function noScriptAsRedisSaysIt(error: unknown): never {
+export function noScriptAsRedisSaysIt(error: unknown): never {
   if (error instanceof Error && NO_SCRIPT.test(error.message))
     throw new Error(`NOSCRIPT ${error.message}`, { cause: error })
   throw error
 }
 
 /** How long a subscribe waits for the server's confirmation when the client sets no `requestTimeout`. */
-const SUBSCRIBE_TIMEOUT_MS = 5_000
+export const SUBSCRIBE_TIMEOUT_MS = 5_000
 /** How often a listener with an `end` handler checks whether the user closed the client. */
 const CLOSED_CHECK_MS = 1_000
 
-/** Adapts a GLIDE standalone client to the client seam. */
-export class GlideConnection implements RedisConnection {
-  /** GLIDE cluster clients are refused (choose-client.ts): always one Redis. */
-  readonly cluster = false
+/** What both GLIDE adapters share: the state as the probes find it (glide-reachability.ts), and the listeners. */
+export abstract class GlideAdapter {
   readonly kind = 'glide'
+  readonly #listeners = new Set<ClientEvents>()
+  readonly #closedCheck: { timer: NodeJS.Timeout | undefined } = { timer: undefined }
+  /** Undefined when probing is off (`probe: false`): a Redis that is down is then seen only as calls that time out. */
+  protected readonly reachability: Reachability | undefined
+
+  readonly #glide: { readonly isClosed?: unknown }
+
+  /** @param probe whether to probe {@link probeAddresses} when calls go unanswered. */
+  constructor(glide: object, probe: boolean) {
+    this.#glide = glide
+    this.reachability = probe
+      ? new Reachability(() => this.probeAddresses(), {
+          down: (error) => {
+            for (const l of [...this.#listeners]) {
+              l.error?.(error)
+              l.down?.()
+            }
+          },
+          up: () => {
+            for (const l of [...this.#listeners]) l.ready?.()
+          },
+        })
+      : undefined
+  }
+
+  /**
+   * `down` once the user closed the client (`ClosingError` on every call after), or while the
+   * probes find every address refusing; `ready` otherwise.
+   */
+  get state(): ClientState {
+    if (this.#glide.isClosed === true) return 'down'
+    return this.reachability?.down === undefined ? 'ready' : 'down'
+  }
+
+  /** The refusal that made the state `down` (`connect ECONNREFUSED host:port`). */
+  get lastError(): Error | undefined {
+    return this.reachability?.down
+  }
+
+  /** The addresses the probes connect to. */
+  protected abstract probeAddresses(): readonly ProbeAddress[]
+
+  /** Counts `call` in for the probes. */
+  protected tracked<T>(call: Promise<T>): Promise<T> {
+    return this.reachability ? this.reachability.track(call) : call
+  }
+
+  /**
+   * GLIDE has no connection events: `down` (with `error` first) and `ready` come from the probes;
+   * `end` from checking every second whether the user closed the client (an unref'd timer, one per
+   * adapter), so that our subscriber's client follows it out.
+   */
+  listen(events: ClientEvents): () => void {
+    this.#listeners.add(events)
+    this.reachability?.resume()
+    if (events.end && this.#closedCheck.timer === undefined) {
+      const timer = setInterval(() => {
+        if (this.#glide.isClosed !== true) return
+        clearInterval(timer)
+        this.reachability?.stop()
+        for (const l of [...this.#listeners]) l.end?.()
+      }, CLOSED_CHECK_MS)
+      timer.unref()
+      this.#closedCheck.timer = timer
+    }
+    return () => {
+      this.#listeners.delete(events)
+      if (this.#listeners.size === 0) this.reachability?.stop()
+      if (![...this.#listeners].some((l) => l.end) && this.#closedCheck.timer !== undefined) {
+        clearInterval(this.#closedCheck.timer)
+        this.#closedCheck.timer = undefined
+      }
+    }
+  }
+}
+
+/** Adapts a GLIDE standalone client to the client seam. */
+export class GlideConnection extends GlideAdapter implements RedisConnection {
+  /** Always one Redis (a `GlideClusterClient` has its own adapter, glide-cluster-client.ts). */
+  readonly cluster = false
   readonly client: GlideClient
   readonly #config: GlideConfiguration
 
-  /** @param config what `client` was created with ({@link glideConfigurationOf}). */
-  constructor(client: GlideClient, config: GlideConfiguration) {
+  /**
+   * @param config what `client` was created with ({@link glideConfigurationOf}).
+   * @param options `probe` (default true): probe the configured addresses when calls go unanswered.
+   */
+  constructor(client: GlideClient, config: GlideConfiguration, options: { probe?: boolean } = {}) {
+    super(client, options.probe ?? true)
     this.client = client
     this.#config = config
   }
 
-  /** GLIDE says only whether the client was closed (`ClosingError` on every call after). */
-  get state(): ClientState {
-    return (this.client as unknown as { isClosed?: unknown }).isClosed === true ? 'down' : 'ready'
+  protected probeAddresses(): readonly ProbeAddress[] {
+    return this.#config.addresses
   }
 
   evalsha(sha: string, numKeys: number, ...args: (string | number)[]): Promise<unknown> {
-    return this.client.customCommand(['EVALSHA', sha, String(numKeys), ...strings(args)]).catch(noScriptAsRedisSaysIt)
+    return this.tracked(this.client.customCommand(['EVALSHA', sha, String(numKeys), ...strings(args)])).catch(
+      noScriptAsRedisSaysIt,
+    )
   }
 
   eval(script: string, numKeys: number, ...args: (string | number)[]): Promise<unknown> {
-    return this.client.customCommand(['EVAL', script, String(numKeys), ...strings(args)])
+    return this.tracked(this.client.customCommand(['EVAL', script, String(numKeys), ...strings(args)]))
   }
 
   call(...args: (string | number)[]): Promise<unknown> {
-    return this.client.customCommand(strings(args)).then(flattened)
+    return this.tracked(this.client.customCommand(strings(args))).then(flattened)
   }
 
   connectionFor(): CommandTarget {
     return this
-  }
-
-  /**
-   * GLIDE has no connection events: only `end` is followed, by checking every second whether the
-   * user closed the client (an unref'd timer), so that our subscriber's client follows it out.
-   */
-  listen(events: ClientEvents): () => void {
-    if (!events.end) return () => {}
-    const end = events.end.bind(events)
-    const timer = setInterval(() => {
-      if (this.state !== 'down') return
-      clearInterval(timer)
-      end()
-    }, CLOSED_CHECK_MS)
-    timer.unref()
-    return () => clearInterval(timer)
   }
 
   /**

@@ -57,6 +57,13 @@ export interface RedisConnection extends ScriptClient, CommandTarget {
   readonly kind: ClientKind
   /** Whether the client is a Redis Cluster's (its keys spread over shards). */
   readonly cluster: boolean
+  /**
+   * A Cluster client that may send a call to a new primary after a failover without any event the
+   * adapter sees (GLIDE follows `MOVED` and refreshes its slots on its own): every grant then
+   * mints from the clock too (backend/generations.ts), as the first grant after a reconnection
+   * does elsewhere. Undefined (false) for clients that report their changes of topology.
+   */
+  readonly reroutesSilently?: boolean
   /** The user's client (never closed by the Locker). */
   readonly client: object
   readonly state: ClientState

@@ -100,16 +100,15 @@ describe('clients the Locker refuses, before any I/O', () => {
     expect(sentinel.isOpen).toBe(false)
   })
 
-  it('a GLIDE cluster client (GlideClusterClient): not supported yet, said so, alone or in quorum mode', async () => {
+  it('a GLIDE cluster client (GlideClusterClient) alone (typed: no cast); in quorum mode it is refused, naming the element', async () => {
     const cluster = await lazyGlideCluster()
-    const alone = refused(() => new Locker(cluster))
-    expect(alone.field).toBe('redis')
-    expect(alone.rule).toMatch(/GLIDE cluster client \(GlideClusterClient\)/)
-    expect(alone.message).toContain('a GLIDE cluster client')
+    const locker: Locker = new Locker(cluster)
+    expect(locker.nodes).toBe(1)
     const [a, b] = [await lazyGlide(), await lazyGlide()]
     const inQuorum = refused(() => new Locker([a, cluster, b]))
     expect(inQuorum.field).toBe('redis[1]')
-    expect(inQuorum.rule).toMatch(/GLIDE cluster client/)
+    expect(inQuorum.rule).toMatch(/not a GLIDE cluster client \(GlideClusterClient\)/)
+    expect(inQuorum.message).toContain('a GLIDE cluster client')
   })
 
   it('a GLIDE client whose configuration cannot be read (the Locker makes its pub/sub client from it)', async () => {

@@ -1,15 +1,18 @@
 /**
  * The hidden failures of faults.test.ts and redis-down.test.ts, on Valkey GLIDE: it reconnects
  * and resends differently again (a command in flight when the socket drops fails at once with
- * `ConnectionError` and is not sent again; a Redis that is down is only seen as calls that time
- * out, since GLIDE has no connection events), and it gives up a call at its own `requestTimeout`
+ * `ConnectionError` and is not sent again; a Redis that is down is seen by GLIDE only as calls that
+ * time out, since GLIDE has no connection events: the adapter probes the address with a TCP
+ * connect, client/glide-reachability.ts), and it gives up a call at its own `requestTimeout`
  * while the command may still run on the server. Real spawned servers, killed, paused (CLIENT
  * PAUSE) and cut (CLIENT KILL); nothing mocked.
  */
 import { describe, expect, it } from 'vitest'
-import { LockUnavailableError, resourceKeys } from '../../src/index.js'
+import { LOCK_DEFAULTS, LockUnavailableError, resourceKeys } from '../../src/index.js'
+import type { AcquireRequest, BackendListener } from '../../src/backend/backend.js'
+import { RedisBackend, type RedisBackendOptions } from '../../src/backend/redis-backend.js'
 import { GlideConnection, glideConfigurationOf } from '../../src/client/glide-client.js'
-import { DeadlineExceededError } from '../../src/deadline.js'
+import { Deadlines, DeadlineExceededError } from '../../src/deadline.js'
 import { newOwnerId } from '../../src/owner-id.js'
 import { glideClient } from '../support/clients.js'
 import {
@@ -37,13 +40,41 @@ async function setUp(options: { requestTimeoutMs?: number } = {}) {
   return { server, admin, client }
 }
 
+const request = (): AcquireRequest => ({
+  ttlMs: 5_000,
+  sentAt: performance.now(),
+  waitUntil: undefined,
+  first: true,
+  queue: 'none',
+})
+
 /** The adapter the Locker makes of `client` (for the bare-script controls). */
 function adapted(client: Awaited<ReturnType<typeof glideClient>>): GlideConnection {
   return new GlideConnection(client, glideConfigurationOf(client)!)
 }
 
+/** A backend over `connection`, outside any Locker (the probe's control). */
+function backendOver(connection: GlideConnection, commandTimeoutMs: number): RedisBackend {
+  const listener: BackendListener = { released: () => {}, reconnected: () => {} }
+  const options: RedisBackendOptions = {
+    prefix: 'fencelock:',
+    commandTimeoutMs,
+    fenceTtlMs: LOCK_DEFAULTS.fenceTtlMs,
+    handoffMs: 500,
+    queueLeaseMs: 5_000,
+  }
+  return new RedisBackend(connection, options, new Deadlines(), listener)
+}
+
+/** The ECONNREFUSED error at the end of `error`'s causes, if any. */
+function refusal(error: unknown): NodeJS.ErrnoException | undefined {
+  for (let e = error as { cause?: unknown } | undefined; e != null; e = e.cause as { cause?: unknown } | undefined)
+    if ((e as NodeJS.ErrnoException).code === 'ECONNREFUSED') return e as NodeJS.ErrnoException
+  return undefined
+}
+
 describe('GLIDE: Redis down', () => {
-  it('a killed server: an acquire with a 10 s wait fails at its waitMs with LockUnavailableError, DeadlineExceededError as the cause (GLIDE reports no refused connection: every try times out); after a restart it is granted', async () => {
+  it('a killed server: an acquire with a 10 s wait fails within about commandTimeoutMs (not waitMs) with LockUnavailableError, ECONNREFUSED as the cause (the adapter probed the address); after a restart it is granted', async () => {
     const { server, client } = await setUp()
     const commandTimeoutMs = 1_000
     const locker = makeLocker(client, { commandTimeoutMs })
@@ -52,11 +83,13 @@ describe('GLIDE: Redis down', () => {
     const r = unique('glide-down')
     const { error, ms } = await settle(() => locker.acquire(r, { waitMs: WAIT_MS }))
     expect(error).toBeInstanceOf(LockUnavailableError)
-    // Each try ran out its commandTimeoutMs: the wait ends at waitMs, not at once as on ioredis.
-    expect((error as Error).message).toMatch(/Redis did not answer in time/)
-    expect((error as Error).cause).toBeInstanceOf(DeadlineExceededError)
-    expect(ms).toBeGreaterThan(WAIT_MS - commandTimeoutMs - 100)
-    expect(ms).toBeLessThan(WAIT_MS + 3_000)
+    // As on ioredis and node-redis: the refused connect itself is the cause.
+    expect((error as Error).cause).toMatchObject({ code: 'ECONNREFUSED' })
+    expect(ms).toBeLessThan(commandTimeoutMs + 1_000) // far below WAIT_MS
+    // The next acquire is refused without a call: the adapter knows the connection is down.
+    const again = await settle(() => locker.acquire(r, { waitMs: WAIT_MS }))
+    expect(again.error).toBeInstanceOf(LockUnavailableError)
+    expect(again.ms).toBeLessThan(500)
     await server.restart()
     // GLIDE reconnects on its own schedule (its backoff); tries fail until it has.
     let lock: Awaited<ReturnType<typeof locker.acquire>> | undefined
@@ -68,6 +101,60 @@ describe('GLIDE: Redis down', () => {
       { timeoutMs: 20_000, what: 'a grant once the server is back' },
     )
     expect(await lock!.release()).toBe(true)
+  })
+
+  it('control, the probe off: the same killed server is seen only as calls that time out — the adapter stays ready, each try fails at its deadline, and an acquire would wait out its whole waitMs', async () => {
+    const { server, client } = await setUp()
+    const commandTimeoutMs = 1_000
+    const probed = backendOver(new GlideConnection(client, glideConfigurationOf(client)!), commandTimeoutMs)
+    const unprobed = backendOver(
+      new GlideConnection(client, glideConfigurationOf(client)!, { probe: false }),
+      commandTimeoutMs,
+    )
+    for (const b of [probed, unprobed])
+      expect((await b.acquire(b.resource(unique('glide-warm')), request())).granted).toBe(true)
+    await server.stop()
+    const [withProbe, withoutProbe] = await Promise.all(
+      [probed, unprobed].map(async (b) => {
+        const t = performance.now()
+        const outcome = await b.acquire(b.resource(unique('glide-ctl')), request())
+        return { outcome, ms: performance.now() - t }
+      }),
+    )
+    expect(withProbe!.outcome.granted).toBe(false)
+    expect(withProbe!.ms).toBeLessThan(commandTimeoutMs + 500)
+    await waitUntil(() => refusal(probed.connectionDown())?.code === 'ECONNREFUSED', {
+      timeoutMs: 3_000,
+      what: 'the probed backend to know the connection is down',
+    })
+    // Without the probe: the try ran out its deadline, and nothing says Redis is down, so the
+    // wait queue tries again and again until waitMs (the behaviour before the probe).
+    expect(withoutProbe!.outcome).toMatchObject({ granted: false, error: expect.any(DeadlineExceededError) })
+    expect(withoutProbe!.ms).toBeGreaterThanOrEqual(commandTimeoutMs - 50)
+    expect(unprobed.connectionDown()).toBeUndefined()
+    await Promise.all([probed.close(), unprobed.close()])
+  })
+
+  it('a SIGSTOPped server (its kernel accepts TCP, Redis answers nothing): not reported down — the acquire fails at its wait as a stalled Redis does, the cause a deadline, not a refusal', async () => {
+    const { server, client } = await setUp()
+    const commandTimeoutMs = 500
+    const locker = makeLocker(client, { commandTimeoutMs })
+    await (await locker.acquire(unique('glide-warm'))).release()
+    const waitMs = 2_000
+    server.pause()
+    try {
+      const { error, ms } = await settle(() => locker.acquire(unique('glide-stopped'), { waitMs }))
+      expect(error).toBeInstanceOf(LockUnavailableError)
+      expect((error as Error).cause).toBeInstanceOf(DeadlineExceededError)
+      expect(refusal(error)).toBeUndefined()
+      expect(ms).toBeGreaterThan(waitMs - commandTimeoutMs - 100)
+      const adapter = new GlideConnection(client, glideConfigurationOf(client)!)
+      expect(adapter.state).toBe('ready')
+    } finally {
+      server.resume()
+    }
+    const lock = await locker.acquire(unique('glide-resumed'), { waitMs: 10_000 })
+    expect(await lock.release()).toBe(true)
   })
 })
 

@@ -4,7 +4,7 @@
  * `afterAll` of the test file. Each reconnects fast (a restarted server is back in ~20 ms) and
  * swallows its `error` events: the tests assert outcomes instead.
  */
-import { GlideClient, Logger } from '@valkey/valkey-glide'
+import { GlideClient, GlideClusterClient, Logger } from '@valkey/valkey-glide'
 import { Redis } from 'ioredis'
 import { Redis as Valkey } from 'iovalkey'
 import { createClient, createSentinel } from 'redis'
@@ -28,7 +28,7 @@ interface NodeRedis {
 }
 
 const valkeys = new Set<Valkey>()
-const glides = new Set<GlideClient>()
+const glides = new Set<GlideClient | GlideClusterClient>()
 /** The GLIDE client of each port, made by {@link prepareClients} (GLIDE creates its clients asynchronously). */
 const glideByPort = new Map<number, GlideClient>()
 const nodeRedises = new Set<NodeRedis>()
@@ -107,6 +107,25 @@ export async function glideClient(port: number, options: { requestTimeoutMs?: nu
     addresses: [{ host: '127.0.0.1', port }],
     requestTimeout: options.requestTimeoutMs ?? 10_000,
     // Reconnects fast: at most 20 ms × 2^4 between tries (a restarted server is back in ~20 ms).
+    connectionBackoff: { numberOfRetries: 4, factor: 20, exponentBase: 2 },
+  })
+  glides.add(client)
+  return client
+}
+
+/** The libraries whose Cluster client the Locker takes. */
+export const CLUSTER_CLIENT_LIBRARIES = ['ioredis', 'glide'] as const satisfies readonly ClientLibrary[]
+
+/**
+ * A GLIDE cluster client to the Cluster of `nodes` (its startup nodes), connected; the same
+ * `requestTimeout` and fast reconnection as {@link glideClient}.
+ */
+export async function glideClusterClient(
+  nodes: readonly { host: string; port: number }[],
+): Promise<GlideClusterClient> {
+  const client = await GlideClusterClient.createClient({
+    addresses: [...nodes],
+    requestTimeout: 10_000,
     connectionBackoff: { numberOfRetries: 4, factor: 20, exponentBase: 2 },
   })
   glides.add(client)
