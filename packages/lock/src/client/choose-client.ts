@@ -11,28 +11,30 @@ import {
   type GlideClient,
 } from './glide-client.js'
 import { IoredisConnection, isIoredisClient, type IoredisClient } from './ioredis-client.js'
-import {
-  isNodeRedisClient,
-  isNodeRedisCluster,
-  nodeRedisConnection,
-  type NodeRedisClient,
-} from './node-redis-client.js'
+import { isNodeRedisClient, nodeRedisConnection, type NodeRedisClient } from './node-redis-client.js'
+import { isNodeRedisCluster, nodeRedisClusterConnection, type NodeRedisCluster } from './node-redis-cluster.js'
 import { isNodeRedisSentinel, nodeRedisSentinelConnection, type NodeRedisSentinel } from './node-redis-sentinel.js'
 import type { RedisConnection } from './redis-client.js'
 
 /**
  * A Redis client the Locker takes: ioredis or iovalkey (`Redis`, `Cluster`), node-redis
- * (`createClient`, `createSentinel`), or Valkey GLIDE (`GlideClient`, standalone).
+ * (`createClient`, `createSentinel`, `createCluster`), or Valkey GLIDE (`GlideClient`, standalone).
  */
-export type SupportedRedisClient = IoredisClient | NodeRedisClient | NodeRedisSentinel | GlideClient
+export type SupportedRedisClient = IoredisClient | NodeRedisClient | NodeRedisSentinel | NodeRedisCluster | GlideClient
 
 /** What the Locker takes, in one sentence (error messages). */
 export const ACCEPTED =
-  'must be an ioredis or iovalkey Redis or Cluster client, a node-redis client (createClient or createSentinel, connected), a Valkey GLIDE GlideClient, an array of 3 or more of one kind (quorum mode), or an etcd3 client'
+  'must be an ioredis or iovalkey Redis or Cluster client, a node-redis client (createClient, createSentinel or createCluster, connected), a Valkey GLIDE GlideClient, an array of 3 or more of one kind (quorum mode), or an etcd3 client'
 
 /** Whether `value` is a Redis client of a kind the Locker knows (connected or not). */
 export function isRedisClient(value: unknown): value is SupportedRedisClient {
-  return isIoredisClient(value) || isNodeRedisClient(value) || isNodeRedisSentinel(value) || isGlideClient(value)
+  return (
+    isIoredisClient(value) ||
+    isNodeRedisClient(value) ||
+    isNodeRedisSentinel(value) ||
+    isNodeRedisCluster(value) ||
+    isGlideClient(value)
+  )
 }
 
 /**
@@ -61,6 +63,15 @@ export function adaptClient(value: unknown, field: string): RedisConnection {
       )
     return nodeRedisSentinelConnection(value)
   }
+  if (isNodeRedisCluster(value)) {
+    if (!value.isOpen)
+      throw new InvalidLockOptionError(
+        field,
+        'is a node-redis cluster client that is not connected: call cluster.connect() first (node-redis does not connect by itself, and the Locker does not connect a client it does not own)',
+        'a node-redis cluster client, not connected',
+      )
+    return nodeRedisClusterConnection(value)
+  }
   if (isGlideClient(value)) {
     const config = glideConfigurationOf(value)
     if (config === undefined)
@@ -76,12 +87,6 @@ export function adaptClient(value: unknown, field: string): RedisConnection {
       field,
       'is a Valkey GLIDE cluster client (GlideClusterClient), which the Locker does not support yet: use a GlideClient per primary in quorum mode, or an ioredis Cluster',
       'a GLIDE cluster client',
-    )
-  if (isNodeRedisCluster(value))
-    throw new InvalidLockOptionError(
-      field,
-      'is a node-redis cluster client (createCluster), which the Locker does not support yet: use an ioredis Cluster, a node-redis Sentinel client (createSentinel), or quorum mode over node-redis clients',
-      'a node-redis cluster client',
     )
   throw new InvalidLockOptionError(field, ACCEPTED, kindOf(value))
 }
