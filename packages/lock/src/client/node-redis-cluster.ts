@@ -131,6 +131,8 @@ export class NodeRedisClusterConnection implements RedisConnection {
   #slots: NodeRedisCluster['slots']
   /** The engines' listeners (listen()), told of every topology event the adapter sees itself. */
   readonly #listeners = new Set<ClientEvents>()
+  /** Resolves at the end of the first discovery (commands sent before it wait for it). */
+  #discovered: Promise<void> | undefined
   /** The pub/sub connections' listeners (subscriber()), told of every node (re)connection. */
   readonly #subscribers = new Set<SubscriberEvents>()
 
@@ -201,15 +203,35 @@ export class NodeRedisClusterConnection implements RedisConnection {
    * `MOVED` / `ASK`), is a topology event before the command goes out.
    */
   #send(firstKey: string | undefined, args: string[]): Promise<unknown> {
+    const client = this.client
+    // Still discovering (connect() not yet done): node-redis would refuse the command
+    // (ClientOfflineError) where a node-redis client queues it; it waits for the discovery here,
+    // within the caller's deadline.
+    if (client.isOpen && !client.isReady && !this.#wasReady) return this.#found().then(() => this.#send(firstKey, args))
     this.#checkSlots()
     let sends = 0
-    return this.client._execute({ firstKey }, false, undefined, (node, options) => {
+    return client._execute({ firstKey }, false, undefined, (node, options) => {
       if (++sends > 1) {
         this.#checkSlots()
         this.#topology()
       }
       return node.sendCommand(args, options)
     })
+  }
+
+  /** Resolves once the first discovery is done, or the client closed (the command then fails as node-redis says). */
+  #found(): Promise<void> {
+    this.#discovered ??= new Promise<void>((resolve) => {
+      const client = this.client
+      const done = (): void => {
+        client.off('connect', done)
+        client.off('disconnect', done)
+        resolve()
+      }
+      client.on('connect', done)
+      client.on('disconnect', done)
+    })
+    return this.#discovered
   }
 
   /** A topology event when node-redis has re-read its slot table since last seen. */
@@ -243,16 +265,7 @@ export class NodeRedisClusterConnection implements RedisConnection {
     // meanwhile are gone. Any node's, as node-redis does not say which client is which.
     this.#subscribers.add(events)
     // node-redis knows where to subscribe once its first discovery is done.
-    const found = (): Promise<void> =>
-      client.isReady
-        ? Promise.resolve()
-        : new Promise((resolve) => {
-            const on = (): void => {
-              client.off('connect', on)
-              resolve()
-            }
-            client.on('connect', on)
-          })
+    const found = (): Promise<void> => (client.isReady || !client.isOpen ? Promise.resolve() : this.#found())
     return {
       subscribe: (channel) =>
         found().then(() => {
