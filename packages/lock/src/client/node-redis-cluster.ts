@@ -145,9 +145,10 @@ export class NodeRedisClusterConnection implements RedisConnection {
     // during an outage must know why; listening to `error` also keeps node-redis from throwing it
     // unheard.
     client.on('error', (e: unknown) => {
-      if (!(e instanceof Error)) return
-      this.#lastError = e
-      for (const events of this.#listeners) events.error?.(e)
+      // A root node or known node that fails a discovery: node-redis goes on to the next one, so
+      // this is a cause (lastError), never an outage by itself (a Cluster client connecting past a
+      // dead root node would otherwise fail its first calls as "Redis is down").
+      if (e instanceof Error) this.#lastError = e
     })
     client.on('node-error', (e: unknown) => {
       if (e instanceof Error && !isLostSocket(e)) this.#lastError = e
