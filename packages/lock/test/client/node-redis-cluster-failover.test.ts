@@ -11,11 +11,13 @@
  * redirections and its new slot tables from the adapter): it hands out a token already handed out.
  * Real processes: a spawned Cluster of 3 primaries with a replica each, per test.
  */
+import { freePort } from '@fencelock/devkit/net'
 import { startCluster, type ClusterSet } from '@fencelock/devkit/redis-topology'
 import type { RedisServer } from '@fencelock/devkit/redis-server'
 import type { Redis } from 'ioredis'
 import { afterAll, describe, expect, it } from 'vitest'
 import { LockError, resourceKeys, type LockEvent, type NodeRedisCluster } from '../../src/index.js'
+import { createCluster } from 'redis'
 import { nodeRedisCluster } from '../support/clients.js'
 import { connect, makeLocker, unique } from '../support/connections.js'
 import { settle, waitUntil } from '../support/timing.js'
@@ -207,4 +209,33 @@ describe('node-redis Cluster: a shard whose token counter went back', () => {
     expect(controlAfter).toBe(controlBefore[2])
     expect(events.filter((e) => e.type === 'token-regressed')).toEqual([])
   }, 90_000)
+})
+
+describe('node-redis Cluster: a root node that is down', () => {
+  it("the Locker's first acquire, sent while node-redis discovers past dead root nodes, is granted (a discovery's error is no outage)", async () => {
+    const set = await startCluster()
+    sets.push(set)
+    const dead = await freePort()
+    // node-redis starts its discovery at a random root node: with 10 dead ones of 11, it meets one
+    // first 10 times out of 11 (and when it does not, the test asserts the plain case).
+    const cluster = createCluster({
+      rootNodes: [
+        ...Array.from({ length: 10 }, () => ({ socket: { host: '127.0.0.1', port: dead } })),
+        { socket: { host: set.nodes[0]!.host, port: set.nodes[0]!.port } },
+      ],
+    })
+    let errors = 0
+    cluster.on('error', () => errors++)
+    const connected = cluster.connect()
+    try {
+      const locker = makeLocker(cluster)
+      const lock = await locker.acquire(unique('nrc-dead-root'), { waitMs: 5_000 })
+      expect(lock.token).toBeGreaterThan(0n)
+      await lock.release()
+      await connected
+      console.info(`discovery errors before the live root node: ${errors}`)
+    } finally {
+      cluster.destroy()
+    }
+  }, 60_000)
 })
