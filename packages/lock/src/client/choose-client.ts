@@ -85,7 +85,7 @@ export function adaptClient(value: unknown, field: string): RedisConnection {
   if (isGlideClusterClient(value))
     throw new InvalidLockOptionError(
       field,
-      'is a Valkey GLIDE cluster client (GlideClusterClient), which the Locker does not support yet: use a GlideClient per primary in quorum mode, or an ioredis Cluster',
+      'is a Valkey GLIDE cluster client (GlideClusterClient), which the Locker does not support yet: use a GlideClient per primary in quorum mode, or an ioredis or node-redis Cluster',
       'a GLIDE cluster client',
     )
   throw new InvalidLockOptionError(field, ACCEPTED, kindOf(value))
