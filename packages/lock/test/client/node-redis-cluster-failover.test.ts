@@ -16,10 +16,17 @@ import { startCluster, type ClusterSet } from '@fencelock/devkit/redis-topology'
 import type { RedisServer } from '@fencelock/devkit/redis-server'
 import type { Redis } from 'ioredis'
 import { afterAll, describe, expect, it } from 'vitest'
-import { LockError, resourceKeys, type LockEvent, type NodeRedisCluster } from '../../src/index.js'
+import {
+  LockError,
+  resourceKeys,
+  type LockEvent,
+  type NodeRedisCluster,
+  type SupportedRedisClient,
+} from '../../src/index.js'
 import { createCluster } from 'redis'
-import { nodeRedisCluster } from '../support/clients.js'
+import { clusterClientOf, nodeRedisCluster } from '../support/clients.js'
 import { connect, makeLocker, unique } from '../support/connections.js'
+import { startLatencyProxy } from '../support/latency-proxy.js'
 import { settle, waitUntil } from '../support/timing.js'
 
 const keysOf = (resource: string) => resourceKeys('fencelock:', resource)
@@ -85,6 +92,11 @@ function node(server: { port: number }): Redis {
     admins.set(server.port, admin)
   }
   return admin
+}
+
+/** An ioredis Cluster client of `set` (another library: the Locker's own state plays no part). */
+function clusterOf(set: ClusterSet): SupportedRedisClient {
+  return clusterClientOf('ioredis', set.nodes)
 }
 
 /** Two resources whose slots the same primary owns, and that primary. */
@@ -234,6 +246,57 @@ describe('node-redis Cluster: a root node that is down', () => {
       await lock.release()
       await connected
       console.info(`discovery errors before the live root node: ${errors}`)
+    } finally {
+      cluster.destroy()
+    }
+  }, 60_000)
+})
+
+describe('node-redis Cluster: a reply lost to a dropped connection', () => {
+  it('the acquire ran on the shard primary, its reply lost, the connection dropped (CLIENT KILL): node-redis does not send it again and the Locker gives the grant back — nothing is left held; control: a plain SET NX sent the same way stays held', async () => {
+    const set = await startCluster()
+    sets.push(set)
+    const [r, plain, primary] = await twoOnOneShard(set, 'nrc-lost-reply')
+    // node-redis reaches that primary through a proxy that can drop its replies.
+    const proxy = await startLatencyProxy({ port: primary.port }, 0)
+    const cluster = createCluster({
+      rootNodes: [{ socket: { host: set.nodes[0]!.host, port: set.nodes[0]!.port } }],
+      nodeAddressMap: (address: string) =>
+        address === `127.0.0.1:${primary.port}` ? { host: '127.0.0.1', port: proxy.port } : undefined,
+      defaults: { socket: { reconnectStrategy: (retries: number) => Math.min(retries * 20, 200) } },
+    })
+    cluster.on('error', () => {})
+    await cluster.connect()
+    try {
+      const locker = makeLocker(cluster, { ttlMs: 30_000, commandTimeoutMs: 5_000 })
+      await (await locker.acquire(r)).release() // scripts loaded, the connection settled
+      const admin = node(primary)
+
+      // Control first: a SET NX whose reply is lost stays held by nobody for its 30 s.
+      const plainKey = keysOf(plain).lock
+      proxy.blackhole('replies')
+      const control = settle(cluster.sendCommand(plainKey, false, ['SET', plainKey, 'x', 'NX', 'PX', '30000']))
+      await waitUntil(async () => (await admin.exists(plainKey)) === 1, { what: 'the SET ran on the server' })
+      proxy.restore()
+      await admin.call('CLIENT', 'KILL', 'TYPE', 'normal', 'SKIPME', 'yes')
+      expect((await control).error).toBeInstanceOf(Error) // failed, not sent again
+      expect(await admin.exists(plainKey)).toBe(1)
+
+      const lockKey = keysOf(r).lock
+      await waitUntil(() => cluster.isReady, { what: 'the Cluster client' })
+      proxy.blackhole('replies')
+      const pending = settle(locker.acquire(r, { waitMs: 3_000 }))
+      await waitUntil(async () => (await admin.exists(lockKey)) === 1, { what: 'the acquire ran on the server' })
+      proxy.restore()
+      await admin.call('CLIENT', 'KILL', 'TYPE', 'normal', 'SKIPME', 'yes')
+      const { value: lock } = await pending
+      // Granted again after the give-back, or failed: either way nothing of it is left once released.
+      if (lock !== undefined) expect(await lock.release()).toBe(true)
+      await waitUntil(async () => (await admin.exists(lockKey)) === 0, { timeoutMs: 5_000, what: 'nothing left held' })
+      const other = makeLocker(clusterOf(set))
+      const next = await other.tryAcquire(r)
+      expect(next).not.toBeNull()
+      await next!.release()
     } finally {
       cluster.destroy()
     }
