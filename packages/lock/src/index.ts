@@ -3,6 +3,7 @@ export {
   type RedisClient,
   type NodeRedisClient,
   type NodeRedisSentinel,
+  type NodeRedisCluster,
   type GlideClient,
   type GlideClusterClient,
   type SupportedRedisClient,

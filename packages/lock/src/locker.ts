@@ -51,6 +51,7 @@ import {
 export type { RedisClient } from './backend/connection.js'
 export type { NodeRedisClient } from './client/node-redis-client.js'
 export type { NodeRedisSentinel } from './client/node-redis-sentinel.js'
+export type { NodeRedisCluster } from './client/node-redis-cluster.js'
 export type { GlideClient } from './client/glide-client.js'
 export type { GlideClusterClient } from './client/glide-cluster-client.js'
 export type { SupportedRedisClient } from './client/choose-client.js'

@@ -4,14 +4,19 @@
  * with classic pub/sub (`PUBLISH`, which the cluster bus broadcasts to every node). Waiters are
  * shown woken by the message, not by their safety poll (pollMs 20 s, each wake well under it); a
  * resharding of a waited-for slot and a failover of its primary move the subscription, and the
- * waiter is still granted, with a larger token, never beside another holder.
+ * waiter is still granted, with a larger token, never beside another holder. The Lockers run on
+ * each client library that has a Cluster client (ioredis `Cluster`: our own sharded subscriber,
+ * client/sharded-subscriber.ts; node-redis `createCluster`: node-redis's own sharded pub/sub, which
+ * moves a subscription when the node drops it or leaves the slot table); the admin client that
+ * looks behind their back stays ioredis.
  */
 import type { RedisServer } from '@fencelock/devkit/redis-server'
 import { startCluster, type ClusterSet } from '@fencelock/devkit/redis-topology'
 import { Cluster, type Redis } from 'ioredis'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
-import { resourceKeys, type Lock, type Locker } from '../src/index.js'
+import { resourceKeys, type Lock, type Locker, type SupportedRedisClient } from '../src/index.js'
 import { readWriteKeys } from '../src/keys.js'
+import { CLUSTER_PUBSUB_LIBRARIES, clusterClientOf } from './support/clients.js'
 import { connect, makeLocker, unique } from './support/connections.js'
 import { waitUntil } from './support/timing.js'
 
@@ -41,6 +46,24 @@ function cluster(): Cluster {
   c.on('error', () => {})
   clusters.push(c)
   return c
+}
+
+type Library = (typeof CLUSTER_PUBSUB_LIBRARIES)[number]
+
+/** A Cluster client of `library` for a Locker. */
+function clientOf(library: Library): SupportedRedisClient {
+  return clusterClientOf(library, set.nodes)
+}
+
+/** Whether `key` exists, asked through `client` (a Cluster client of either library) itself. */
+async function existsThrough(client: SupportedRedisClient, key: string): Promise<boolean> {
+  if (client instanceof Cluster) return (await client.exists(key)) === 1
+  const reply = await (client as { sendCommand(k: string, ro: boolean, args: string[]): Promise<unknown> }).sendCommand(
+    key,
+    false,
+    ['EXISTS', key],
+  )
+  return reply === 1
 }
 
 /** A plain connection to one node, for what only that node can tell. */
@@ -80,6 +103,15 @@ async function resourcesOnEveryShard(label: string, count: number): Promise<stri
     byShard.set(port, list)
   }
   return [...byShard.values()].flat()
+}
+
+/** A resource whose owner has a replica connected (ROLE). */
+async function resourceWithReplica(label: string): Promise<string> {
+  for (;;) {
+    const r = unique(label)
+    const role = (await node(await owner(r)).call('ROLE')) as [string, number, unknown[]]
+    if (role[2].length > 0) return r
+  }
 }
 
 /** Waits for `probe` to hold, within `ms`; names `what` when it does not. */
@@ -190,92 +222,95 @@ describe('the release channel is in the slot of the keys (CLUSTER KEYSLOT)', () 
   })
 })
 
-describe('sharded pub/sub: waiters on every shard are woken by message, on their shard only', () => {
-  it('9 resources (3 per shard): each waiter subscribes on its owner only, each wake is well under pollMs, tokens increase', async () => {
-    const resources = await resourcesOnEveryShard('sharded', 3)
-    const admin = cluster()
-    const holder = makeLocker(cluster(), { pubsub: 'sharded', pollMs: POLL_MS })
-    const waiter = makeLocker(cluster(), { pubsub: 'sharded', pollMs: POLL_MS })
-    const shards = await primaries()
-    expect(shards).toHaveLength(3)
-    const before = await Promise.all(
-      shards.map(async (s) => ({
-        spublish: await commandCalls(s, 'spublish'),
-        publish: await commandCalls(s, 'publish'),
-        shardBus: await busCounter(s, 'cluster_stats_messages_publishshard_received'),
-        classicBus: await busCounter(s, 'cluster_stats_messages_publish_received'),
-      })),
-    )
-    const owners = await Promise.all(resources.map(owner))
-    const round = await releaseToWaiters(holder, waiter, resources, admin, true)
-    for (const [i, r] of resources.entries()) {
-      expect(round.wakesMs[i]).toBeLessThan(WOKEN_BY_MESSAGE_MS)
-      expect(round.waiters[i]!.token).toBeGreaterThan(round.holders[i]!.token)
-      // The channel is subscribed on its owner only: another primary holds no subscriber of it.
-      const own = await owner(r)
-      for (const s of shards) {
-        if (s !== own) expect(await shardSubscribers(s, keysOf(r).channel)).toBe(0)
-      }
-    }
-    for (const [i, s] of shards.entries()) {
-      const owned = owners.filter((o) => o === s).length
-      expect(owned).toBe(3)
-      // Each shard announced exactly its own 3 releases, with SPUBLISH, and heard none of the others'.
-      expect((await commandCalls(s, 'spublish')) - before[i]!.spublish).toBe(owned)
-      expect((await commandCalls(s, 'publish')) - before[i]!.publish).toBe(0)
-      expect(await busCounter(s, 'cluster_stats_messages_publishshard_received')).toBe(before[i]!.shardBus)
-      expect(await busCounter(s, 'cluster_stats_messages_publish_received')).toBe(before[i]!.classicBus)
-    }
-    console.info(`sharded wakes (ms): ${round.wakesMs.map((ms) => ms.toFixed(0)).join(' ')}`)
-    await Promise.all(round.waiters.map((lock) => lock.release()))
-  }, 120_000)
-
-  it('unprotected contrast, classic pub/sub: every shard receives every release over the cluster bus', async () => {
-    const resources = await resourcesOnEveryShard('classic', 3)
-    const admin = cluster()
-    const holder = makeLocker(cluster(), { pubsub: 'classic', pollMs: POLL_MS })
-    const waiter = makeLocker(cluster(), { pubsub: 'classic', pollMs: POLL_MS })
-    const shards = await primaries()
-    const before = await Promise.all(shards.map((s) => busCounter(s, 'cluster_stats_messages_publish_received')))
-    const round = await releaseToWaiters(holder, waiter, resources, admin, false)
-    for (const [i] of resources.entries()) {
-      expect(round.wakesMs[i]).toBeLessThan(WOKEN_BY_MESSAGE_MS)
-      expect(round.waiters[i]!.token).toBeGreaterThan(round.holders[i]!.token)
-    }
-    // Each primary gets, over the bus, every release published on the two others (6 of the 9), and
-    // its replica all 9: the broadcast that sharded pub/sub avoids. The bus forwards after the
-    // PUBLISH has answered: on a loaded machine the counters are read once they have caught up.
-    const received = async () =>
-      Promise.all(
-        shards.map(async (s, i) => (await busCounter(s, 'cluster_stats_messages_publish_received')) - before[i]!),
+describe.each(CLUSTER_PUBSUB_LIBRARIES)(
+  'sharded pub/sub, through %s: waiters on every shard are woken by message, on their shard only',
+  (library) => {
+    it('9 resources (3 per shard): each waiter subscribes on its owner only, each wake is well under pollMs, tokens increase', async () => {
+      const resources = await resourcesOnEveryShard('sharded', 3)
+      const admin = cluster()
+      const holder = makeLocker(clientOf(library), { pubsub: 'sharded', pollMs: POLL_MS })
+      const waiter = makeLocker(clientOf(library), { pubsub: 'sharded', pollMs: POLL_MS })
+      const shards = await primaries()
+      expect(shards).toHaveLength(3)
+      const before = await Promise.all(
+        shards.map(async (s) => ({
+          spublish: await commandCalls(s, 'spublish'),
+          publish: await commandCalls(s, 'publish'),
+          shardBus: await busCounter(s, 'cluster_stats_messages_publishshard_received'),
+          classicBus: await busCounter(s, 'cluster_stats_messages_publish_received'),
+        })),
       )
-    await waitUntil(async () => (await received()).every((n) => n >= 6), {
-      timeoutMs: 15_000,
-      what: "every primary to receive the other shards' releases over the bus",
-    })
-    for (const n of await received()) expect(n).toBeGreaterThanOrEqual(6)
-    await Promise.all(round.waiters.map((lock) => lock.release()))
-  }, 120_000)
+      const owners = await Promise.all(resources.map(owner))
+      const round = await releaseToWaiters(holder, waiter, resources, admin, true)
+      for (const [i, r] of resources.entries()) {
+        expect(round.wakesMs[i]).toBeLessThan(WOKEN_BY_MESSAGE_MS)
+        expect(round.waiters[i]!.token).toBeGreaterThan(round.holders[i]!.token)
+        // The channel is subscribed on its owner only: another primary holds no subscriber of it.
+        const own = await owner(r)
+        for (const s of shards) {
+          if (s !== own) expect(await shardSubscribers(s, keysOf(r).channel)).toBe(0)
+        }
+      }
+      for (const [i, s] of shards.entries()) {
+        const owned = owners.filter((o) => o === s).length
+        expect(owned).toBe(3)
+        // Each shard announced exactly its own 3 releases, with SPUBLISH, and heard none of the others'.
+        expect((await commandCalls(s, 'spublish')) - before[i]!.spublish).toBe(owned)
+        expect((await commandCalls(s, 'publish')) - before[i]!.publish).toBe(0)
+        expect(await busCounter(s, 'cluster_stats_messages_publishshard_received')).toBe(before[i]!.shardBus)
+        expect(await busCounter(s, 'cluster_stats_messages_publish_received')).toBe(before[i]!.classicBus)
+      }
+      console.info(`sharded wakes (ms): ${round.wakesMs.map((ms) => ms.toFixed(0)).join(' ')}`)
+      await Promise.all(round.waiters.map((lock) => lock.release()))
+    }, 120_000)
 
-  it("pubsub 'auto' on Redis 7 is sharded: the release goes out with SPUBLISH", async () => {
-    const [r] = await resourcesOnEveryShard('auto', 1)
-    const admin = cluster()
-    const shard = await owner(r!)
-    const before = await commandCalls(shard, 'spublish')
-    const round = await releaseToWaiters(
-      makeLocker(cluster(), { pollMs: POLL_MS }),
-      makeLocker(cluster(), { pollMs: POLL_MS }),
-      [r!],
-      admin,
-      true,
-    )
-    expect(round.wakesMs[0]).toBeLessThan(WOKEN_BY_MESSAGE_MS)
-    expect((await commandCalls(shard, 'spublish')) - before).toBe(1)
-    await round.waiters[0]!.release()
-  }, 60_000)
-})
+    it('unprotected contrast, classic pub/sub: every shard receives every release over the cluster bus', async () => {
+      const resources = await resourcesOnEveryShard('classic', 3)
+      const admin = cluster()
+      const holder = makeLocker(clientOf(library), { pubsub: 'classic', pollMs: POLL_MS })
+      const waiter = makeLocker(clientOf(library), { pubsub: 'classic', pollMs: POLL_MS })
+      const shards = await primaries()
+      const before = await Promise.all(shards.map((s) => busCounter(s, 'cluster_stats_messages_publish_received')))
+      const round = await releaseToWaiters(holder, waiter, resources, admin, false)
+      for (const [i] of resources.entries()) {
+        expect(round.wakesMs[i]).toBeLessThan(WOKEN_BY_MESSAGE_MS)
+        expect(round.waiters[i]!.token).toBeGreaterThan(round.holders[i]!.token)
+      }
+      // Each primary gets, over the bus, every release published on the two others (6 of the 9), and
+      // its replica all 9: the broadcast that sharded pub/sub avoids. The bus forwards after the
+      // PUBLISH has answered: on a loaded machine the counters are read once they have caught up.
+      const received = async () =>
+        Promise.all(
+          shards.map(async (s, i) => (await busCounter(s, 'cluster_stats_messages_publish_received')) - before[i]!),
+        )
+      await waitUntil(async () => (await received()).every((n) => n >= 6), {
+        timeoutMs: 15_000,
+        what: "every primary to receive the other shards' releases over the bus",
+      })
+      for (const n of await received()) expect(n).toBeGreaterThanOrEqual(6)
+      await Promise.all(round.waiters.map((lock) => lock.release()))
+    }, 120_000)
 
-describe('the subscription follows the slot', () => {
+    it("pubsub 'auto' on Redis 7 is sharded: the release goes out with SPUBLISH", async () => {
+      const [r] = await resourcesOnEveryShard('auto', 1)
+      const admin = cluster()
+      const shard = await owner(r!)
+      const before = await commandCalls(shard, 'spublish')
+      const round = await releaseToWaiters(
+        makeLocker(clientOf(library), { pollMs: POLL_MS }),
+        makeLocker(clientOf(library), { pollMs: POLL_MS }),
+        [r!],
+        admin,
+        true,
+      )
+      expect(round.wakesMs[0]).toBeLessThan(WOKEN_BY_MESSAGE_MS)
+      expect((await commandCalls(shard, 'spublish')) - before).toBe(1)
+      await round.waiters[0]!.release()
+    }, 60_000)
+  },
+)
+
+describe.each(CLUSTER_PUBSUB_LIBRARIES)('the subscription follows the slot, through %s', (library) => {
   it('a resharding of the waited-for slot (SETSLOT IMPORTING/MIGRATING, MIGRATE, SETSLOT NODE): the waiter is subscribed on the new owner and woken by message, token above the holder’s', async () => {
     const [r] = await resourcesOnEveryShard('reshard', 1)
     const k = keysOf(r!)
@@ -283,8 +318,8 @@ describe('the subscription follows the slot', () => {
     const from = await owner(r!)
     const to = (await primaries()).find((s) => s !== from)!
     const admin = cluster()
-    const holder = makeLocker(cluster(), { pubsub: 'sharded', pollMs: POLL_MS })
-    const waiter = makeLocker(cluster(), { pubsub: 'sharded', pollMs: POLL_MS })
+    const holder = makeLocker(clientOf(library), { pubsub: 'sharded', pollMs: POLL_MS })
+    const waiter = makeLocker(clientOf(library), { pubsub: 'sharded', pollMs: POLL_MS })
     const held = await holder.acquire(r!, { ttlMs: 60_000 })
     let second: Lock | undefined
     const waiting = waiter.acquire(r!, { ttlMs: 60_000, waitMs: 90_000 }).then((lock) => (second = lock))
@@ -329,8 +364,8 @@ describe('the subscription follows the slot', () => {
     let theirMessages = 0
     theirs.on('smessage', () => theirMessages++)
     await theirs.ssubscribe(k.channel)
-    const holder = makeLocker(cluster(), { pubsub: 'sharded', pollMs: POLL_MS })
-    const waiter = makeLocker(cluster(), { pubsub: 'sharded', pollMs: POLL_MS })
+    const holder = makeLocker(clientOf(library), { pubsub: 'sharded', pollMs: POLL_MS })
+    const waiter = makeLocker(clientOf(library), { pubsub: 'sharded', pollMs: POLL_MS })
     const held = await holder.acquire(r!, { ttlMs: 60_000 })
     const waiting = waiter.acquire(r!, { ttlMs: 60_000, waitMs: 90_000 })
     waiting.catch(() => {})
@@ -359,17 +394,18 @@ describe('the subscription follows the slot', () => {
   }, 120_000)
 
   it('a failover of the primary that owns the waited-for slot (SIGKILL, its replica promoted): the waiter is still granted, token above the holder’s, one holder at a time', async () => {
-    const [r] = await resourcesOnEveryShard('failover', 1)
-    const k = keysOf(r!)
+    // A shard whose primary still has its replica (an earlier run of this test killed another's).
+    const r = await resourceWithReplica('failover')
+    const k = keysOf(r)
     const slot = await set.keySlot(k.lock)
-    const primary = await owner(r!)
+    const primary = await owner(r)
     const admin = cluster()
     // The holder's grant is acknowledged by the replica, so the failover keeps it and its counter.
-    const holderClient = cluster()
+    const holderClient = clientOf(library)
     const holder = makeLocker(holderClient, { pubsub: 'sharded', pollMs: POLL_MS, replicas: 1 })
-    const waiter = makeLocker(cluster(), { pubsub: 'sharded', pollMs: 1_000 })
-    const held = await holder.acquire(r!, { ttlMs: 60_000 })
-    const waiting = waiter.acquire(r!, { ttlMs: 60_000, waitMs: 90_000 })
+    const waiter = makeLocker(clientOf(library), { pubsub: 'sharded', pollMs: 1_000 })
+    const held = await holder.acquire(r, { ttlMs: 60_000 })
+    const waiting = waiter.acquire(r, { ttlMs: 60_000, waitMs: 90_000 })
     let settled = false
     void waiting.then(
       () => (settled = true),
@@ -390,7 +426,7 @@ describe('the subscription follows the slot', () => {
       30_000,
     )
     await until(
-      async () => (await holderClient.exists(k.lock)) === 1,
+      async () => await existsThrough(holderClient, k.lock),
       "the holder's client reaches the promoted replica",
       30_000,
     )

@@ -12,25 +12,26 @@ import {
 } from './glide-client.js'
 import { GlideClusterConnection, type GlideClusterClient } from './glide-cluster-client.js'
 import { IoredisConnection, isIoredisClient, type IoredisClient } from './ioredis-client.js'
-import {
-  isNodeRedisClient,
-  isNodeRedisCluster,
-  nodeRedisConnection,
-  type NodeRedisClient,
-} from './node-redis-client.js'
+import { isNodeRedisClient, nodeRedisConnection, type NodeRedisClient } from './node-redis-client.js'
+import { isNodeRedisCluster, nodeRedisClusterConnection, type NodeRedisCluster } from './node-redis-cluster.js'
 import { isNodeRedisSentinel, nodeRedisSentinelConnection, type NodeRedisSentinel } from './node-redis-sentinel.js'
 import type { RedisConnection } from './redis-client.js'
 
 /**
  * A Redis client the Locker takes: ioredis or iovalkey (`Redis`, `Cluster`), node-redis
- * (`createClient`, `createSentinel`), or Valkey GLIDE (`GlideClient`, `GlideClusterClient`).
+ * (`createClient`, `createSentinel`, `createCluster`), or Valkey GLIDE (`GlideClient`, `GlideClusterClient`).
  */
 export type SupportedRedisClient =
-  IoredisClient | NodeRedisClient | NodeRedisSentinel | GlideClient | GlideClusterClient
+  | IoredisClient
+  | NodeRedisClient
+  | NodeRedisSentinel
+  | NodeRedisCluster
+  | GlideClient
+  | GlideClusterClient
 
 /** What the Locker takes, in one sentence (error messages). */
 export const ACCEPTED =
-  'must be an ioredis or iovalkey Redis or Cluster client, a node-redis client (createClient or createSentinel, connected), a Valkey GLIDE GlideClient or GlideClusterClient, an array of 3 or more of one kind (quorum mode), or an etcd3 client'
+  'must be an ioredis or iovalkey Redis or Cluster client, a node-redis client (createClient, createSentinel or createCluster, connected), a Valkey GLIDE GlideClient or GlideClusterClient, an array of 3 or more of one kind (quorum mode), or an etcd3 client'
 
 /** Whether `value` is a Redis client of a kind the Locker knows (connected or not). */
 export function isRedisClient(value: unknown): value is SupportedRedisClient {
@@ -38,6 +39,7 @@ export function isRedisClient(value: unknown): value is SupportedRedisClient {
     isIoredisClient(value) ||
     isNodeRedisClient(value) ||
     isNodeRedisSentinel(value) ||
+    isNodeRedisCluster(value) ||
     isGlideClient(value) ||
     isGlideClusterClient(value)
   )
@@ -69,6 +71,15 @@ export function adaptClient(value: unknown, field: string): RedisConnection {
       )
     return nodeRedisSentinelConnection(value)
   }
+  if (isNodeRedisCluster(value)) {
+    if (!value.isOpen)
+      throw new InvalidLockOptionError(
+        field,
+        'is a node-redis cluster client that is not connected: call cluster.connect() first (node-redis does not connect by itself, and the Locker does not connect a client it does not own)',
+        'a node-redis cluster client, not connected',
+      )
+    return nodeRedisClusterConnection(value)
+  }
   if (isGlideClient(value)) {
     const config = glideConfigurationOf(value)
     if (config === undefined)
@@ -89,12 +100,6 @@ export function adaptClient(value: unknown, field: string): RedisConnection {
       )
     return new GlideClusterConnection(value, config)
   }
-  if (isNodeRedisCluster(value))
-    throw new InvalidLockOptionError(
-      field,
-      'is a node-redis cluster client (createCluster), which the Locker does not support yet: use an ioredis Cluster, a node-redis Sentinel client (createSentinel), or quorum mode over node-redis clients',
-      'a node-redis cluster client',
-    )
   throw new InvalidLockOptionError(field, ACCEPTED, kindOf(value))
 }
 

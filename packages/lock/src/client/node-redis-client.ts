@@ -19,6 +19,7 @@ import type {
   SubscriberEvents,
 } from './redis-client.js'
 import { isIoredisClient } from './ioredis-client.js'
+import { isNodeRedisCluster } from './node-redis-cluster.js'
 import { isNodeRedisSentinel } from './node-redis-sentinel.js'
 import { isLostSocket, strings } from './node-redis-shared.js'
 
@@ -57,18 +58,6 @@ export function isNodeRedisClient(value: unknown): value is NodeRedisClient {
   )
 }
 
-/** A node-redis `createCluster()` client. */
-export function isNodeRedisCluster(value: unknown): boolean {
-  const v = value as { sendCommand?: unknown; masters?: unknown } | null | undefined
-  return (
-    v != null &&
-    !isIoredisClient(value) &&
-    typeof v.sendCommand === 'function' &&
-    typeof v.masters === 'object' &&
-    v.masters !== null
-  )
-}
-
 const adapters = new WeakMap<NodeRedisClient, NodeRedisConnection>()
 
 /**
@@ -87,7 +76,7 @@ export function nodeRedisConnection(client: NodeRedisClient): NodeRedisConnectio
 /** Adapts a node-redis client to the client seam (one per client: {@link nodeRedisConnection}). */
 export class NodeRedisConnection implements RedisConnection {
   readonly kind = 'node-redis'
-  /** node-redis clusters are refused (choose-client.ts): always one Redis. */
+  /** One Redis: a Cluster client has an adapter of its own (node-redis-cluster.ts). */
   readonly cluster = false
   readonly client: NodeRedisClient
   /**

@@ -1,6 +1,6 @@
 /**
- * What node-redis's two adapters share: a single client's (node-redis-client.ts) and a Sentinel
- * client's (node-redis-sentinel.ts).
+ * What node-redis's adapters share: a single client's (node-redis-client.ts), a Sentinel
+ * client's (node-redis-sentinel.ts) and a Cluster client's (node-redis-cluster.ts).
  */
 
 /** Command arguments as the strings node-redis sends. */

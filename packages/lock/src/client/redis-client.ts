@@ -4,7 +4,8 @@
  * scripts/define-script.ts), a command outside a script (`WAIT`, `ROLE`, `INFO`, `CONFIG GET`),
  * a duplicate connection for pub/sub, and the connection's state and events. Each client library
  * is one adapter of this interface: ioredis and iovalkey (ioredis-client.ts), node-redis
- * (node-redis-client.ts), Valkey GLIDE (glide-client.ts). The engines never see the user's client itself.
+ * (node-redis-client.ts; its Sentinel and Cluster clients: node-redis-sentinel.ts,
+ * node-redis-cluster.ts), Valkey GLIDE (glide-client.ts). The engines never see the user's client itself.
  */
 import type { ScriptClient } from '../scripts/define-script.js'
 

@@ -85,11 +85,25 @@ describe('clients the Locker refuses, before any I/O', () => {
     open.destroy()
   })
 
-  it('a node-redis cluster client: not supported yet, said so', () => {
-    const cluster = createCluster({ rootNodes: [{ url: 'redis://127.0.0.1:1' }] })
-    const error = refused(() => new Locker(cluster as unknown as SupportedRedisClient))
-    expect(error.rule).toMatch(/node-redis cluster client \(createCluster\), which the Locker does not support yet/)
-    expect(error.message).toContain('a node-redis cluster client')
+  it('a node-redis cluster client (createCluster): accepted once connect() was called (typed: no cast, sharded pub/sub allowed), refused before — alone or in quorum mode', async () => {
+    const cluster = createCluster({
+      rootNodes: [{ socket: { host: '127.0.0.1', port: 1 } }],
+      defaults: { socket: { reconnectStrategy: false } },
+    })
+    cluster.on('error', () => {})
+    const error = refused(() => new Locker(cluster))
+    expect(error.field).toBe('redis')
+    expect(error.rule).toMatch(/node-redis cluster client that is not connected: call cluster.connect\(\) first/)
+    expect(cluster.isOpen).toBe(false)
+    const inQuorum = refused(() => new Locker([lazyIoredis(), cluster, lazyIoredis()]))
+    expect(inQuorum.field).toBe('redis[1]')
+    expect(cluster.isOpen).toBe(false)
+
+    // connect() called (its discovery fails here, later): taken as it is, a Cluster.
+    const connecting = cluster.connect().catch(() => {})
+    const locker: Locker = new Locker(cluster, { pubsub: 'sharded' })
+    expect(locker.nodes).toBe(1)
+    await connecting
   })
 
   it('a node-redis sentinel client whose connect() was never called: the Locker does not connect it (typed without a cast)', () => {

@@ -5,9 +5,9 @@
  * swallows its `error` events: the tests assert outcomes instead.
  */
 import { GlideClient, GlideClusterClient, Logger } from '@valkey/valkey-glide'
-import { Redis } from 'ioredis'
+import { Cluster, Redis } from 'ioredis'
 import { Redis as Valkey } from 'iovalkey'
-import { createClient, createSentinel } from 'redis'
+import { createClient, createCluster, createSentinel } from 'redis'
 import { afterAll } from 'vitest'
 import type { SupportedRedisClient } from '../../src/index.js'
 import { connect } from './connections.js'
@@ -34,6 +34,8 @@ const glideByPort = new Map<number, GlideClient>()
 const nodeRedises = new Set<NodeRedis>()
 const nodeRedisSentinels = new Set<{ readonly isOpen: boolean; destroy(): Promise<void> }>()
 const ioredisSentinels = new Set<Redis>()
+const nodeRedisClusters = new Set<{ readonly isOpen: boolean; destroy(): void }>()
+const ioredisClusters = new Set<Cluster>()
 
 /**
  * A node-redis client to 127.0.0.1:`port`, `connect()` called (not awaited: its commands wait in
@@ -90,6 +92,51 @@ export function sentinelClientReady(client: SupportedRedisClient): boolean {
 /** The libraries whose Sentinel client the Locker takes. */
 export const SENTINEL_CLIENT_LIBRARIES = ['ioredis', 'node-redis'] as const satisfies readonly ClientLibrary[]
 
+/** The libraries whose Cluster client the Locker takes. */
+export const CLUSTER_CLIENT_LIBRARIES = ['ioredis', 'node-redis', 'glide'] as const satisfies readonly ClientLibrary[]
+
+/**
+ * The libraries cluster-pubsub.test.ts runs on (their Cluster clients made at once by
+ * {@link clusterClientOf}); GLIDE's sharded and classic wakes are tested in glide-cluster.test.ts.
+ */
+export const CLUSTER_PUBSUB_LIBRARIES = ['ioredis', 'node-redis'] as const satisfies readonly ClientLibrary[]
+
+/**
+ * A node-redis Cluster client (`createCluster`) of `nodes`, `connect()` called (not awaited: its
+ * commands fail until the first discovery is done, so callers wait for {@link clusterClientReady}).
+ * Its node clients reconnect fast, and a node that keeps failing makes it re-read the slot table
+ * after 500 ms (node-redis's default: 5 s).
+ */
+export function nodeRedisCluster(nodes: readonly { host: string; port: number }[]) {
+  const cluster = createCluster({
+    rootNodes: nodes.map((n) => ({ socket: { host: n.host, port: n.port } })),
+    defaults: { socket: { reconnectStrategy: (retries: number) => Math.min(retries * 20, 200) } },
+    topologyRefreshOnReconnectionAttemptStrategy: 500,
+  })
+  cluster.on('error', () => {})
+  nodeRedisClusters.add(cluster)
+  cluster.connect().catch(() => {})
+  return cluster
+}
+
+/** A Cluster client of `library` (ioredis or node-redis) to `nodes`. */
+export function clusterClientOf(
+  library: 'ioredis' | 'node-redis',
+  nodes: readonly { host: string; port: number }[],
+): SupportedRedisClient {
+  if (library === 'node-redis') return nodeRedisCluster(nodes)
+  const client = new Cluster([...nodes])
+  client.on('error', () => {})
+  ioredisClusters.add(client)
+  return client
+}
+
+/** Whether a Cluster client of {@link clusterClientOf} has found the cluster and is ready for commands. */
+export function clusterClientReady(client: SupportedRedisClient): boolean {
+  if (client instanceof Cluster) return client.status === 'ready'
+  return (client as { isReady?: boolean }).isReady === true
+}
+
 /** An iovalkey client to 127.0.0.1:`port`. */
 export function valkeyClient(port: number): Valkey {
   const client = new Valkey({ host: '127.0.0.1', port, retryStrategy: (times) => Math.min(times * 20, 200) })
@@ -112,9 +159,6 @@ export async function glideClient(port: number, options: { requestTimeoutMs?: nu
   glides.add(client)
   return client
 }
-
-/** The libraries whose Cluster client the Locker takes. */
-export const CLUSTER_CLIENT_LIBRARIES = ['ioredis', 'glide'] as const satisfies readonly ClientLibrary[]
 
 /**
  * A GLIDE cluster client to the Cluster of `nodes` (its startup nodes), connected; the same
@@ -168,6 +212,10 @@ afterAll(() => {
   nodeRedisSentinels.clear()
   for (const client of ioredisSentinels) client.disconnect()
   ioredisSentinels.clear()
+  for (const cluster of nodeRedisClusters) if (cluster.isOpen) cluster.destroy()
+  nodeRedisClusters.clear()
+  for (const client of ioredisClusters) client.disconnect()
+  ioredisClusters.clear()
   for (const client of glides) client.close()
   glides.clear()
   glideByPort.clear()
