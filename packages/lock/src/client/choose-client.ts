@@ -22,12 +22,7 @@ import type { RedisConnection } from './redis-client.js'
  * (`createClient`, `createSentinel`, `createCluster`), or Valkey GLIDE (`GlideClient`, `GlideClusterClient`).
  */
 export type SupportedRedisClient =
-  | IoredisClient
-  | NodeRedisClient
-  | NodeRedisSentinel
-  | NodeRedisCluster
-  | GlideClient
-  | GlideClusterClient
+  IoredisClient | NodeRedisClient | NodeRedisSentinel | NodeRedisCluster | GlideClient | GlideClusterClient
 
 /** What the Locker takes, in one sentence (error messages). */
 export const ACCEPTED =

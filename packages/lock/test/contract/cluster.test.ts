@@ -13,7 +13,12 @@ import { startCluster, type ClusterSet } from '@fencelock/devkit/redis-topology'
 import { Cluster } from 'ioredis'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { resourceKeys, type SupportedRedisClient } from '../../src/index.js'
-import { CLUSTER_CLIENT_LIBRARIES, clusterClientOf, clusterClientReady, glideClusterClient } from '../support/clients.js'
+import {
+  CLUSTER_CLIENT_LIBRARIES,
+  clusterClientOf,
+  clusterClientReady,
+  glideClusterClient,
+} from '../support/clients.js'
 import { makeLocker, unique } from '../support/connections.js'
 import { fencedStore } from '../support/fenced-store.js'
 import { waitUntil } from '../support/timing.js'
