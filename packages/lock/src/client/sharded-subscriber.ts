@@ -57,6 +57,12 @@ export class ShardedSubscriber implements SubscriberConnection {
   readonly #events: SubscriberEvents
   readonly #channels = new Map<string, Subscription>()
   readonly #connections = new Map<string, NodeConnection>()
+  /**
+   * Drops seen per node (its unsolicited `sunsubscribe`s, its connection's closes). A subscription
+   * whose `SSUBSCRIBE` was out while its node dropped channels may have been dropped with them:
+   * the reply is read before the drop's push, so the drop finds no channel on that node yet.
+   */
+  readonly #drops = new Map<string, number>()
   #timer: NodeJS.Timeout | undefined
   #reconciling = false
   /**
@@ -127,6 +133,7 @@ export class ShardedSubscriber implements SubscriberConnection {
   async #subscribeOn(channel: string, subscription: Subscription, node: string): Promise<void> {
     const connection = this.#connection(node)
     if (connection === undefined) throw new Error(`no connection to ${node}`)
+    const drops = this.#drops.get(node) ?? 0
     await connection.ssubscribe(channel)
     // Unsubscribed, or moved on by a reconciliation, while the SSUBSCRIBE was out. A newer
     // subscription of the channel may have been sent on this connection since: it is left alone.
@@ -134,8 +141,16 @@ export class ShardedSubscriber implements SubscriberConnection {
       if (!this.#channels.has(channel)) connection.sunsubscribe(channel).catch(() => {})
       return
     }
-    subscription.node = node
     subscription.subscribedOnce = true
+    // The node dropped channels while this SSUBSCRIBE was out (`CLUSTER SETSLOT … NODE` sent to
+    // it during a resharding): ours may be gone with them. Left on no node, it is subscribed again
+    // by the reconciliation (a second SSUBSCRIBE of a channel still subscribed changes nothing),
+    // and the waiters are told (`ready`), as after any move.
+    if ((this.#drops.get(node) ?? 0) !== drops) {
+      this.#schedule(0)
+      return
+    }
+    subscription.node = node
   }
 
   /** The subscriber connection to primary `node` (`host:port`), opened on first use. */
@@ -161,6 +176,7 @@ export class ShardedSubscriber implements SubscriberConnection {
   /** Every channel on `node` may have been unsubscribed there: each is subscribed again where the table says. */
   #dropped(node: string): void {
     if (this.#closed) return
+    this.#drops.set(node, (this.#drops.get(node) ?? 0) + 1)
     let any = false
     for (const subscription of this.#channels.values()) {
       if (subscription.node !== node) continue
