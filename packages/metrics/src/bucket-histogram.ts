@@ -1,4 +1,5 @@
 import type { Metric } from 'prom-client'
+import { bucketIndex } from './measurements.js'
 
 /** One labelled series of a {@link BucketHistogram}: plain counts, so an observation is a few comparisons. */
 export class HistogramSeries {
@@ -19,10 +20,7 @@ export class HistogramSeries {
   /** Records one value (seconds, for the lock histograms). NaN and infinities are ignored. */
   observe(value: number): void {
     if (!Number.isFinite(value)) return
-    const bounds = this.#bounds
-    let i = 0
-    while (i < bounds.length && value > bounds[i]!) i++
-    this.#counts[i]!++
+    this.#counts[bucketIndex(this.#bounds, value)]!++
     this.#sum += value
     this.#count++
   }

@@ -29,6 +29,18 @@ export const HOLD_BUCKETS_SECONDS: readonly number[] = Object.freeze([
   0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 300,
 ])
 
+/**
+ * The bucket of `value` among ascending upper `bounds` (inclusive, as Prometheus' `le` and
+ * OpenTelemetry's explicit buckets): the first bound it does not exceed, or `bounds.length` above
+ * them all. A linear search: the lock's histograms have 15 and 16 bounds, and most values land in
+ * the first few.
+ */
+export function bucketIndex(bounds: readonly number[], value: number): number {
+  let i = 0
+  while (i < bounds.length && value > bounds[i]!) i++
+  return i
+}
+
 /** Outcomes of an acquire. */
 export const ACQUIRE_OUTCOMES = Object.freeze(['acquired', 'timeout', 'aborted', 'error'] as const)
 /** Outcomes of a release of a held lock. */

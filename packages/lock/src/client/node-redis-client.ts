@@ -21,7 +21,7 @@ import type {
 import { isIoredisClient } from './ioredis-client.js'
 import { isNodeRedisCluster } from './node-redis-cluster.js'
 import { isNodeRedisSentinel } from './node-redis-sentinel.js'
-import { isLostSocket, strings } from './node-redis-shared.js'
+import { isLostSocket, oncePerClient, strings } from './node-redis-shared.js'
 
 type Listener = (...args: unknown[]) => void
 
@@ -58,20 +58,13 @@ export function isNodeRedisClient(value: unknown): value is NodeRedisClient {
   )
 }
 
-const adapters = new WeakMap<NodeRedisClient, NodeRedisConnection>()
-
 /**
  * The adapter of `client`: one per client, however many Lockers share it (the adapter listens to
  * the client for as long as the client lives).
  */
-export function nodeRedisConnection(client: NodeRedisClient): NodeRedisConnection {
-  let adapter = adapters.get(client)
-  if (adapter === undefined) {
-    adapter = new NodeRedisConnection(client)
-    adapters.set(client, adapter)
-  }
-  return adapter
-}
+export const nodeRedisConnection: (client: NodeRedisClient) => NodeRedisConnection = oncePerClient(
+  (client: NodeRedisClient) => new NodeRedisConnection(client),
+)
 
 /** Adapts a node-redis client to the client seam (one per client: {@link nodeRedisConnection}). */
 export class NodeRedisConnection implements RedisConnection {

@@ -43,7 +43,7 @@ import type {
   SubscriberEvents,
 } from './redis-client.js'
 import { isIoredisClient } from './ioredis-client.js'
-import { isLostSocket, strings } from './node-redis-shared.js'
+import { isLostSocket, oncePerClient, strings } from './node-redis-shared.js'
 
 type Listener = (...args: unknown[]) => void
 
@@ -107,17 +107,10 @@ export function isNodeRedisCluster(value: unknown): value is NodeRedisCluster {
   )
 }
 
-const adapters = new WeakMap<NodeRedisCluster, NodeRedisClusterConnection>()
-
 /** The adapter of `client`: one per client, however many Lockers share it. */
-export function nodeRedisClusterConnection(client: NodeRedisCluster): NodeRedisClusterConnection {
-  let adapter = adapters.get(client)
-  if (adapter === undefined) {
-    adapter = new NodeRedisClusterConnection(client)
-    adapters.set(client, adapter)
-  }
-  return adapter
-}
+export const nodeRedisClusterConnection: (client: NodeRedisCluster) => NodeRedisClusterConnection = oncePerClient(
+  (client: NodeRedisCluster) => new NodeRedisClusterConnection(client),
+)
 
 /** Adapts a node-redis Cluster client to the client seam (one per client: {@link nodeRedisClusterConnection}). */
 export class NodeRedisClusterConnection implements RedisConnection {

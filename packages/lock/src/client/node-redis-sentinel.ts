@@ -36,7 +36,7 @@ import type {
   SubscriberEvents,
 } from './redis-client.js'
 import { isIoredisClient } from './ioredis-client.js'
-import { isLostSocket, strings } from './node-redis-shared.js'
+import { isLostSocket, oncePerClient, strings } from './node-redis-shared.js'
 
 type Listener = (...args: unknown[]) => void
 
@@ -89,17 +89,10 @@ interface SentinelEvent {
   readonly type?: unknown
 }
 
-const adapters = new WeakMap<NodeRedisSentinel, NodeRedisSentinelConnection>()
-
 /** The adapter of `client`: one per client, however many Lockers share it. */
-export function nodeRedisSentinelConnection(client: NodeRedisSentinel): NodeRedisSentinelConnection {
-  let adapter = adapters.get(client)
-  if (adapter === undefined) {
-    adapter = new NodeRedisSentinelConnection(client)
-    adapters.set(client, adapter)
-  }
-  return adapter
-}
+export const nodeRedisSentinelConnection: (client: NodeRedisSentinel) => NodeRedisSentinelConnection = oncePerClient(
+  (client: NodeRedisSentinel) => new NodeRedisSentinelConnection(client),
+)
 
 /** Adapts a node-redis Sentinel client to the client seam (one per client: {@link nodeRedisSentinelConnection}). */
 export class NodeRedisSentinelConnection implements RedisConnection {

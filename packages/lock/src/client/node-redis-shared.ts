@@ -14,3 +14,19 @@ export function strings(args: readonly (string | number)[]): string[] {
 export function isLostSocket(error: Error): boolean {
   return error.name === 'SocketClosedUnexpectedlyError' || error.constructor.name === 'SocketClosedUnexpectedlyError'
 }
+
+/**
+ * One adapter per client, however many Lockers share it (the adapter listens to the client for as
+ * long as the client lives): the adapter `create` makes for `client` the first time, the same after.
+ */
+export function oncePerClient<C extends object, A>(create: (client: C) => A): (client: C) => A {
+  const adapters = new WeakMap<C, A>()
+  return (client) => {
+    let adapter = adapters.get(client)
+    if (adapter === undefined) {
+      adapter = create(client)
+      adapters.set(client, adapter)
+    }
+    return adapter
+  }
+}

@@ -15,6 +15,7 @@
 import { diag, ValueType, type Attributes, type HrTime } from '@opentelemetry/api'
 import type { CollectionResult, HistogramMetricData, MetricData, MetricProducer } from '@opentelemetry/sdk-metrics'
 import { InvalidMetricsOptionError } from '../errors.js'
+import { bucketIndex } from '../measurements.js'
 import { OTEL_INSTRUMENTS as I, SCOPE_NAME, SCOPE_VERSION } from './names.js'
 
 /**
@@ -61,10 +62,7 @@ export class CumulativeHistogram {
   /** Records one value, in seconds. NaN and infinities are ignored. */
   record(value: number): void {
     if (!Number.isFinite(value)) return
-    const bounds = this.#bounds
-    let i = 0
-    while (i < bounds.length && value > bounds[i]!) i++
-    this.#counts[i]!++
+    this.#counts[bucketIndex(this.#bounds, value)]!++
     this.#sum += value
     if (this.#count++ === 0) this.#since = Date.now()
     if (value < this.#min) this.#min = value
