@@ -181,6 +181,13 @@ function redisOptions(o: ResolvedLockerOptions): RedisBackendOptions {
   }
 }
 
+/** A Cluster client of each library, as the errors name it. */
+const CLUSTER_CLIENTS: Readonly<Record<RedisConnection['kind'], string>> = {
+  ioredis: 'an ioredis Cluster client',
+  'node-redis': 'a node-redis cluster client (createCluster)',
+  glide: 'a GLIDE cluster client (GlideClusterClient)',
+}
+
 /** An array of 3 or more distinct clients of one kind (quorum mode), adapted. */
 function checkClientList(redis: readonly unknown[]): readonly RedisConnection[] {
   if (redis.length < 3 || redis.length > MAX_QUORUM_NODES) {
@@ -194,12 +201,16 @@ function checkClientList(redis: readonly unknown[]): readonly RedisConnection[] 
   const adapted: RedisConnection[] = []
   redis.forEach((client: unknown, i) => {
     const connection = adaptClient(client, `redis[${i}]`)
-    if (connection.cluster && connection.kind === 'glide')
+    // A Cluster client is many masters behind one client: each node of a quorum is one master
+    // (its restart guard reads one server's run_id, its marker lives on one server).
+    if (connection.cluster) {
+      const what = CLUSTER_CLIENTS[connection.kind]
       throw new InvalidLockOptionError(
         `redis[${i}]`,
-        'must be a client of one Redis master: quorum mode takes independent masters, not a GLIDE cluster client (GlideClusterClient); pass that client alone for a Redis Cluster',
-        'a GLIDE cluster client',
+        `must be a client of one Redis master: quorum mode takes independent masters, not ${what}; pass that client alone for a Redis Cluster`,
+        what,
       )
+    }
     const first = adapted[0]
     // One kind: the clients differ in how they reconnect and resend, and a quorum is reasoned about as one.
     if (first !== undefined && first.kind !== connection.kind)

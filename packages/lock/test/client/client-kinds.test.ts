@@ -4,7 +4,7 @@
  * client here is ever connected).
  */
 import { GlideClient, GlideClusterClient } from '@valkey/valkey-glide'
-import { Redis } from 'ioredis'
+import { Cluster, Redis } from 'ioredis'
 import { Redis as Valkey } from 'iovalkey'
 import { createClient, createCluster, createSentinel } from 'redis'
 import { afterAll, describe, expect, it } from 'vitest'
@@ -123,6 +123,29 @@ describe('clients the Locker refuses, before any I/O', () => {
     expect(inQuorum.field).toBe('redis[1]')
     expect(inQuorum.rule).toMatch(/not a GLIDE cluster client \(GlideClusterClient\)/)
     expect(inQuorum.message).toContain('a GLIDE cluster client')
+  })
+
+  it('an ioredis Cluster or a connected node-redis cluster client in quorum mode is refused too, naming the element and the kind (a quorum node is one master)', async () => {
+    const ioredisCluster = new Cluster([{ host: '127.0.0.1', port: 1 }], { lazyConnect: true })
+    ioredisCluster.on('error', () => {})
+    const one = refused(() => new Locker([lazyIoredis(), lazyIoredis(), ioredisCluster]))
+    expect(one.field).toBe('redis[2]')
+    expect(one.rule).toMatch(/one Redis master: quorum mode takes independent masters, not an ioredis Cluster client/)
+    expect(ioredisCluster.status).toBe('wait')
+    const nodeCluster = createCluster({
+      rootNodes: [{ socket: { host: '127.0.0.1', port: 1 } }],
+      defaults: { socket: { reconnectStrategy: false } },
+    })
+    nodeCluster.on('error', () => {})
+    const connecting = nodeCluster.connect().catch(() => {})
+    const plain = () => createClient({ socket: { port: 1, reconnectStrategy: false } })
+    const [a, b] = [plain(), plain()]
+    for (const c of [a, b]) c.on('error', () => {})
+    const connectingPlain = [a.connect().catch(() => {}), b.connect().catch(() => {})]
+    const two = refused(() => new Locker([a, nodeCluster, b]))
+    expect(two.field).toBe('redis[1]')
+    expect(two.rule).toMatch(/not a node-redis cluster client \(createCluster\)/)
+    await Promise.all([connecting, ...connectingPlain])
   })
 
   it('a GLIDE client whose configuration cannot be read (the Locker makes its pub/sub client from it)', async () => {
