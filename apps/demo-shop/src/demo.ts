@@ -43,6 +43,12 @@ export const DEMO_CLI: CliSpec = {
   flags: {
     once: { type: 'boolean', description: 'run the three sales in the terminal and exit' },
     port: { type: 'string', value: '<n>', description: "the dashboard's port, 0-65535 (0: a free one; taken: a free one)", default: DASHBOARD_PORT },
+    'shop-port': {
+      type: 'string',
+      value: '<n>',
+      description: "the live shop's first port: its 4 instances on n to n+3, 0-65532 (0: free ones)",
+      default: `${LIVE_BASE_PORT} when ${LIVE_BASE_PORT}-${LIVE_BASE_PORT + 3} are free, else free ones`,
+    },
     buyers: { type: 'string', value: '<n>', description: 'buyers per sale, 1-100000', default: '600, 200 on the embedded database' },
     stock: { type: 'string', value: '<n>', description: 'units per sale, 1-100000', default: '60, 20 on the embedded database' },
   },
@@ -53,6 +59,8 @@ export const DEMO_CLI: CliSpec = {
 interface DemoArgs {
   once: boolean
   port: number
+  /** The instances' first port (0: free ones); undefined: 3001 when free, else free ones. */
+  shopPort: number | undefined
   buyers: number | undefined
   stock: number | undefined
 }
@@ -61,6 +69,7 @@ function demoArgs(values: CliValues): DemoArgs {
   return {
     once: values.once === true,
     port: integerFlag(values, 'port', DASHBOARD_PORT, 0, 65_535),
+    shopPort: values['shop-port'] === undefined ? undefined : integerFlag(values, 'shop-port', LIVE_BASE_PORT, 0, 65_532),
     buyers: values.buyers === undefined ? undefined : integerFlag(values, 'buyers', 0, 1, 100_000),
     stock: values.stock === undefined ? undefined : integerFlag(values, 'stock', 0, 1, 100_000),
   }
@@ -169,16 +178,17 @@ async function main(args: DemoArgs): Promise<typeof KEEP_RUNNING> {
 
   /** The live shop and the dashboard, until Ctrl-C. */
   async function serveLive(): Promise<typeof KEEP_RUNNING> {
-    // Fixed ports when free (for curl and Prometheus), else free ones.
-    const portsFree = (await Promise.all([0, 1, 2, 3].map((i) => portFree(LIVE_BASE_PORT + i)))).every(Boolean)
-    let shop: LiveShop
-    try {
-      shop = await startLiveShop({
+    // Fixed ports when free (for curl and Prometheus), else free ones; --shop-port chooses.
+    const portsFree =
+      args.shopPort === undefined &&
+      (await Promise.all([0, 1, 2, 3].map((i) => portFree(LIVE_BASE_PORT + i)))).every(Boolean)
+    const start = (basePort: number): Promise<LiveShop> =>
+      startLiveShop({
         redisUrl: redis.url,
         database: { connectionString: database.connectionString, schema: liveSchema },
         instances: 4,
         mode: 'fenced',
-        basePort: portsFree ? LIVE_BASE_PORT : 0,
+        basePort,
         host: '127.0.0.1',
         dbPoolSize: embedded ? 1 : 4,
         ttlMs: FLASH_SALE_DEFAULTS.ttlMs,
@@ -187,6 +197,16 @@ async function main(args: DemoArgs): Promise<typeof KEEP_RUNNING> {
         stockPerDrop: embedded ? 10 : 30,
         seed: 7,
       })
+    let shop: LiveShop
+    try {
+      try {
+        shop = await start(args.shopPort ?? (portsFree ? LIVE_BASE_PORT : 0))
+      } catch (error) {
+        // Another process took one of the ports between the check and the listen (two demos
+        // started at once): what started was stopped; free ports then.
+        if (!portsFree || !(error instanceof Error) || !error.message.includes('EADDRINUSE')) throw error
+        shop = await start(0)
+      }
     } catch (error) {
       console.error(`demo: could not start: the live shop did not start: ${error instanceof Error ? error.message : String(error)}`)
       return stopAll(EXIT_CODES.cannotStart)

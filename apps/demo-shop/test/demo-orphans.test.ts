@@ -66,7 +66,7 @@ describe('npm run demo, its parent killed', () => {
     }
     const parent = spawn(
       'sh',
-      ['-c', `${JSON.stringify(process.execPath)} --import tsx apps/demo-shop/src/demo.ts --port 0 & wait`],
+      ['-c', `${JSON.stringify(process.execPath)} --import tsx apps/demo-shop/src/demo.ts --port 0 --shop-port 0 & wait`],
       {
         cwd: root,
         env,

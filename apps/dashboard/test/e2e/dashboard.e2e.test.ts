@@ -59,7 +59,7 @@ beforeAll(async () => {
   mark('dashboard built')
 
   const env: NodeJS.ProcessEnv = { ...process.env, DATABASE_URL: `${databaseUrl.toString()}${databaseUrl.search ? '&' : '?'}schema=${schema}`, DASHBOARD_DIST: dist }
-  demo = spawn(process.execPath, ['--import', 'tsx', 'apps/demo-shop/src/demo.ts', '--port', '0'], { cwd: root, env, stdio: ['ignore', 'pipe', 'pipe'] })
+  demo = spawn(process.execPath, ['--import', 'tsx', 'apps/demo-shop/src/demo.ts', '--port', '0', '--shop-port', '0'], { cwd: root, env, stdio: ['ignore', 'pipe', 'pipe'] })
   demo.stderr?.on('data', (d: Buffer) => (demoLog += d.toString()))
   url = await new Promise<string>((resolve, reject) => {
     const timer = setTimeout(() => reject(new Error(`the demo printed no URL within 90 s:\n${demoLog}`)), 90_000)
