@@ -311,8 +311,7 @@ ${CONTENDERS.map((mode) => {
 A sale's steps in the shop (\`apps/demo-shop/src/shop-service.ts\`, counted by \`apps/demo-shop/test/work-per-unit.test.ts\`):
 the purchase reads the product with the \`UPDATE ... WHERE stock > 0 RETURNING\` that raises its fence,
 then writes the stock and the order in one transaction (Prisma's array form); the payment reads the
-order before any lock (a paid order's repeat ends there; a duplicate that finds the intent younger than the
-lease is answered \`in_progress\` there too, with no try of the lock), records its intent in one conditional
+order before any lock (a paid order's repeat ends there), records its intent in one conditional
 \`UPDATE\` outside a transaction, calls the gateway, and writes the payment in one transaction (array
 form). \`fenced\` sends as many statements as \`lock\` in the shop (\`protection-statements.test.ts\`); the
 gateway's charge is one statement outside any transaction in both modes (\`fenced\`: the resource's
