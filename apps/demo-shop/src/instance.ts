@@ -134,7 +134,6 @@ export async function buildInstance(config: InstanceConfig, observer?: ShopObser
     protection,
     gateway,
     instanceId: config.instanceId,
-    paymentLeaseMs: config.lockTtlMs,
     observer: {
       externalCall: (call) => {
         incidentLog.call(call)

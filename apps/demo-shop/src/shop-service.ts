@@ -67,8 +67,7 @@ export type PaymentResult =
   | { kind: 'cancelled'; orderId: number }
   /**
    * Another delivery of this payment holds the order's lock (the queue's duplicate met the front
-   * end's request, or the reverse), or recorded the order's intent less than a lease ago (found by
-   * the read, no try of the lock: `paymentLeaseMs`): nothing was charged or written by this one. Never a "paid":
+   * end's request, or the reverse): nothing was charged or written by this one. Never a "paid":
    * that delivery may yet fail. To be delivered again later (the app says when): it is then
    * answered from the order, or, the other delivery having stalled or died, takes its lease over.
    */
@@ -92,14 +91,6 @@ export interface ShopDeps {
   readonly timings?: SaleTimings
   /** Picks a segmented product's first segment (default Math.random). */
   readonly random?: () => number
-  /**
-   * The order lock's lease, in ms (the protection's `ttlMs`). A payment that finds the order's
-   * intent recorded less than this ago is answered `in-progress` from its read, with no try of the
-   * lock: the delivery that recorded it holds the lock (the lease counts from before the intent,
-   * and a live holder renews it), or its lease has not run out yet. Default 0: every delivery of a
-   * pending order tries the lock. Ignored in `unsafe` mode (no lock: naive code pays).
-   */
-  readonly paymentLeaseMs?: number
 }
 
 /** A segmented product as a purchase needs it, read once (segments and prices do not change in the demo). */
@@ -277,30 +268,14 @@ export class ShopService {
    * the outcome (a wait cost the waiter a try, a grant, a release and up to four statements). A
    * holder that stalls past its lease is still overtaken, by a delivery that comes after the lease
    * ran out (this one delivered again, or a retry after a timeout): the lock is free then, and the
-   * fence and the key do the rest, as before. A delivery whose read finds the intent younger than
-   * the lease (`paymentLeaseMs`) does not even try: that lock is held, or its lease still runs.
-   *
-   * Not dropped, though a statement: the intent, written under the lock and matching only a pending
-   * order. The read before the lock cannot stand in for it: a payer that read the order, then
-   * stalled before its lock while the reconciler cancelled the order (the gateway's fence raised to
-   * the reconciler's token), takes the lock with a newer token, and the gateway would take its
-   * charge (reconciler.test.ts, section 8, with its control).
+   * fence and the key do the rest, as before.
    */
   async pay(orderId: number): Promise<PaymentResult> {
     const { db, protection, gateway, observer, instanceId } = this.#deps
-    const found = await db.order.findUnique({
-      where: { id: orderId },
-      select: { status: true, reference: true, amountCents: true, productId: true, quantity: true, paymentKey: true, paymentIntentAt: true },
-    })
+    const found = await db.order.findUnique({ where: { id: orderId }, select: { status: true, reference: true, amountCents: true, productId: true, quantity: true, paymentKey: true } })
     if (found === null) return { kind: 'unknown-order', orderId }
     if (found.status === 'paid') return { kind: 'already-paid', orderId }
     if (found.status === 'cancelled') return { kind: 'cancelled', orderId }
-    // Another delivery recorded the intent less than a lease ago: it holds the order's lock (or held
-    // it, and its lease has not run out), so a try would find it held. Answered from the read, with
-    // no Redis round trip; nothing charged or written. Only a liveness call: an intent's clock read
-    // wrong (another machine's clock) costs a try or one more redelivery, never a charge.
-    if (found.paymentIntentAt !== null && protection.mode !== 'unsafe' && intentIsLive(found.paymentIntentAt, this.#deps.paymentLeaseMs ?? 0))
-      return { kind: 'in-progress', orderId }
     // Orders made before the amount was fixed on the order: their product's price (never on the hot path).
     const amountCents =
       found.amountCents ?? (await db.product.findUniqueOrThrow({ where: { id: found.productId }, select: { priceCents: true } })).priceCents * found.quantity
@@ -378,12 +353,6 @@ export class ShopService {
       throw error
     })
   }
-}
-
-/** True when an intent recorded at `at` is less than `leaseMs` old by this process's clock (one from the future is not). */
-function intentIsLive(at: Date, leaseMs: number): boolean {
-  const age = Date.now() - at.getTime()
-  return age >= 0 && age < leaseMs
 }
 
 /** The condition of a row a buyer can be sold from. */
