@@ -13,7 +13,7 @@ export interface LoadOptions {
   readonly targets: readonly string[]
   readonly sku: string
   readonly buyers: number
-  /** Buyers in flight at once. */
+  /** Buyers in flight at once (a payment's duplicate delivery, the queue's, runs on without a place of its own). */
   readonly concurrency: number
   readonly random: Random
   /** A purchase gives up after this long, in ms (it may queue for the lock behind many others). */
@@ -92,7 +92,18 @@ function post(agent: Agent, url: string, json: unknown, timeoutMs: number, inFli
   })
 }
 
-const sleep = (ms: number) => new Promise<void>((r) => setTimeout(r, ms))
+/** Waits `ms`, or until `signal` aborts. */
+const sleep = (ms: number, signal?: AbortSignal) =>
+  new Promise<void>((resolve) => {
+    if (signal?.aborted) return resolve()
+    const done = () => {
+      clearTimeout(timer)
+      signal?.removeEventListener('abort', done)
+      resolve()
+    }
+    const timer = setTimeout(done, ms)
+    signal?.addEventListener('abort', done, { once: true })
+  })
 
 /**
  * Runs the crowd to the end and returns what it saw.
@@ -108,6 +119,8 @@ export async function runLoad(options: LoadOptions): Promise<LoadTotals> {
   const agent = new Agent({ keepAlive: true, maxSockets: Math.max(16, options.concurrency * 2) })
   const maxAttempts = options.maxPaymentAttempts ?? 4
   const inFlight: InFlight = new Set()
+  /** Duplicate deliveries still running after their buyer is done (see `buyer`). */
+  const queued = new Set<Promise<void>>()
   const dropAll = () => {
     for (const req of inFlight) req.destroy()
   }
@@ -160,7 +173,7 @@ export async function runLoad(options: LoadOptions): Promise<LoadTotals> {
         attempts.left++
         target = otherThan(target)
         const after = Number(answer.body.retryAfterMs)
-        await sleep(Math.min(Number.isFinite(after) && after > 0 ? after : 500, options.paymentTimeoutMs) + random.int(5, 50))
+        await sleep(Math.min(Number.isFinite(after) && after > 0 ? after : 500, options.paymentTimeoutMs) + random.int(5, 50), options.signal)
         continue
       }
       // Settled by the shop's reconciler (202), or cancelled by it: nothing for a retry to do.
@@ -168,7 +181,7 @@ export async function runLoad(options: LoadOptions): Promise<LoadTotals> {
       if (typeof answer !== 'string' && answer.body.error === 'order_cancelled') return false
       totals.paymentRetries++
       target = otherThan(target)
-      await sleep(random.int(5, 50))
+      await sleep(random.int(5, 50), options.signal)
     }
     return false
   }
@@ -188,13 +201,23 @@ export async function runLoad(options: LoadOptions): Promise<LoadTotals> {
     }
     totals.ordered++
     const orderId = Number(answer.body.orderId)
-    // The front end's request, and the queue's duplicate to another instance a moment later.
+    // The front end's request, and the queue's duplicate to another instance a moment later. The
+    // buyer is done when the front end's delivery chain is: the duplicate is the queue's, not the
+    // buyer's, and goes on without holding a buyer's place (answered in_progress, it waits out the
+    // shop's retryAfterMs — half a lease — and a buyer waiting on it capped a segmented sale at
+    // ~32 buyers per 0.8 s whatever the shop did). The run waits for every duplicate at the end.
     const attempts = { left: maxAttempts }
     const payTarget = random.int(0, targets.length - 1)
     const dupTarget = otherThan(payTarget)
     const dupDelayMs = random.int(0, 40)
-    const results = await Promise.all([deliver(orderId, payTarget, attempts), sleep(dupDelayMs).then(() => deliver(orderId, dupTarget, attempts))])
-    if (!results.some(Boolean)) totals.paymentsUnconfirmed++
+    const front = deliver(orderId, payTarget, attempts)
+    const duplicate = sleep(dupDelayMs, options.signal).then(() => deliver(orderId, dupTarget, attempts))
+    const both = Promise.all([front, duplicate]).then((results) => {
+      if (!results.some(Boolean)) totals.paymentsUnconfirmed++
+    })
+    queued.add(both)
+    void both.finally(() => queued.delete(both))
+    await front
   }
 
   let next = 0
@@ -208,6 +231,8 @@ export async function runLoad(options: LoadOptions): Promise<LoadTotals> {
   }
   try {
     await Promise.all(Array.from({ length: Math.min(options.concurrency, options.buyers) }, worker))
+    // The queue's duplicates still on their way (deliver never rejects).
+    while (queued.size > 0) await Promise.all(queued)
   } finally {
     options.signal?.removeEventListener('abort', dropAll)
     agent.destroy()
