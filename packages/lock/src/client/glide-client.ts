@@ -55,9 +55,26 @@ export interface GlideClient {
   getSubscriptions(): Promise<unknown>
 }
 
-/** The static side of a GLIDE client's class: how the adapter creates the subscriber's client. */
-interface GlideClientClass {
-  createClient(config: object): Promise<GlideClient>
+/**
+ * A GLIDE client for our subscriptions: made by the class of `client` (standalone or cluster)
+ * from the configuration `client` was created with, plus a message callback.
+ */
+export function createSubscriberClient<C>(
+  client: object,
+  config: GlideConfiguration,
+  events: SubscriberEvents,
+): Promise<C> {
+  const type = client.constructor as { createClient?: unknown } | undefined
+  if (typeof type?.createClient !== 'function')
+    return Promise.reject(new TypeError('the GLIDE client has no createClient to copy it with'))
+  const create = type.createClient as (config: object) => Promise<C>
+  return create.call(type, {
+    ...config,
+    pubsubSubscriptions: {
+      channelsAndPatterns: {},
+      callback: (m: GlideMessage) => events.message(String(m.channel), String(m.message)),
+    },
+  })
 }
 
 /** Whether `value` has the GLIDE client API (standalone or cluster). */
@@ -178,6 +195,53 @@ export abstract class GlideAdapter {
   }
 
   /**
+   * A subscriber on a GLIDE client of our own, created (by `create`) when the first channel is
+   * subscribed. A creation that failed (Redis down) is tried again by the next subscribe: GLIDE
+   * does not retry it. `ready` is reported when the client is created: GLIDE resubscribes by
+   * itself after a reconnection (or, on a cluster, a slot's move) but says nothing of it, so release
+   * messages sent meanwhile are lost, and waiters fall back on their backstops (the holder's TTL,
+   * the safety poll).
+   */
+  protected lazySubscriber<C extends { close(): void }>(
+    events: SubscriberEvents,
+    create: () => Promise<C>,
+    channels: {
+      subscribe(sub: C, channel: string): Promise<void>
+      unsubscribe(sub: C, channel: string): Promise<void>
+    },
+  ): SubscriberConnection {
+    let closed = false
+    let current: Promise<C> | undefined
+    const open = (): Promise<C> => {
+      if (current) return current
+      const attempt = create()
+      current = attempt
+      attempt.then(
+        (sub) => {
+          if (closed) sub.close()
+          else events.ready()
+        },
+        () => {
+          if (current === attempt) current = undefined
+        },
+      )
+      return attempt
+    }
+    return {
+      subscribe: (channel) => open().then((sub) => channels.subscribe(sub, channel)),
+      unsubscribe: (channel) =>
+        (current ?? Promise.reject(new Error('not subscribed'))).then((sub) => channels.unsubscribe(sub, channel)),
+      close: () => {
+        closed = true
+        current?.then(
+          (sub) => sub.close(),
+          () => {},
+        )
+      },
+    }
+  }
+
+  /**
    * GLIDE has no connection events: `down` (with `error` first) and `ready` come from the probes;
    * `end` from checking every second whether the user closed the client (an unref'd timer, one per
    * adapter), so that our subscriber's client follows it out.
@@ -245,57 +309,13 @@ export class GlideConnection extends GlideAdapter implements RedisConnection {
     return this
   }
 
-  /**
-   * A GLIDE client of our own, created from the user's client's configuration with a message
-   * callback, when the first channel is subscribed. A creation that failed (Redis down) is tried
-   * again by the next subscribe: GLIDE does not retry it. GLIDE resubscribes by itself after a
-   * reconnection but says nothing of it: `ready` is reported when the client is created; release
-   * messages sent while it reconnects are lost, and waiters fall back on their backstops (the
-   * holder's TTL, the safety poll).
-   */
+  /** Subscribes on a GLIDE client of our own, a copy of the user's with a message callback (see `lazySubscriber`). */
   subscriber(events: SubscriberEvents): SubscriberConnection {
     const timeoutMs = this.#config.requestTimeout ?? SUBSCRIBE_TIMEOUT_MS
-    let closed = false
-    let current: Promise<GlideClient> | undefined
-    const open = (): Promise<GlideClient> => {
-      if (current) return current
-      const attempt = this.#createSubscriber(events)
-      current = attempt
-      attempt.then(
-        (sub) => {
-          if (closed) sub.close()
-          else events.ready()
-        },
-        () => {
-          if (current === attempt) current = undefined
-        },
-      )
-      return attempt
-    }
-    return {
-      subscribe: (channel) => open().then((sub) => sub.subscribe([channel], timeoutMs)),
-      unsubscribe: (channel) =>
-        (current ?? Promise.reject(new Error('not subscribed'))).then((sub) => sub.unsubscribe([channel], timeoutMs)),
-      close: () => {
-        closed = true
-        current?.then(
-          (sub) => sub.close(),
-          () => {},
-        )
-      },
-    }
-  }
-
-  async #createSubscriber(events: SubscriberEvents): Promise<GlideClient> {
-    const type = this.client.constructor as Partial<GlideClientClass>
-    if (typeof type.createClient !== 'function')
-      throw new TypeError('the GLIDE client has no createClient to copy it with')
-    return type.createClient({
-      ...this.#config,
-      pubsubSubscriptions: {
-        channelsAndPatterns: {},
-        callback: (m: GlideMessage) => events.message(String(m.channel), String(m.message)),
-      },
+    const create = () => createSubscriberClient<GlideClient>(this.client, this.#config, events)
+    return this.lazySubscriber(events, create, {
+      subscribe: (sub, channel) => sub.subscribe([channel], timeoutMs),
+      unsubscribe: (sub, channel) => sub.unsubscribe([channel], timeoutMs),
     })
   }
 }

@@ -27,6 +27,7 @@
  *   which it sends to the shard that owns the channel's slot and moves with it.
  */
 import {
+  createSubscriberClient,
   flattened,
   GlideAdapter,
   noScriptAsRedisSaysIt,
@@ -58,11 +59,6 @@ export interface GlideClusterClient {
   sunsubscribe(channels: Iterable<string> | null, timeoutMs: number): Promise<void>
   close(errorMessage?: string): void
   getSubscriptions(): Promise<unknown>
-}
-
-/** The static side of the client's class: how the adapter creates the subscriber's client. */
-interface GlideClusterClientClass {
-  createClient(config: object): Promise<GlideClusterClient>
 }
 
 /** How often the cluster's nodes are read (`CLUSTER SLOTS`) while an engine listens: the addresses to probe. */
@@ -180,61 +176,25 @@ export class GlideClusterConnection extends GlideAdapter implements RedisConnect
   }
 
   /**
-   * A GLIDE cluster client of our own, created from the user's client's configuration with a
-   * message callback, when the first channel is subscribed; `sharded`: its channels are
-   * `SSUBSCRIBE`d (GLIDE sends each to its slot's shard). A creation that failed is tried again
-   * by the next subscribe. `ready` is reported when the client is created: GLIDE resubscribes
-   * after a reconnection or a slot's move but says nothing of it, so release messages sent
-   * meanwhile are lost, and waiters fall back on their backstops (the holder's TTL, the safety poll).
+   * Subscribes on a GLIDE cluster client of our own, a copy of the user's with a message callback
+   * ({@link GlideAdapter.lazySubscriber}); `sharded`: its channels are `SSUBSCRIBE`d (GLIDE sends
+   * each to its slot's shard).
    */
   subscriber(events: SubscriberEvents, sharded = false): SubscriberConnection {
     const timeoutMs = this.#config.requestTimeout ?? SUBSCRIBE_TIMEOUT_MS
-    let closed = false
-    let current: Promise<GlideClusterClient> | undefined
-    const open = (): Promise<GlideClusterClient> => {
-      if (current) return current
-      const attempt = this.#createSubscriber(events)
-      current = attempt
-      attempt.then(
-        (sub) => {
-          if (closed) sub.close()
-          else events.ready()
-        },
-        () => {
-          if (current === attempt) current = undefined
-        },
-      )
-      return attempt
-    }
-    const notSubscribed = () => Promise.reject(new Error('not subscribed'))
-    return {
-      subscribe: (channel) =>
-        open().then((sub) => (sharded ? sub.ssubscribe([channel], timeoutMs) : sub.subscribe([channel], timeoutMs))),
-      unsubscribe: (channel) =>
-        (current ?? notSubscribed()).then((sub) =>
-          sharded ? sub.sunsubscribe([channel], timeoutMs) : sub.unsubscribe([channel], timeoutMs),
-        ),
-      close: () => {
-        closed = true
-        current?.then(
-          (sub) => sub.close(),
-          () => {},
-        )
-      },
-    }
-  }
-
-  async #createSubscriber(events: SubscriberEvents): Promise<GlideClusterClient> {
-    const type = this.client.constructor as Partial<GlideClusterClientClass>
-    if (typeof type.createClient !== 'function')
-      throw new TypeError('the GLIDE cluster client has no createClient to copy it with')
-    return type.createClient({
-      ...this.#config,
-      pubsubSubscriptions: {
-        channelsAndPatterns: {},
-        callback: (m: { channel: unknown; message: unknown }) => events.message(String(m.channel), String(m.message)),
-      },
-    })
+    return this.lazySubscriber(
+      events,
+      () => createSubscriberClient<GlideClusterClient>(this.client, this.#config, events),
+      sharded
+        ? {
+            subscribe: (sub, channel) => sub.ssubscribe([channel], timeoutMs),
+            unsubscribe: (sub, channel) => sub.sunsubscribe([channel], timeoutMs),
+          }
+        : {
+            subscribe: (sub, channel) => sub.subscribe([channel], timeoutMs),
+            unsubscribe: (sub, channel) => sub.unsubscribe([channel], timeoutMs),
+          },
+    )
   }
 }
 
