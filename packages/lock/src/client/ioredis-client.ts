@@ -5,6 +5,7 @@
  * after a reconnection (`autoResendUnfulfilledCommands`), which the engines allow for.
  */
 import { keySlot } from '../backend/replication.js'
+import { fanOutPerClient } from './event-fan-out.js'
 import { ShardedSubscriber, type ShardedCluster } from './sharded-subscriber.js'
 import type {
   ClientEvents,
@@ -74,6 +75,22 @@ function stateOf(status: unknown): ClientState {
   }
 }
 
+/** One set of listeners per client: `close`, `ready`, `+node`/`-node` (a Cluster's), `error`, `end`. */
+const ioredisEvents = fanOutPerClient<IoredisClient>((client, all) => {
+  const on: [string, Listener][] = [
+    ['close', all.down],
+    ['ready', all.ready],
+    ['+node', all.topology],
+    ['-node', all.topology],
+    ['error', (e: unknown) => e instanceof Error && all.error(e)],
+    ['end', all.end],
+  ]
+  for (const [event, listener] of on) client.on(event, listener)
+  return () => {
+    for (const [event, listener] of on) client.off(event, listener)
+  }
+})
+
 /** Adapts an ioredis or iovalkey client to the client seam. */
 export class IoredisConnection implements RedisConnection {
   readonly kind = 'ioredis'
@@ -110,23 +127,12 @@ export class IoredisConnection implements RedisConnection {
     return cluster.nodes('master').find((n) => `${n.options.host}:${n.options.port}` === primary)
   }
 
+  /** The client's events, through one set of listeners per client however many Lockers share it (event-fan-out.ts). */
   listen(events: ClientEvents): () => void {
-    const on: [string, Listener][] = []
-    if (events.down) on.push(['close', events.down.bind(events)])
-    if (events.ready) on.push(['ready', events.ready.bind(events)])
-    if (events.topology) on.push(['+node', events.topology.bind(events)], ['-node', events.topology.bind(events)])
-    if (events.error) {
-      const error = events.error.bind(events)
-      on.push(['error', (e: unknown) => e instanceof Error && error(e)])
-    }
-    if (events.end) on.push(['end', events.end.bind(events)])
     const client = this.client as Partial<IoredisClient>
     // A client that emits no events is trusted as it is.
     if (typeof client.on !== 'function') return () => {}
-    for (const [event, listener] of on) this.client.on(event, listener)
-    return () => {
-      for (const [event, listener] of on) this.client.off(event, listener)
-    }
+    return ioredisEvents(this.client).listen(events)
   }
 
   subscriber(events: SubscriberEvents, sharded = false): SubscriberConnection {

@@ -21,6 +21,7 @@ import type {
 import { isIoredisClient } from './ioredis-client.js'
 import { isNodeRedisCluster } from './node-redis-cluster.js'
 import { isNodeRedisSentinel } from './node-redis-sentinel.js'
+import { ClientEventFanOut } from './event-fan-out.js'
 import { isLostSocket, oncePerClient, strings } from './node-redis-shared.js'
 
 type Listener = (...args: unknown[]) => void
@@ -80,9 +81,45 @@ export class NodeRedisConnection implements RedisConnection {
    */
   #lost = false
   #lastError: Error | undefined
+  /**
+   * The engines' listeners, on one set of the client's: `error` (a lost socket is `down`; a failed
+   * (re)connection is `error` first, so that the tries given up on the close that follows carry
+   * it as their cause, as ioredis's 'close' then refused 'error' do, and `down` while not ready),
+   * `ready`, and `end` (`down`, then `end`). Not 'reconnecting': node-redis emits it after the
+   * error of the loss or of the refused retry, and a down without that error as its cause would
+   * be ridden out as a mere close.
+   */
+  readonly #events: ClientEventFanOut
 
   constructor(client: NodeRedisClient) {
     this.client = client
+    this.#events = new ClientEventFanOut((all) => {
+      const on: [string, Listener][] = [
+        [
+          'error',
+          (e: unknown) => {
+            if (!(e instanceof Error)) return
+            if (isLostSocket(e)) all.down()
+            else {
+              all.error(e)
+              if (!client.isReady) all.down()
+            }
+          },
+        ],
+        ['ready', all.ready],
+        [
+          'end',
+          () => {
+            all.down()
+            all.end()
+          },
+        ],
+      ]
+      for (const [event, listener] of on) client.on(event, listener)
+      return () => {
+        for (const [event, listener] of on) client.off(event, listener)
+      }
+    })
     client.on('error', (e: unknown) => {
       if (!(e instanceof Error)) return
       this.#lost = true
@@ -122,36 +159,9 @@ export class NodeRedisConnection implements RedisConnection {
     return this
   }
 
+  /** The client's events, through one set of listeners however many Lockers share the client (event-fan-out.ts). */
   listen(events: ClientEvents): () => void {
-    const on: [string, Listener][] = []
-    const client = this.client
-    on.push([
-      'error',
-      (e: unknown) => {
-        if (!(e instanceof Error)) return
-        if (isLostSocket(e)) events.down?.()
-        else {
-          // A failed (re)connection: the error first, so that the tries given up on the close
-          // that follows carry it as their cause (ioredis: 'close' then the refused 'error').
-          events.error?.(e)
-          if (!client.isReady) events.down?.()
-        }
-      },
-    ])
-    // Not 'reconnecting': node-redis emits it after the error of the loss or of the refused
-    // retry, and a down without that error as its cause would be ridden out as a mere close.
-    if (events.ready) on.push(['ready', events.ready.bind(events)])
-    on.push([
-      'end',
-      () => {
-        events.down?.()
-        events.end?.()
-      },
-    ])
-    for (const [event, listener] of on) client.on(event, listener)
-    return () => {
-      for (const [event, listener] of on) client.off(event, listener)
-    }
+    return this.#events.listen(events)
   }
 
   subscriber(events: SubscriberEvents): SubscriberConnection {

@@ -36,6 +36,7 @@ import type {
   SubscriberEvents,
 } from './redis-client.js'
 import { isIoredisClient } from './ioredis-client.js'
+import { ClientEventFanOut } from './event-fan-out.js'
 import { isLostSocket, oncePerClient, strings } from './node-redis-shared.js'
 
 type Listener = (...args: unknown[]) => void
@@ -102,13 +103,39 @@ export class NodeRedisSentinelConnection implements RedisConnection {
   /** The client was ready once: not ready since is a reconfiguration, not a first connection. */
   #wasReady: boolean
   #lastError: Error | undefined
-  /** The engines' listeners (listen()), told of every topology event the adapter sees itself. */
-  readonly #listeners = new Set<ClientEvents>()
+  /**
+   * The engines' listeners (listen()), on one set of the client's however many Lockers share it
+   * (event-fan-out.ts), and told of every topology event the adapter sees itself.
+   */
+  readonly #events: ClientEventFanOut
   /** Master clients the adapter listens to. */
   readonly #followed = new WeakSet<NodeRedisMasterClient>()
 
   constructor(client: NodeRedisSentinel) {
     this.client = client
+    this.#events = new ClientEventFanOut((all) => {
+      const on: [string, Listener][] = [
+        [
+          'topology-change',
+          (event: unknown) => {
+            if ((event as SentinelEvent | undefined)?.type === 'MASTER_CHANGE') all.topology()
+          },
+        ],
+        ['reconnecting', all.down],
+        ['ready', all.ready],
+        [
+          'end',
+          () => {
+            all.down()
+            all.end()
+          },
+        ],
+      ]
+      for (const [event, listener] of on) client.on(event, listener)
+      return () => {
+        for (const [event, listener] of on) client.off(event, listener)
+      }
+    })
     this.#wasReady = client.isReady
     // Followed from the start, as for a node-redis client: a Locker made during an outage must
     // know why. Listening to `error` also keeps node-redis from throwing it unheard.
@@ -171,7 +198,7 @@ export class NodeRedisSentinelConnection implements RedisConnection {
   }
 
   #topology(): void {
-    for (const events of this.#listeners) events.topology?.()
+    this.#events.all.topology()
   }
 
   connectionFor(): CommandTarget {
@@ -179,32 +206,7 @@ export class NodeRedisSentinelConnection implements RedisConnection {
   }
 
   listen(events: ClientEvents): () => void {
-    const on: [string, Listener][] = []
-    if (events.topology) {
-      const topology = events.topology.bind(events)
-      on.push([
-        'topology-change',
-        (event: unknown) => {
-          if ((event as SentinelEvent | undefined)?.type === 'MASTER_CHANGE') topology()
-        },
-      ])
-    }
-    if (events.down) on.push(['reconnecting', events.down.bind(events)])
-    if (events.ready) on.push(['ready', events.ready.bind(events)])
-    on.push([
-      'end',
-      () => {
-        events.down?.()
-        events.end?.()
-      },
-    ])
-    const client = this.client
-    for (const [event, listener] of on) client.on(event, listener)
-    this.#listeners.add(events)
-    return () => {
-      this.#listeners.delete(events)
-      for (const [event, listener] of on) client.off(event, listener)
-    }
+    return this.#events.listen(events)
   }
 
   subscriber(events: SubscriberEvents): SubscriberConnection {
