@@ -21,6 +21,13 @@ export interface TcpProxy {
   blackhole(direction?: 'both' | 'replies'): void
   /** Forward again after {@link blackhole} (what was dropped stays lost). */
   restore(): void
+  /**
+   * Chunks dropped so far by {@link blackhole}. A test that wants a reply lost waits for this to
+   * grow before it restores: that the server ran the request (its effect is visible on another
+   * connection) does not mean the reply has reached the proxy yet, and one that reaches it after
+   * `restore()` is delivered.
+   */
+  readonly dropped: number
   /** From now on, every byte is held both ways (the connections stay open). */
   partition(): void
   /** Delivers what was held, in order, and forwards again. */
@@ -43,6 +50,7 @@ export async function startTcpProxy(target: { host?: string; port: number }, opt
   let dropping: 'none' | 'both' | 'replies' = 'none'
   /** While partitioned: what each connection's writes would have been, in order. */
   let held: { to: Socket; chunk: Buffer }[] | undefined
+  let dropped = 0
   const sockets = new Set<Socket>()
   const server: Server = createServer((client) => {
     const upstream = new Socket()
@@ -52,7 +60,10 @@ export async function startTcpProxy(target: { host?: string; port: number }, opt
     const pipe = (from: Socket, to: Socket) => {
       const fromServer = from === upstream
       from.on('data', (chunk: Buffer) => {
-        if (dropping === 'both' || (dropping === 'replies' && fromServer)) return
+        if (dropping === 'both' || (dropping === 'replies' && fromServer)) {
+          dropped++
+          return
+        }
         if (held) {
           held.push({ to, chunk })
           return
@@ -80,6 +91,9 @@ export async function startTcpProxy(target: { host?: string; port: number }, opt
     },
     restore: () => {
       dropping = 'none'
+    },
+    get dropped() {
+      return dropped
     },
     partition: () => {
       held ??= []

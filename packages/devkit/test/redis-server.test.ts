@@ -119,9 +119,11 @@ describe('the TCP proxy', () => {
     await client.ping()
     expect(performance.now() - started).toBeGreaterThanOrEqual(75) // 40 ms there, 40 ms back
 
+    const before = proxy.dropped
     proxy.blackhole()
     expect(await within(client.ping(), 300)).toBe('silent') // dropped: it will never be answered
     expect(client.status).toBe('ready') // the connection stays open, as with a stalled server
+    expect(proxy.dropped).toBeGreaterThan(before) // counted, so a test can wait for a reply to be lost
     proxy.restore()
     const fresh = connect(proxy.port)
     expect(await fresh.ping()).toBe('PONG')

@@ -103,9 +103,12 @@ describe('a token counter that went back (a failover to a lagging replica)', () 
       await ready(client, `proxy ${proxy.port}`)
       const far = makeLocker(client, { ttlMs: 30_000, commandTimeoutMs: 5_000 })
       await (await far.acquire(unique('warm'))).release() // scripts loaded
+      const dropped = proxy.dropped
       proxy.blackhole('replies') // the acquire runs on the server; its reply is lost
       const pending = far.acquire(resource, { waitMs: 3_000 })
       await waitUntil(async () => (await env.admin.exists(lockKey)) === 1, { what: 'the acquire ran on the server' })
+      // The reply reached the proxy and was dropped (one that came after the restore would be delivered).
+      await waitUntil(() => proxy.dropped > dropped, { what: "the acquire's reply dropped" })
       proxy.restore()
       // The connection drops with the reply lost; ioredis resends the acquire on the new one.
       await env.admin.call('CLIENT', 'KILL', 'TYPE', 'normal', 'SKIPME', 'yes')

@@ -564,6 +564,7 @@ describe('quorum mode: nodes that fail', () => {
     for (let round = 1; pending === undefined; round++) {
       r = unique('q-lost-reply')
       const before = await scriptsRun()
+      const dropped = nodes.proxies[0]!.dropped
       nodes.proxies[0]!.blackhole('replies')
       const acquiring = locker.acquire(r)
       const ran = await waitUntil(async () => (await scriptsRun()) > before, {
@@ -576,6 +577,8 @@ describe('quorum mode: nodes that fail', () => {
           return false
         },
       )
+      // Its reply reached the proxy and was dropped (one that came after the restore would be delivered).
+      if (ran) await waitUntil(() => nodes.proxies[0]!.dropped > dropped, { what: "the try's reply dropped" })
       nodes.proxies[0]!.restore()
       await reconnect()
       if (ran) pending = acquiring

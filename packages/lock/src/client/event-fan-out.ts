@@ -66,3 +66,31 @@ export function fanOutPerClient<C extends object>(
     return fanOut
   }
 }
+
+/** A listener of an emitter's event. */
+export type EmitterListener = (...args: unknown[]) => void
+
+/** An emitter the adapters listen to (ioredis's, node-redis's clients). */
+export interface ListenedEmitter {
+  on(event: string, listener: EmitterListener): unknown
+  off(event: string, listener: EmitterListener): unknown
+}
+
+/** Puts each `[event, listener]` on `emitter`; returns what takes them all off again. */
+export function attachAll(
+  emitter: ListenedEmitter,
+  listeners: readonly (readonly [string, EmitterListener])[],
+): () => void {
+  for (const [event, listener] of listeners) emitter.on(event, listener)
+  return () => {
+    for (const [event, listener] of listeners) emitter.off(event, listener)
+  }
+}
+
+/** A client closed for good: `down` first (what was in flight is lost), then `end`. */
+export function downThenEnd(all: AllClientEvents): () => void {
+  return () => {
+    all.down()
+    all.end()
+  }
+}

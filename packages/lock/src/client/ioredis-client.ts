@@ -5,7 +5,7 @@
  * after a reconnection (`autoResendUnfulfilledCommands`), which the engines allow for.
  */
 import { keySlot } from '../backend/replication.js'
-import { fanOutPerClient } from './event-fan-out.js'
+import { attachAll, fanOutPerClient } from './event-fan-out.js'
 import { ShardedSubscriber, type ShardedCluster } from './sharded-subscriber.js'
 import type {
   ClientEvents,
@@ -76,20 +76,16 @@ function stateOf(status: unknown): ClientState {
 }
 
 /** One set of listeners per client: `close`, `ready`, `+node`/`-node` (a Cluster's), `error`, `end`. */
-const ioredisEvents = fanOutPerClient<IoredisClient>((client, all) => {
-  const on: [string, Listener][] = [
+const ioredisEvents = fanOutPerClient<IoredisClient>((client, all) =>
+  attachAll(client, [
     ['close', all.down],
     ['ready', all.ready],
     ['+node', all.topology],
     ['-node', all.topology],
     ['error', (e: unknown) => e instanceof Error && all.error(e)],
     ['end', all.end],
-  ]
-  for (const [event, listener] of on) client.on(event, listener)
-  return () => {
-    for (const [event, listener] of on) client.off(event, listener)
-  }
-})
+  ]),
+)
 
 /** Adapts an ioredis or iovalkey client to the client seam. */
 export class IoredisConnection implements RedisConnection {

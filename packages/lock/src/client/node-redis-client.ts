@@ -23,7 +23,7 @@ import type {
 import { isIoredisClient } from './ioredis-client.js'
 import { isNodeRedisCluster } from './node-redis-cluster.js'
 import { isNodeRedisSentinel } from './node-redis-sentinel.js'
-import { ClientEventFanOut } from './event-fan-out.js'
+import { attachAll, ClientEventFanOut, downThenEnd } from './event-fan-out.js'
 import { isLostSocket, LOCKER_COMMAND_OPTIONS, oncePerClient, strings } from './node-redis-shared.js'
 
 type Listener = (...args: unknown[]) => void
@@ -95,8 +95,8 @@ export class NodeRedisConnection implements RedisConnection {
 
   constructor(client: NodeRedisClient) {
     this.client = client
-    this.#events = new ClientEventFanOut((all) => {
-      const on: [string, Listener][] = [
+    this.#events = new ClientEventFanOut((all) =>
+      attachAll(client, [
         [
           'error',
           (e: unknown) => {
@@ -109,19 +109,9 @@ export class NodeRedisConnection implements RedisConnection {
           },
         ],
         ['ready', all.ready],
-        [
-          'end',
-          () => {
-            all.down()
-            all.end()
-          },
-        ],
-      ]
-      for (const [event, listener] of on) client.on(event, listener)
-      return () => {
-        for (const [event, listener] of on) client.off(event, listener)
-      }
-    })
+        ['end', downThenEnd(all)],
+      ]),
+    )
     client.on('error', (e: unknown) => {
       if (!(e instanceof Error)) return
       this.#lost = true

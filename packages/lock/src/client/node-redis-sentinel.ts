@@ -36,7 +36,7 @@ import type {
   SubscriberEvents,
 } from './redis-client.js'
 import { isIoredisClient } from './ioredis-client.js'
-import { ClientEventFanOut } from './event-fan-out.js'
+import { attachAll, ClientEventFanOut, downThenEnd } from './event-fan-out.js'
 import { isLostSocket, LOCKER_COMMAND_OPTIONS, oncePerClient, strings } from './node-redis-shared.js'
 
 type Listener = (...args: unknown[]) => void
@@ -113,8 +113,8 @@ export class NodeRedisSentinelConnection implements RedisConnection {
 
   constructor(client: NodeRedisSentinel) {
     this.client = client
-    this.#events = new ClientEventFanOut((all) => {
-      const on: [string, Listener][] = [
+    this.#events = new ClientEventFanOut((all) =>
+      attachAll(client, [
         [
           'topology-change',
           (event: unknown) => {
@@ -123,19 +123,9 @@ export class NodeRedisSentinelConnection implements RedisConnection {
         ],
         ['reconnecting', all.down],
         ['ready', all.ready],
-        [
-          'end',
-          () => {
-            all.down()
-            all.end()
-          },
-        ],
-      ]
-      for (const [event, listener] of on) client.on(event, listener)
-      return () => {
-        for (const [event, listener] of on) client.off(event, listener)
-      }
-    })
+        ['end', downThenEnd(all)],
+      ]),
+    )
     this.#wasReady = client.isReady
     // Followed from the start, as for a node-redis client: a Locker made during an outage must
     // know why. Listening to `error` also keeps node-redis from throwing it unheard.

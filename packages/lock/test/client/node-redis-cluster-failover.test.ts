@@ -285,9 +285,12 @@ describe('node-redis Cluster: a reply lost to a dropped connection', () => {
 
       // Control first: a SET NX whose reply is lost stays held by nobody for its 30 s.
       const plainKey = keysOf(plain).lock
+      let dropped = proxy.dropped
       proxy.blackhole('replies')
       const control = settle(cluster.sendCommand(plainKey, false, ['SET', plainKey, 'x', 'NX', 'PX', '30000']))
       await waitUntil(async () => (await admin.exists(plainKey)) === 1, { what: 'the SET ran on the server' })
+      // Its reply reached the proxy and was dropped (one that came after the restore would be delivered).
+      await waitUntil(() => proxy.dropped > dropped, { what: "the SET's reply dropped" })
       proxy.restore()
       await admin.call('CLIENT', 'KILL', 'TYPE', 'normal', 'SKIPME', 'yes')
       expect((await control).error).toBeInstanceOf(Error) // failed, not sent again
@@ -297,9 +300,13 @@ describe('node-redis Cluster: a reply lost to a dropped connection', () => {
       // One answer from that shard through node-redis: its connection to the primary is back (a
       // reconnection's handshake whose replies the blackhole below dropped would never end).
       await cluster.sendCommand(lockKey, false, ['EXISTS', lockKey])
+      dropped = proxy.dropped
       proxy.blackhole('replies')
       const pending = settle(locker.acquire(r, { waitMs: 3_000 }))
       await waitUntil(async () => (await admin.exists(lockKey)) === 1, { what: 'the acquire ran on the server' })
+      // Its reply dropped too: a stop-46 run restored the proxy before the reply reached it, the
+      // grant was delivered, and the test's own release went out on the connection being killed.
+      await waitUntil(() => proxy.dropped > dropped, { what: "the acquire's reply dropped" })
       proxy.restore()
       await admin.call('CLIENT', 'KILL', 'TYPE', 'normal', 'SKIPME', 'yes')
       const { value: lock } = await pending
