@@ -19,7 +19,13 @@ import {
   lockHistogramProducer,
   type OpenTelemetryLockInstrumentation,
 } from '../../src/opentelemetry/index.js'
-import { bucketOf, contendedWorkload, quantile, scalar, scrapeConfig, until } from '../support/contended-workload.js'
+import {
+  contendedWorkload,
+  expectPrometheusAgrees,
+  scalar,
+  scrapeConfig,
+  until,
+} from '../support/contended-workload.js'
 import { HISTOGRAM_PATHS } from '../support/otel.js'
 import { startPrometheus, type PrometheusServer } from '../support/prometheus-server.js'
 import { connect, connectShared, makeLocker, uniqueGroup } from '../support/redis.js'
@@ -82,13 +88,14 @@ describe.each(HISTOGRAM_PATHS)(
         for (let i = 0; i < 3; i++)
           telemetry.onFencingRejection({ model: 'Product', operation: 'update', token: 1n, storedToken: 2n })
       }, 3_000)
-      const { waits, acquired, timeouts, unavailable } = await contendedWorkload({
+      const measured = await contendedWorkload({
         lockers,
         group: GROUP,
         resources: 4,
         workersPerResource: 4,
         runMs: 6_000,
       })
+      const { acquired, timeouts, unavailable } = measured
       const total = acquired + timeouts + unavailable
       const ratio = acquired / total
       expect(total).toBeGreaterThan(200)
@@ -106,30 +113,11 @@ describe.each(HISTOGRAM_PATHS)(
         await scalar(prometheus, `sum(fencelock_lock_acquires_total{${G},fencelock_lock_acquire_outcome="error"})`),
       ).toBe(unavailable)
 
-      const sorted = [...waits].sort((a, b) => a - b)
-      const trueP99 = quantile(sorted, 0.99)
-      const promP99 = await scalar(
-        prometheus,
-        `histogram_quantile(0.99, sum(rate(fencelock_lock_wait_time_bucket{${G}}[1m])) by (le))`,
-      )
-      const promRatio = await scalar(
-        prometheus,
-        `sum(rate(fencelock_lock_acquires_total{${G},fencelock_lock_acquire_outcome="acquired"}[1m])) / sum(rate(fencelock_lock_acquires_total{${G}}[1m]))`,
-      )
-      const report = `measured p99 ${trueP99.toFixed(4)} s (bucket ${bucketOf(trueP99)}), Prometheus ${promP99.toFixed(4)} s (bucket ${bucketOf(promP99)}); ratio measured ${ratio.toFixed(4)}, Prometheus ${promRatio.toFixed(4)}; ${acquired} acquired, ${timeouts} timeouts, ${unavailable} unavailable`
-      console.log(report)
-      expect(Math.abs(bucketOf(trueP99) - bucketOf(promP99)), report).toBeLessThanOrEqual(1)
-      expect(Math.abs(promRatio - ratio), report).toBeLessThan(0.01)
-
       // alerts-otel.yml's recording rules record alerts.yml's series, with the `group` label.
-      const ruleRatio = await until('the recording rules', async () => {
-        const r = await prometheus.query(`job_group:fencelock_acquire_success:ratio_rate5m{group="${GROUP}"}`)
-        const v = Number(r[0]?.value[1])
-        return Math.abs(v - promRatio) < 1e-9 ? v : undefined
+      await expectPrometheusAgrees(prometheus, GROUP, measured, {
+        waitP99: `histogram_quantile(0.99, sum(rate(fencelock_lock_wait_time_bucket{${G}}[1m])) by (le))`,
+        successRatio: `sum(rate(fencelock_lock_acquires_total{${G},fencelock_lock_acquire_outcome="acquired"}[1m])) / sum(rate(fencelock_lock_acquires_total{${G}}[1m]))`,
       })
-      expect(Math.abs(ruleRatio - ratio)).toBeLessThan(0.01)
-      const ruleP99 = await scalar(prometheus, `job_group:fencelock_wait_seconds:p99_rate5m{group="${GROUP}"}`)
-      expect(Math.abs(bucketOf(trueP99) - bucketOf(ruleP99)), `rule p99 ${ruleP99}`).toBeLessThanOrEqual(1)
       expect(await scalar(prometheus, `job_group:fencelock_acquire:rate5m{group="${GROUP}"}`)).toBeGreaterThan(0)
       expect(await scalar(prometheus, `job_group:fencelock_lock_end:rate5m{group="${GROUP}"}`)).toBeGreaterThan(0)
       expect(await scalar(prometheus, `job_group:fencelock_expiry:ratio_rate5m{group="${GROUP}"}`)).toBe(0)

@@ -5,6 +5,7 @@
  * measured around the call.
  */
 import { LockTimeoutError, LockUnavailableError, type Locker } from '@fencelock/lock'
+import { expect } from 'vitest'
 import { WAIT_BUCKETS_SECONDS } from '../../src/measurements.js'
 import type { PrometheusServer } from './prometheus-server.js'
 import { sleep } from './redis.js'
@@ -102,4 +103,40 @@ export function scrapeConfig(target: string, rules: string): string {
     '    static_configs:',
     `      - targets: ['${target}']`,
   ].join('\n')
+}
+
+/**
+ * What both scrape tests (prom-client's and OpenTelemetry's exporter) check against the real
+ * Prometheus, each with its own series names: the wait P99 by `histogram_quantile` within one
+ * bucket of the measured one, the acquire success ratio within 0.01, and the shipped recording
+ * rules' ratio and P99 (`job_group:*`, recorded under the `group` label) the same.
+ * @param queries the PromQL of the wait histogram's rate of buckets and of the success ratio, over `[1m]`.
+ */
+export async function expectPrometheusAgrees(
+  prometheus: PrometheusServer,
+  group: string,
+  measured: WorkloadResult,
+  queries: { readonly waitP99: string; readonly successRatio: string },
+): Promise<void> {
+  const { waits, acquired, timeouts, unavailable } = measured
+  const ratio = acquired / (acquired + timeouts + unavailable)
+  const trueP99 = quantile(
+    [...waits].sort((a, b) => a - b),
+    0.99,
+  )
+  const promP99 = await scalar(prometheus, queries.waitP99)
+  const promRatio = await scalar(prometheus, queries.successRatio)
+  const report = `measured p99 ${trueP99.toFixed(4)} s (bucket ${bucketOf(trueP99)}), Prometheus ${promP99.toFixed(4)} s (bucket ${bucketOf(promP99)}); ratio measured ${ratio.toFixed(4)}, Prometheus ${promRatio.toFixed(4)}; ${acquired} acquired, ${timeouts} timeouts, ${unavailable} unavailable`
+  console.log(report)
+  expect(Math.abs(bucketOf(trueP99) - bucketOf(promP99)), report).toBeLessThanOrEqual(1)
+  expect(Math.abs(promRatio - ratio), report).toBeLessThan(0.01)
+  // The recording rules, evaluated by Prometheus itself on the same data.
+  const ruleRatio = await until('the recording rules', async () => {
+    const r = await prometheus.query(`job_group:fencelock_acquire_success:ratio_rate5m{group="${group}"}`)
+    const v = Number(r[0]?.value[1])
+    return Math.abs(v - promRatio) < 1e-9 ? v : undefined
+  })
+  expect(Math.abs(ruleRatio - ratio)).toBeLessThan(0.01)
+  const ruleP99 = await scalar(prometheus, `job_group:fencelock_wait_seconds:p99_rate5m{group="${group}"}`)
+  expect(Math.abs(bucketOf(trueP99) - bucketOf(ruleP99)), `rule p99 ${ruleP99}`).toBeLessThanOrEqual(1)
 }
