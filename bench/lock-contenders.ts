@@ -221,17 +221,23 @@ function redlockInstance(lock: Redlock, ttlMs: number): ContenderInstance {
   }
 }
 
-function oursContender(id: string, label: string, layout: LockContender['layout'], scenarios: readonly Scenario[]): LockContender {
+function oursContender(
+  id: string,
+  label: string,
+  layout: LockContender['layout'],
+  scenarios: readonly Scenario[],
+  extra: { coalesceWrites?: boolean } = {},
+): LockContender {
   return {
     id,
     label,
-    targets: true,
+    targets: extra.coalesceWrites === undefined,
     scenarios,
     layout,
     async create({ redis, ttlMs, waitMs }) {
       // Defaults (waitMs 10 s, pollMs 1 s, commandTimeoutMs 2 s, handoffMs 500) except the
       // common lease time, and the wait where the scenario sets one.
-      const locker = new Locker(redis, waitMs === undefined ? { ttlMs } : { ttlMs, waitMs })
+      const locker = new Locker(redis, { ...(waitMs === undefined ? { ttlMs } : { ttlMs, waitMs }), ...extra })
       return {
         async acquire(key) {
           const lock = await locker.acquire(key)
@@ -435,6 +441,9 @@ export const CONTENDERS: readonly LockContender[] = [
   oursContender('ours-20', 'ours (20 Lockers)', 'per-worker', ['contended']),
   // The fair queue across processes under long holds (issue 13's starvation case).
   oursContender('ours-18', 'ours (18 Lockers)', 'per-worker', ['fair']),
+  // Ours writing each command as ioredis sends it, like the raw floor (docs/LOCK.md, "Write
+  // coalescing"): the like-for-like reference of the per-client quotient (lock-clients-report.ts).
+  oursContender('ours-uncoalesced', 'ours (1 Locker), coalesceWrites: false', 'shared', ['uncontended'], { coalesceWrites: false }),
   // The same two on the other client libraries (issue 37): is ours as close to the floor on each?
   ...OTHER_CLIENTS.flatMap((library) => [rawOnClient(library), oursOnClient(library)]),
   semaphoreContender('semaphore-18', 'redis-semaphore 5.8 Mutex (18 connections)', 'per-worker', ['fair']),

@@ -114,6 +114,18 @@ export interface LockerOptions {
    * refused there). Default `'auto'`.
    */
   pubsub?: PubSubOption
+  /**
+   * ioredis and iovalkey (`Redis`, also through Sentinel, and each node of quorum mode): the
+   * acquires' tries and the releases of locks nobody waits for, sent on one connection in one
+   * tick of the event loop, are written to the socket together — the first at once, the rest at
+   * the end of the tick or every 16 — instead of one `write` each, which was most of the client's
+   * CPU per lock operation under concurrency (docs/LOCK.md, "Write coalescing"). Renewals and
+   * hand-ons are written at once. Other commands sent on the client meanwhile are written with
+   * them. `false`: each command is written as it is sent. Refused on the clients
+   * where there is nothing to set: an ioredis `Cluster`, node-redis (which already writes a tick's
+   * commands together), GLIDE (which pipelines in its core) and etcd. Default true.
+   */
+  coalesceWrites?: boolean
   /** Receives typed events (acquired, contended, timeout, ...). Exceptions it throws are ignored. */
   onEvent?: (event: LockEvent) => void
 }
@@ -159,6 +171,8 @@ export interface ResolvedLockerOptions {
   readonly replicasTimeoutMs: number
   readonly reentrant: boolean
   readonly pubsub: PubSubOption
+  /** Write coalescing (see LockerOptions): as given, undefined when not given (on where it applies). */
+  readonly coalesceWrites: boolean | undefined
   readonly onEvent: ((event: LockEvent) => void) | undefined
 }
 
@@ -260,6 +274,7 @@ const LOCKER_OPTIONS = [
   'replicasTimeoutMs',
   'reentrant',
   'pubsub',
+  'coalesceWrites',
   'onEvent',
 ] as const
 /** The options each call takes, by the call's name. */
@@ -320,6 +335,7 @@ export function resolveLockerOptions(options: unknown, ttlFloor: TtlFloor = SING
     ),
     reentrant: o.reentrant === undefined ? LOCK_DEFAULTS.reentrant : checkBoolean('reentrant', o.reentrant),
     pubsub: checkPubSub(o.pubsub),
+    coalesceWrites: o.coalesceWrites === undefined ? undefined : checkBoolean('coalesceWrites', o.coalesceWrites),
     onEvent: o.onEvent as ResolvedLockerOptions['onEvent'],
   }
 }

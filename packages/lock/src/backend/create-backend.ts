@@ -15,6 +15,7 @@ import { EtcdBackend } from '../etcd/etcd-backend.js'
 import { isEtcdClient, type EtcdClient } from '../etcd/etcd-client.js'
 import type { BackendListener, LockBackend } from './backend.js'
 import { adaptClient } from '../client/choose-client.js'
+import { IoredisConnection } from '../client/ioredis-client.js'
 import type { RedisConnection } from '../client/redis-client.js'
 import { RedisBackend, type RedisBackendOptions } from './redis-backend.js'
 import { PubSubMode } from './pubsub-mode.js'
@@ -36,7 +37,8 @@ export interface BackendChoice {
   /** What error messages call the store: `Redis` or `etcd`. */
   readonly store: string
   /**
-   * Refuses an option this engine has no use for, before any I/O.
+   * Refuses an option this engine has no use for, before any I/O, and sets on the Locker's own
+   * client adapters what belongs to them (`coalesceWrites`).
    * @throws InvalidLockOptionError
    */
   checkOptions(o: ResolvedLockerOptions): void
@@ -90,6 +92,7 @@ function single(client: RedisConnection): BackendChoice {
           "'sharded' is for a Redis Cluster: one Redis and Sentinel use classic pub/sub",
           o.pubsub,
         )
+      applyCoalescing([client], o.coalesceWrites)
     },
     create: (o, deadlines, listener) =>
       new RedisBackend(
@@ -127,6 +130,7 @@ function quorum(clients: readonly RedisConnection[]): BackendChoice {
           "'sharded' is for a Redis Cluster: quorum mode's independent masters use classic pub/sub",
           o.pubsub,
         )
+      applyCoalescing(clients, o.coalesceWrites)
     },
     create: (o, deadlines, listener) =>
       new QuorumBackend(clients, { ...redisOptions(o), nodeRestartDelayMs: o.nodeRestartDelayMs }, deadlines, listener),
@@ -156,6 +160,12 @@ function etcd(client: EtcdClient): BackendChoice {
         )
       if (o.pubsub === 'sharded')
         throw new InvalidLockOptionError('pubsub', "'sharded' is for a Redis Cluster: etcd has no pub/sub", o.pubsub)
+      if (o.coalesceWrites !== undefined)
+        throw new InvalidLockOptionError(
+          'coalesceWrites',
+          'is for ioredis and iovalkey clients: the etcd3 client sends its own requests',
+          o.coalesceWrites,
+        )
     },
     readWrite: undefined,
     create: (o, deadlines, listener) =>
@@ -166,6 +176,37 @@ function etcd(client: EtcdClient): BackendChoice {
         listener,
       ),
   }
+}
+
+/** Why `coalesceWrites` means nothing on a client of each kind, where it does not. */
+function noCoalescing(client: RedisConnection): string | undefined {
+  if (client instanceof IoredisConnection)
+    return client.cluster
+      ? 'an ioredis Cluster client is left as it is (its commands go out on many connections)'
+      : undefined
+  return client.kind === 'node-redis'
+    ? 'node-redis already writes the commands of a tick together'
+    : 'GLIDE pipelines the commands in its core'
+}
+
+/**
+ * `coalesceWrites` on the Locker's adapters (client/write-coalescing.ts): on by default on an
+ * ioredis or iovalkey `Redis`; given on any other client it is refused, naming why.
+ * @throws InvalidLockOptionError
+ */
+function applyCoalescing(clients: readonly RedisConnection[], coalesce: boolean | undefined): void {
+  if (coalesce !== undefined)
+    for (const client of clients) {
+      const why = noCoalescing(client)
+      if (why !== undefined)
+        throw new InvalidLockOptionError(
+          'coalesceWrites',
+          `is for ioredis and iovalkey Redis clients: ${why}`,
+          coalesce,
+        )
+    }
+  for (const client of clients)
+    if (client instanceof IoredisConnection && !client.cluster) client.coalesce = coalesce ?? true
 }
 
 /** What a Redis backend takes of the Locker's options. */

@@ -7,6 +7,7 @@
 import { keySlot } from '../backend/replication.js'
 import { attachAll, fanOutPerClient } from './event-fan-out.js'
 import { ShardedSubscriber, type ShardedCluster } from './sharded-subscriber.js'
+import { coalesceNextWrite, writeNow } from './write-coalescing.js'
 import type {
   ClientEvents,
   ClientState,
@@ -92,10 +93,17 @@ export class IoredisConnection implements RedisConnection {
   readonly kind = 'ioredis'
   readonly client: IoredisClient
   readonly cluster: boolean
+  /**
+   * Whether the acquires' tries and the releases are written together with the others of their tick
+   * (write-coalescing.ts): the `coalesceWrites` option, on a `Redis` (a `Cluster` spreads its
+   * commands over the primaries' connections, and is left as it is).
+   */
+  coalesce: boolean
 
   constructor(client: IoredisClient) {
     this.client = client
     this.cluster = (client as unknown as Partial<ClusterLike>).isCluster === true
+    this.coalesce = !this.cluster
   }
 
   get state(): ClientState {
@@ -103,16 +111,29 @@ export class IoredisConnection implements RedisConnection {
   }
 
   evalsha(sha: string, numKeys: number, ...args: (string | number)[]): Promise<unknown> {
+    const reply = this.client.evalsha(sha, numKeys, ...args)
+    if (!this.cluster) writeNow(this.client)
+    return reply
+  }
+
+  /** An acquire's try or a release: with the tick's others where `coalesce` is on (write-coalescing.ts). */
+  evalshaBatched(sha: string, numKeys: number, ...args: (string | number)[]): Promise<unknown> {
+    if (!this.coalesce) return this.evalsha(sha, numKeys, ...args)
+    coalesceNextWrite(this.client)
     return this.client.evalsha(sha, numKeys, ...args)
   }
 
   eval(script: string, numKeys: number, ...args: (string | number)[]): Promise<unknown> {
-    return this.client.eval(script, numKeys, ...args)
+    const reply = this.client.eval(script, numKeys, ...args)
+    if (!this.cluster) writeNow(this.client)
+    return reply
   }
 
   call(...args: (string | number)[]): Promise<unknown> {
     const [command, ...rest] = args
-    return this.client.call(String(command), ...rest)
+    const reply = this.client.call(String(command), ...rest)
+    if (!this.cluster) writeNow(this.client)
+    return reply
   }
 
   connectionFor(key: string): CommandTarget | undefined {

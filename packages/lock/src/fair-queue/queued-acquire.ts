@@ -87,4 +87,4 @@ return token
 `,
 }
 
-export const queuedAcquireScript = defineScript(queuedAcquireSpec)
+export const queuedAcquireScript = defineScript({ ...queuedAcquireSpec, batched: true })

@@ -54,7 +54,7 @@ return token
 `
 }
 
-export const acquireScript = defineScript(acquireSpec)
+export const acquireScript = defineScript({ ...acquireSpec, batched: true })
 
 /** Outcome of one acquire round trip. */
 export type AcquireReply =

@@ -11,6 +11,11 @@ export type PublishCommand = 'PUBLISH' | 'SPUBLISH'
 export interface ScriptClient {
   evalsha(sha: string, numKeys: number, ...args: (string | number)[]): Promise<unknown>
   eval(script: string, numKeys: number, ...args: (string | number)[]): Promise<unknown>
+  /**
+   * `evalsha` for a script whose calls may be written with the others of their tick
+   * ({@link ScriptSpec.batched}); absent where the client has no such thing (it is `evalsha` then).
+   */
+  evalshaBatched?(sha: string, numKeys: number, ...args: (string | number)[]): Promise<unknown>
 }
 
 /**
@@ -55,6 +60,13 @@ export interface ScriptSpec<K extends string, A extends string> {
   readonly args: readonly A[]
   /** The Lua body, given the Lua local of each key (`<name>Key`) and argument (`<name>`) by name. */
   readonly lua: (keys: { readonly [k in K]: string }, args: { readonly [a in A]: string }) => string
+  /**
+   * Its calls may wait until the end of the tick to be written to the socket with the others
+   * (client/write-coalescing.ts): the acquires' tries (only their caller waits on them) and the
+   * release of a lock nobody waits for. Every other call hands on or renews something others
+   * may wait for, and is written at once. Default false.
+   */
+  readonly batched?: boolean
 }
 
 /** A Lua script run by SHA, with a transparent fallback to EVAL on NOSCRIPT. */
@@ -64,6 +76,8 @@ export interface Script<K extends string, A extends string> {
   readonly lua: string
   readonly keys: readonly K[]
   readonly args: readonly A[]
+  /** Whether its calls may be written with the others of their tick ({@link ScriptSpec.batched}). */
+  readonly batched: boolean
   /**
    * One call; see {@link Handling}. What `map` or `mapError` throws rejects the call. `keys` may
    * carry more names than the script uses (e.g. a whole `ResourceKeys`); only its own are sent.
@@ -110,11 +124,13 @@ export function defineScript<const K extends string, const A extends string>(spe
   const na = spec.args.length
   const keyOrder = spec.keys
   const argOrder = spec.args
+  const batched = spec.batched === true
   return {
     sha,
     lua,
     keys: spec.keys,
     args: spec.args,
+    batched,
     run<T>(
       client: ScriptClient,
       keys: { readonly [k in K]: string },
@@ -154,7 +170,11 @@ export function defineScript<const K extends string, const A extends string>(spe
           if (!entry || deadlines!.settle(entry)) fail(error)
           inFlight?.end()
         }
-        client.evalsha(sha, nk, ...argv).then(answered, (error: unknown) => {
+        const sent =
+          batched && client.evalshaBatched !== undefined
+            ? client.evalshaBatched(sha, nk, ...argv)
+            : client.evalsha(sha, nk, ...argv)
+        sent.then(answered, (error: unknown) => {
           if (isNoScript(error)) client.eval(lua, nk, ...argv).then(answered, failed)
           else failed(error)
         })

@@ -55,6 +55,7 @@ end
  * The queued acquire (a locker that waits) checks the marker first, on every try.
  */
 export const markedAcquireScript = defineScript({
+  batched: true,
   keys: [...acquireSpec.keys, 'marker'],
   args: [...acquireSpec.args, 'epoch', 'touch'],
   lua: (k, a) =>
@@ -71,6 +72,7 @@ export const markedAcquireScript = defineScript({
 })
 
 export const markedQueuedAcquireScript = defineScript({
+  batched: true,
   keys: [...queuedAcquireSpec.keys, 'marker'],
   args: [...queuedAcquireSpec.args, 'epoch'],
   lua: (k, a) => markerCheck(k.marker, a.epoch) + queuedAcquireSpec.lua(k, a),

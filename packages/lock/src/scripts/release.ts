@@ -10,6 +10,7 @@ import { defineScript } from './define-script.js'
  * someone else's): returns 0. Also the clean-up of an acquire whose outcome is unknown.
  */
 export const releaseScript = defineScript({
+  batched: true,
   keys: ['lock'],
   args: ['ownerId'],
   lua: (k, a) => `

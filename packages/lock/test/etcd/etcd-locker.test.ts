@@ -145,6 +145,9 @@ describe('the Locker on etcd', () => {
       expect.objectContaining({ name: 'InvalidLockOptionError', field: 'replicas' }),
     )
     expect(() => new Locker(etcdClient(nowhere), { nodeRestartDelayMs: 1_000 })).toThrow(InvalidLockOptionError)
+    expect(() => new Locker(etcdClient(nowhere), { coalesceWrites: true })).toThrow(
+      expect.objectContaining({ name: 'InvalidLockOptionError', field: 'coalesceWrites' }),
+    )
     expect(() => new Locker(etcdClient(nowhere), { ttlMS: 1_000 } as never)).toThrow(InvalidLockOptionError)
   })
 
