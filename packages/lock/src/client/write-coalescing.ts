@@ -39,24 +39,33 @@ interface Corkable {
 export const COALESCE_BATCH = 16
 
 /**
- * Per socket in the current tick: how many commands are held (0: one was written at once and
- * the socket is not corked). Absent: no command of ours went out on it in this tick. Shared by
- * every Locker on the client, so theirs are written together too.
+ * On each socket, in the current tick: how many commands are held (0: one was written at once
+ * and the socket is not corked). Absent: no command of ours went out on it in this tick. Shared
+ * by every Locker on the client, so theirs are written together too. (A property of the socket,
+ * not a WeakMap: it is read on every command.)
  */
-const held = new WeakMap<Corkable, number>()
+const HELD = Symbol('fencelock.held')
+type Tracked = Corkable & { [HELD]?: number | undefined }
 
-function endOfTick(stream: Corkable): void {
-  const n = held.get(stream)
-  held.delete(stream)
-  if (n !== undefined && n > 0) stream.uncork()
+/** The sockets written to in this tick, ended together by one `process.nextTick`. */
+let touched: Tracked[] = []
+
+function endOfTick(): void {
+  const sockets = touched
+  touched = []
+  for (const socket of sockets) {
+    const n = socket[HELD]
+    socket[HELD] = undefined
+    if (n !== undefined && n > 0) socket.uncork()
+  }
 }
 
 /** The client's socket, if it is ready and of Node's kind. */
-function socketOf(client: { readonly status: string }): Corkable | undefined {
+function socketOf(client: { readonly status: string }): Tracked | undefined {
   if (client.status !== 'ready') return undefined
   const stream = (client as { stream?: Partial<Corkable> }).stream
   if (stream == null || typeof stream.cork !== 'function' || typeof stream.uncork !== 'function') return undefined
-  return stream as Corkable
+  return stream as Tracked
 }
 
 /**
@@ -68,21 +77,21 @@ function socketOf(client: { readonly status: string }): Corkable | undefined {
 export function coalesceNextWrite(client: { readonly status: string }): void {
   const socket = socketOf(client)
   if (socket === undefined) return
-  const n = held.get(socket)
+  const n = socket[HELD]
   if (n === undefined) {
     // The tick's first: written at once.
-    held.set(socket, 0)
-    process.nextTick(endOfTick, socket)
+    socket[HELD] = 0
+    if (touched.push(socket) === 1) process.nextTick(endOfTick)
   } else if (n === 0) {
-    held.set(socket, 1)
+    socket[HELD] = 1
     socket.cork()
   } else if (n < COALESCE_BATCH) {
-    held.set(socket, n + 1)
+    socket[HELD] = n + 1
   } else {
     // Write the batch held so far, and hold this one with the next.
     socket.uncork()
     socket.cork()
-    held.set(socket, 1)
+    socket[HELD] = 1
   }
 }
 
@@ -96,8 +105,8 @@ export function coalesceNextWrite(client: { readonly status: string }): void {
 export function writeNow(client: { readonly status: string }): void {
   const socket = socketOf(client)
   if (socket === undefined) return
-  const n = held.get(socket)
+  const n = socket[HELD]
   if (n === undefined || n === 0) return
-  held.set(socket, 0)
+  socket[HELD] = 0
   socket.uncork()
 }
