@@ -12,7 +12,8 @@
  * Locker and across Lockers and processes. Its holder is the oldest waiter: it takes a free
  * permit, or waits for the first permit to be released (its tries race, the first grant wins and
  * the others are given back), and releases the queue lock for the next waiter — in one call that
- * hands it on by itself, sent before `acquire()` returns. (The usual release of a key a waiter
+ * hands it on by itself, answered before `acquire()` returns (sent is not enough: node-redis
+ * writes a command at `setImmediate`, after whatever the caller does next). (The usual release of a key a waiter
  * marked is two round trips, the second sent when the first answers: a holder that then blocked
  * its event loop, 3 s of synchronous work, kept a free permit from the next waiter for 3 s. The
  * grant of the permit cannot hand the queue on in the same script: the queue lock and the permits
@@ -177,15 +178,17 @@ export class Semaphore {
     } catch (error) {
       throw this.#failed(error, start, o.signal)
     }
+    let permit: Lock
     try {
-      const permit = await this.#take(locker, o, start)
-      this.#acquired(permit, start)
-      return permit
-    } finally {
-      // Not awaited: the next waiter is handed the queue lock by this release; the caller need
-      // not wait for it (close() does).
+      permit = await this.#take(locker, o, start)
+    } catch (error) {
+      // The next waiter is handed the queue lock by this release; the error need not wait for it (close() does).
       queue.release().catch(() => {})
+      throw error
     }
+    this.#acquired(permit, start)
+    await handOn(queue)
+    return permit
   }
 
   /**
@@ -206,14 +209,17 @@ export class Semaphore {
       return null
     }
     queue.handOnAtOnce()
+    let permit: Lock | undefined
     try {
-      const permit = await this.#tryEach(locker, o, start)
-      if (permit) this.#acquired(permit, start)
-      else this.#emit({ type: 'contended', resource: this.#names.queue, holderTtlMs: -1 })
-      return permit ?? null
-    } finally {
+      permit = await this.#tryEach(locker, o, start)
+    } catch (error) {
       queue.release().catch(() => {})
+      throw error
     }
+    if (permit) this.#acquired(permit, start)
+    else this.#emit({ type: 'contended', resource: this.#names.queue, holderTtlMs: -1 })
+    await handOn(queue)
+    return permit ?? null
   }
 
   /**
@@ -431,4 +437,16 @@ export function forwardsSemaphoreEvent(event: LockEvent): boolean {
     default:
       return true
   }
+}
+
+/**
+ * Hands the queue lock on to the next waiter, and waits for Redis to have done it before the
+ * permit is returned: what the caller does next (3 s of synchronous work, a GC pause) must not
+ * keep a free permit from the next waiter, and a client may write a command only later in the
+ * event loop (node-redis writes at `setImmediate`: a call merely sent before `acquire()` returned
+ * went out after the caller's synchronous work). A failed hand-on is not the caller's error: the
+ * queue lock's short lease then frees it.
+ */
+async function handOn(queue: Lock): Promise<void> {
+  await queue.release().catch(() => {})
 }

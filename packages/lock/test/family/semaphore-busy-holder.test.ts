@@ -27,10 +27,16 @@ afterAll(() => {
 })
 
 /** A permit-worker process, once ready; `seen` gets each line it prints, in the order the processes' lines arrive. */
-function worker(name: string, busyMs: number, label: string, seen: string[]): Promise<{ exited: Promise<unknown> }> {
+function worker(
+  name: string,
+  busyMs: number,
+  label: string,
+  seen: string[],
+  library: 'ioredis' | 'node-redis' | 'glide',
+): Promise<{ exited: Promise<unknown> }> {
   const child = spawn(
     process.execPath,
-    ['--import', 'tsx', join(here, '..', 'fixtures', 'permit-worker.ts'), server.url, name, '2', `${busyMs}`],
+    ['--import', 'tsx', join(here, '..', 'fixtures', 'permit-worker.ts'), server.url, name, '2', `${busyMs}`, library],
     { stdio: ['pipe', 'pipe', 'pipe'] },
   )
   children.push(child)
@@ -48,36 +54,40 @@ function worker(name: string, busyMs: number, label: string, seen: string[]): Pr
   })
 }
 
-it('a holder busy for 3 s right after acquire() does not keep the free permit from the next waiter (3 rounds)', async () => {
-  const locker = makeLocker(connect({ port: server.port }))
-  for (let round = 0; round < 3; round++) {
-    const name = unique('busy-holder')
-    const semaphore = locker.semaphore(name, { permits: 2 })
-    // Both permits held here: the holder waits for one holding the queue lock, the waiter queues behind it.
-    const held: Lock[] = [await semaphore.acquire(), await semaphore.acquire()]
-    const seen: string[] = []
-    const holder = await worker(name, 3_000, 'holder', seen)
-    await waitUntil(async () => (await semaphore.inspect()).waiting === 1, {
-      what: `round ${round}: the holder to wait`,
-      timeoutMs: 10_000,
-      everyMs: 50,
-    })
-    const waiter = await worker(name, 0, 'waiter', seen)
-    await waitUntil(async () => (await semaphore.inspect()).waiting === 2, {
-      what: `round ${round}: the waiter to queue`,
-      everyMs: 50,
-      timeoutMs: 10_000,
-    })
-    await held[0]!.release() // the holder gets it, then works 3 s without yielding
-    await waitUntil(() => seen.includes('holder acquired'), { what: 'the holder to acquire', timeoutMs: 10_000 })
-    await held[1]!.release() // free: the waiter must get it while the holder is busy
-    await waitUntil(() => seen.includes('holder busy-done') && seen.includes('waiter acquired'), {
-      what: 'both',
-      timeoutMs: 15_000,
-    })
-    expect(seen.indexOf('waiter acquired'), `round ${round}: ${seen.join(', ')}`).toBeLessThan(
-      seen.indexOf('holder busy-done'),
-    )
-    await Promise.all([holder.exited, waiter.exited])
-  }
-}, 120_000)
+it.each(['ioredis', 'node-redis', 'glide'] as const)(
+  '%s: a holder busy for 3 s right after acquire() does not keep the free permit from the next waiter (3 rounds)',
+  async (library) => {
+    const locker = makeLocker(connect({ port: server.port }))
+    for (let round = 0; round < 3; round++) {
+      const name = unique('busy-holder')
+      const semaphore = locker.semaphore(name, { permits: 2 })
+      // Both permits held here: the holder waits for one holding the queue lock, the waiter queues behind it.
+      const held: Lock[] = [await semaphore.acquire(), await semaphore.acquire()]
+      const seen: string[] = []
+      const holder = await worker(name, 3_000, 'holder', seen, library)
+      await waitUntil(async () => (await semaphore.inspect()).waiting === 1, {
+        what: `round ${round}: the holder to wait`,
+        timeoutMs: 10_000,
+        everyMs: 50,
+      })
+      const waiter = await worker(name, 0, 'waiter', seen, library)
+      await waitUntil(async () => (await semaphore.inspect()).waiting === 2, {
+        what: `round ${round}: the waiter to queue`,
+        everyMs: 50,
+        timeoutMs: 10_000,
+      })
+      await held[0]!.release() // the holder gets it, then works 3 s without yielding
+      await waitUntil(() => seen.includes('holder acquired'), { what: 'the holder to acquire', timeoutMs: 10_000 })
+      await held[1]!.release() // free: the waiter must get it while the holder is busy
+      await waitUntil(() => seen.includes('holder busy-done') && seen.includes('waiter acquired'), {
+        what: 'both',
+        timeoutMs: 15_000,
+      })
+      expect(seen.indexOf('waiter acquired'), `round ${round}: ${seen.join(', ')}`).toBeLessThan(
+        seen.indexOf('holder busy-done'),
+      )
+      await Promise.all([holder.exited, waiter.exited])
+    }
+  },
+  120_000,
+)
