@@ -157,6 +157,25 @@ describe('write coalescing (coalesceWrites) on ioredis and iovalkey', () => {
     for (const script of [extendScript, handoffReleaseScript, leaveScript]) expect(script.batched).toBe(false)
   })
 
+  it('on a client with enableAutoPipelining (ioredis writes its own batches at the next tick): every acquire and release goes through', async () => {
+    const redis = new Redis({ host: '127.0.0.1', port: server.port, enableAutoPipelining: true })
+    redis.on('error', () => {})
+    clients.push(redis)
+    await ready(redis, 'ioredis, auto-pipelining')
+    const locker = new Locker(redis, { ttlMs: 10_000 })
+    try {
+      for (let round = 0; round < 3; round++) {
+        const resources = Array.from({ length: CONCURRENT }, (_, i) => unique(`wc-auto-${i}`))
+        const locks = await Promise.all(resources.map((r) => locker.acquire(r)))
+        for (const lock of locks) expect(lock.isHeld()).toBe(true)
+        await Promise.all(locks.map((lock) => lock.release()))
+        for (const r of resources) expect(await redis.exists(resourceKeys('fencelock:', r).lock)).toBe(0)
+      }
+    } finally {
+      await locker.close()
+    }
+  })
+
   it("the user's own commands on the client in the same tick are written with the Locker's, in the order sent, and answered", async () => {
     const redis = client('ioredis')
     await ready(redis, 'ioredis')
