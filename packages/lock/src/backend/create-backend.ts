@@ -180,7 +180,7 @@ function etcd(client: EtcdClient): BackendChoice {
 
 /** Why `coalesceWrites` means nothing on a client of each kind, where it does not. */
 function noCoalescing(client: RedisConnection): string | undefined {
-  if (client instanceof IoredisConnection)
+  if (client.kind === 'ioredis')
     return client.cluster
       ? 'an ioredis Cluster client is left as it is (its commands go out on many connections)'
       : undefined
@@ -190,23 +190,19 @@ function noCoalescing(client: RedisConnection): string | undefined {
 }
 
 /**
- * `coalesceWrites` on the Locker's adapters (client/write-coalescing.ts): on by default on an
- * ioredis or iovalkey `Redis`; given on any other client it is refused, naming why.
+ * `coalesceWrites`, when given, on the Locker's adapters (client/write-coalescing.ts; an ioredis
+ * or iovalkey `Redis` adapter has it on by default); given on any other client it is refused,
+ * naming why.
  * @throws InvalidLockOptionError
  */
 function applyCoalescing(clients: readonly RedisConnection[], coalesce: boolean | undefined): void {
-  if (coalesce !== undefined)
-    for (const client of clients) {
-      const why = noCoalescing(client)
-      if (why !== undefined)
-        throw new InvalidLockOptionError(
-          'coalesceWrites',
-          `is for ioredis and iovalkey Redis clients: ${why}`,
-          coalesce,
-        )
-    }
-  for (const client of clients)
-    if (client instanceof IoredisConnection && !client.cluster) client.coalesce = coalesce ?? true
+  if (coalesce === undefined) return
+  for (const client of clients) {
+    const why = noCoalescing(client)
+    if (why !== undefined)
+      throw new InvalidLockOptionError('coalesceWrites', `is for ioredis and iovalkey Redis clients: ${why}`, coalesce)
+  }
+  for (const client of clients) if (client instanceof IoredisConnection) client.coalesce = coalesce
 }
 
 /** What a Redis backend takes of the Locker's options. */
