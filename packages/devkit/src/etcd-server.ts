@@ -28,6 +28,7 @@ export class EtcdMember {
   readonly dir: string
   #initialCluster = ''
   #clusterToken = ''
+  #timing: EtcdTiming = {}
   readonly #process: ServerProcess
   /** Started once: a restart joins the cluster it already belongs to. */
   #started = false
@@ -42,9 +43,10 @@ export class EtcdMember {
   }
 
   /** @internal Every member's `name=peer URL`, and the token the members of one cluster share. */
-  join(initialCluster: string, token: string): void {
+  join(initialCluster: string, token: string, timing: EtcdTiming = {}): void {
     this.#initialCluster = initialCluster
     this.#clusterToken = token
+    this.#timing = timing
   }
 
   /** `127.0.0.1:<client port>`, as etcd3's `hosts` takes it. */
@@ -86,6 +88,9 @@ export class EtcdMember {
       '--initial-cluster-token', this.#clusterToken,
       '--log-level', 'warn',
     ]
+    const { heartbeatMs, electionTimeoutMs } = this.#timing
+    if (heartbeatMs !== undefined) args.push('--heartbeat-interval', String(heartbeatMs))
+    if (electionTimeoutMs !== undefined) args.push('--election-timeout', String(electionTimeoutMs))
     this.#started = true
     this.#process.start(etcdBin(), args)
     live.add(this)
@@ -140,6 +145,16 @@ export class EtcdMember {
   }
 }
 
+/**
+ * Raft's timing, etcd's `--heartbeat-interval` and `--election-timeout` (defaults 100 and 1,000 ms;
+ * etcd wants the election timeout at least 5 heartbeats). A long election timeout makes the
+ * window after a leader's death, when the survivors answer nothing, long enough to test.
+ */
+export interface EtcdTiming {
+  readonly heartbeatMs?: number
+  readonly electionTimeoutMs?: number
+}
+
 /** Spawned etcd members that form one cluster. */
 export interface EtcdCluster {
   readonly members: readonly EtcdMember[]
@@ -154,19 +169,19 @@ export interface EtcdCluster {
  * healthy.
  * @throws CannotStartError when the etcd binary cannot be run (not installed).
  */
-export async function startEtcdCluster(size: number): Promise<EtcdCluster> {
+export async function startEtcdCluster(size: number, timing: EtcdTiming = {}): Promise<EtcdCluster> {
   // A port found free can be taken by another process before etcd binds it (the tests of two
   // packages spawn members side by side): then the cluster is started again on other ports.
   for (let attempt = 1; ; attempt++) {
     try {
-      return await startClusterOnce(size)
+      return await startClusterOnce(size, timing)
     } catch (error) {
       if (error instanceof CannotStartError || attempt === 3) throw error
     }
   }
 }
 
-async function startClusterOnce(size: number): Promise<EtcdCluster> {
+async function startClusterOnce(size: number, timing: EtcdTiming): Promise<EtcdCluster> {
   // Names and the token unique per cluster: members of two clusters spawned side by side never
   // join each other, and a member can tell that the one answering on its port is itself.
   const id = randomBytes(6).toString('hex')
@@ -178,7 +193,7 @@ async function startClusterOnce(size: number): Promise<EtcdCluster> {
   const initial = members.map((m) => `${m.name}=${m.peerUrl}`).join(',')
   const token = `fencelock-${id}`
   for (const m of members) {
-    m.join(initial, token)
+    m.join(initial, token, timing)
     m.spawn()
   }
   try {

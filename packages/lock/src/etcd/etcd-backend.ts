@@ -44,6 +44,7 @@ import { EtcdCalls, EtcdTimeoutError } from './etcd-calls.js'
 import type { EtcdClient, EtcdKeyValue, EtcdRequestOp, EtcdTxnRequest, EtcdTxnResponse } from './etcd-client.js'
 import { checkEtcdResource, etcdKeys, type EtcdKeys } from './etcd-keys.js'
 import { EtcdLeases, leaseSeconds, type EtcdLease } from './etcd-leases.js'
+import { endpointCount } from './etcd-reachability.js'
 import { PredecessorWatch } from './predecessor-watch.js'
 
 /** What the etcd backend takes from the Locker's options. */
@@ -109,7 +110,7 @@ export class EtcdBackend implements LockBackend {
     this.#o = options
     this.#listener = listener
     this.lockerId = newOwnerId()
-    this.#calls = new EtcdCalls(deadlines)
+    this.#calls = new EtcdCalls(deadlines, endpointCount(client))
     this.#leases = new EtcdLeases(client, this.#calls, options.commandTimeoutMs, (lease) => this.#leaseLost(lease))
   }
 

@@ -20,10 +20,12 @@ export class EtcdCalls {
   readonly #deadlines: Deadlines
   readonly inFlight = new InFlightCalls()
   /** What the calls' own outcomes (late ones too) say of the connection. */
-  readonly reachability = new EtcdReachability()
+  readonly reachability: EtcdReachability
 
-  constructor(deadlines: Deadlines) {
+  /** @param endpoints how many members the client talks to (etcd-reachability.ts), if known */
+  constructor(deadlines: Deadlines, endpoints: number | undefined) {
     this.#deadlines = deadlines
+    this.reachability = new EtcdReachability(endpoints)
   }
 
   /**

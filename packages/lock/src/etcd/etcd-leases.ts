@@ -42,13 +42,21 @@ export class EtcdLease {
   }
 }
 
+/** A grant of a lease of one TTL: pending until etcd answers, then the lease in use. */
+class Granting {
+  lease!: Promise<EtcdLease>
+  pending = true
+  /** performance.now() when the grant was sent. */
+  readonly sentAt = performance.now()
+}
+
 export class EtcdLeases {
   readonly #client: EtcdClient
   readonly #calls: EtcdCalls
   readonly #commandTimeoutMs: number
   readonly #onLost: (lease: EtcdLease) => void
   /** The live (or granting) lease of each TTL. */
-  readonly #leases = new Map<number, Promise<EtcdLease>>()
+  readonly #leases = new Map<number, Granting>()
   readonly #all = new Set<EtcdLease>()
   #closed = false
 
@@ -59,21 +67,33 @@ export class EtcdLeases {
     this.#onLost = onLost
   }
 
-  /** The live lease of `seconds`, granted (within `ms`) on first use or after a loss. */
+  /**
+   * The live lease of `seconds`, granted (within `ms`) on first use or after a loss. A grant not
+   * answered within `commandTimeoutMs` is not waited for by the next try: that try sends a grant of
+   * its own. etcd holds a call it got during a leader election until its request timeout (5 s + 2
+   * election timeouts: 7 s by default) even once a new leader serves; a Locker that kept waiting
+   * for that one grant stalled every acquire for as long (measured: 10-13 s with a 3 s election
+   * timeout, test/etcd/cluster.test.ts). Whichever grant is answered first is used; a later one is
+   * revoked.
+   */
   get(seconds: number, ms: number): Promise<EtcdLease> {
-    let lease = this.#leases.get(seconds)
-    if (!lease) {
-      lease = this.#grant(seconds)
-      this.#leases.set(seconds, lease)
+    let granting = this.#leases.get(seconds)
+    if (granting === undefined || (granting.pending && performance.now() - granting.sentAt >= this.#commandTimeoutMs)) {
+      const fresh = new Granting()
+      fresh.lease = this.#grant(seconds, fresh)
+      this.#leases.set(seconds, fresh)
       // A grant that failed is not kept: the next lock tries again.
-      lease.catch(() => {
-        if (this.#leases.get(seconds) === lease) this.#leases.delete(seconds)
+      fresh.lease.catch(() => {
+        fresh.pending = false
+        if (this.#leases.get(seconds) === fresh) this.#leases.delete(seconds)
       })
+      granting = fresh
     }
+    const lease = granting.lease
     return this.#calls.run(() => lease, ms, undefined, false)
   }
 
-  async #grant(seconds: number): Promise<EtcdLease> {
+  async #grant(seconds: number, granting: Granting): Promise<EtcdLease> {
     const handle = this.#client.lease(seconds, { autoKeepAlive: false })
     // etcd3 reports a failed grant or keep-alive as 'lost' besides rejecting the call.
     handle.on('lost', () => {})
@@ -85,6 +105,15 @@ export class EtcdLeases {
       handle.revoke().catch(() => {})
       throw new Error('the locker was closed')
     }
+    granting.pending = false
+    const current = this.#leases.get(seconds)
+    if (current !== undefined && current !== granting && !current.pending) {
+      // A later grant was answered first and is in use: this one is not needed.
+      handle.revoke().catch(() => {})
+      return current.lease
+    }
+    // The first answered: the lease of this TTL from now on (a later grant still pending finds it).
+    this.#leases.set(seconds, granting)
     this.#all.add(lease)
     this.#schedule(lease)
     return lease
@@ -141,9 +170,13 @@ export class EtcdLeases {
     lease.lost = true
     clearTimeout(lease.timer)
     this.#all.delete(lease)
-    void this.#leases.get(lease.seconds)?.then((current) => {
-      if (current === lease) this.#leases.delete(lease.seconds)
-    })
+    const granting = this.#leases.get(lease.seconds)
+    void granting?.lease.then(
+      (current) => {
+        if (current === lease && this.#leases.get(lease.seconds) === granting) this.#leases.delete(lease.seconds)
+      },
+      () => {},
+    )
     // Should it still live (etcd was unreachable, not gone), its keys must not outlive us.
     lease.handle.revoke().catch(() => {})
     this.#onLost(lease)

@@ -1,21 +1,27 @@
 /**
  * Whether etcd is unreachable from a Locker's client, judged from what the client's calls come
  * to. An `etcd3` client has no connection state to read (gRPC connects per call), but it says
- * plainly when it could not connect: gRPC's `UNAVAILABLE: No connection established (… connect
- * ECONNREFUSED …)` or `Name resolution failed`, and etcd3's circuit breaker, once a member failed
- * three times in a row, refuses every call to it for 5 s (`BrokenCircuitError`) — every member's,
- * when the call fails. That is the etcd side of Redis's "down, and the reconnection failed"
+ * plainly when it could not connect, and where: gRPC's `UNAVAILABLE: No connection established
+ * (… connect ECONNREFUSED 127.0.0.1:2379 …)` or `Name resolution failed for target dns:…`; and
+ * etcd3's circuit breaker, once a member failed three times in a row, refuses every call to it for
+ * 5 s (`BrokenCircuitError`). That is the etcd side of Redis's "down, and the reconnection failed"
  * (backend/connection.ts), and it ends an acquire that never reached etcd at once
  * (waiting/wait-queues.ts) instead of after its `waitMs`.
  *
- * Two such failures in a row, with no other outcome between and no answer for {@link ETCD_QUIET_MS},
- * make etcd unreachable: with several
- * members, etcd3 sends a failed call to another member, so one refused connection (a member
- * killed, the others still serving) can be the last of its attempts while the cluster works; two
- * in a row with nothing answered between are the client finding no member to talk to. A single
- * member down gives them at once: the first call's refusal, then its open circuit for the next.
- * Any other outcome (an answer, an error etcd itself sent) ends the streak; a call still pending
- * counts for nothing yet.
+ * etcd is unreachable when **every member the client knows has refused a connection** since the
+ * last answer: the distinct addresses the refusals name reach the number of the client's
+ * endpoints. One member, one refusal; a cluster, a refusal from each. A refusal says nothing of
+ * the other members: with one member of three killed, etcd3 sends some calls to it (its keep-alive
+ * streams are not retried elsewhere, its unary calls end with its refusal when that was the last
+ * retry), and while the survivors elect a new leader they answer nothing — for seconds with a long
+ * election timeout. Counting refusals in a row, as this module first did, took that for the
+ * cluster down and failed every acquire at once (a clean-clone CI run: 1,835 acquires, two members
+ * of three serving; test/etcd/cluster.test.ts makes it certain with a 3 s election timeout).
+ *
+ * Any other outcome (an answer, an error etcd itself sent) clears the refusals; a call still
+ * pending counts for nothing yet; an open circuit, or a failure that names no address, adds none.
+ * A client whose endpoints cannot be read (not an `Etcd3`) is never judged unreachable: its
+ * acquires end by their `waitMs`.
  */
 import { ConnectionDownError } from '../backend/connection-error.js'
 
@@ -38,21 +44,12 @@ export class EtcdDownError extends ConnectionDownError {
  */
 export const ETCD_DOWN_FOR_MS = 2_000
 
-/** Failures in a row that make etcd unreachable (see the module comment). */
-const STREAK = 2
-
-/**
- * And no call answered for this long: with several members, calls in flight at once when one
- * member is killed can each meet its refusal before any other call is answered (a clean-clone CI
- * run: three acquires of a 3-member cluster failed "etcd is down" the moment its leader was killed,
- * the other two members serving). Calls answered this lately say some member is reachable; a
- * client that reaches none stops getting answers, and is found down this much later.
- */
-export const ETCD_QUIET_MS = 1_000
-
 /** gRPC's own words for a connection that could not be made (grpc-js). */
 const CONNECT_FAILURE =
   /No connection established|Name resolution failed|ECONNREFUSED|ENOTFOUND|EAI_AGAIN|EHOSTUNREACH|ENETUNREACH/
+
+/** Where a connection failure was: the address a connect names, or the target a resolution failed for. */
+const FAILED_AT = /(?:ECONNREFUSED|ENOTFOUND|EAI_AGAIN|EHOSTUNREACH|ENETUNREACH) ([^\s,;)]+)|for target ([^\s,;)]+)/
 
 /** An open circuit of etcd3's fault handling (cockatiel's `BrokenCircuitError`). */
 function isOpenCircuit(error: Error): boolean {
@@ -64,21 +61,46 @@ export function isConnectFailure(error: Error): boolean {
   return isOpenCircuit(error) || CONNECT_FAILURE.test(error.message)
 }
 
+/** The address (or resolver target) a connection failure names; undefined when it names none. */
+export function failedAddress(error: Error): string | undefined {
+  const m = FAILED_AT.exec(error.message)
+  const where = m?.[1] ?? m?.[2]
+  return where?.replace(/\.$/, '')
+}
+
+/**
+ * How many members an etcd3 client talks to: its `hosts` option (etcd3 keeps its options on the
+ * client, and on a namespace made from it; `127.0.0.1:2379` when none was given); undefined for a
+ * client that does not show them.
+ */
+export function endpointCount(client: object): number | undefined {
+  const options = (client as { options?: unknown }).options
+  if (options === null || typeof options !== 'object') return undefined
+  const hosts = (options as { hosts?: unknown }).hosts
+  if (hosts === undefined || typeof hosts === 'string') return 1
+  if (Array.isArray(hosts) && hosts.length > 0) return hosts.length
+  return undefined
+}
+
 /** What a Locker's etcd calls say of the connection; fed with every call's own outcome (late ones too). */
 export class EtcdReachability {
-  #streak = 0
+  /** How many members the client talks to (undefined: unknown, never judged unreachable). */
+  readonly #endpoints: number | undefined
+  /** Addresses that refused a connection since the last answer. */
+  readonly #refused = new Set<string>()
   /** performance.now() of the last connection failure. */
   #lastAt = Number.NEGATIVE_INFINITY
-  /** performance.now() of the last answer. */
-  #answeredAt = Number.NEGATIVE_INFINITY
   /** The client's last own connection error (not an open circuit, which says no more than "see before"). */
   #cause: Error | undefined
 
+  constructor(endpoints: number | undefined) {
+    this.#endpoints = endpoints
+  }
+
   /** A call was answered (whatever it said). */
   answered(): void {
-    this.#streak = 0
+    this.#refused.clear()
     this.#cause = undefined
-    this.#answeredAt = performance.now()
   }
 
   /**
@@ -90,14 +112,15 @@ export class EtcdReachability {
       this.answered()
       return error
     }
-    this.#streak++
+    const where = failedAddress(error)
+    if (where !== undefined) this.#refused.add(where)
     this.#lastAt = performance.now()
     if (!isOpenCircuit(error) || this.#cause === undefined) this.#cause = error
     return this.#unreachable() ? new EtcdDownError(this.#cause) : error
   }
 
   #unreachable(): boolean {
-    return this.#streak >= STREAK && performance.now() - this.#answeredAt >= ETCD_QUIET_MS
+    return this.#endpoints !== undefined && this.#refused.size >= this.#endpoints
   }
 
   /** The error a try fails with now without being sent: etcd was unreachable at the last call, lately. */

@@ -14,7 +14,7 @@ import { describe, expect, it } from 'vitest'
 import { LockLostError, LockUnavailableError } from '../../src/index.js'
 import { unique } from '../support/connections.js'
 import { settle, waitUntil } from '../support/timing.js'
-import { etcdClient, etcdLocker, lockRange, startEtcdServer } from './etcd-support.js'
+import { etcdClient, etcdLocker, lockRange, startEtcdCluster, startEtcdServer } from './etcd-support.js'
 
 /** A wait long enough that "at once" and "after waitMs" cannot be confused on a loaded machine. */
 const WAIT_MS = 10_000
@@ -88,6 +88,36 @@ describe('etcd down: acquire() fails at once, not after waitMs', () => {
     expectDown(error, /Name resolution failed/)
     expect(ms).toBeLessThan(AT_ONCE_MS)
   })
+})
+
+describe('etcd down: a cluster', () => {
+  it('every member of three killed: an acquire with a 10 s wait fails at once (each member refused), tryAcquire too; a majority back: grants resume', async () => {
+    const cluster = await startEtcdCluster(3)
+    const locker = etcdLocker(cluster.endpoints, { commandTimeoutMs: 1_000 })
+    const before = await locker.acquire(unique('e-all-down'))
+    await before.release()
+    await Promise.all(cluster.members.map((m) => m.kill()))
+    const fresh = await settle(() => locker.acquire(unique('e-all-down'), { waitMs: WAIT_MS }))
+    expectDown(fresh.error, /ECONNREFUSED/)
+    expect(fresh.ms).toBeLessThan(AT_ONCE_MS)
+    const tried = await settle(() => locker.tryAcquire(unique('e-all-down')))
+    expectDown(tried.error, /ECONNREFUSED/)
+    expect(tried.ms).toBeLessThan(AT_ONCE_MS)
+
+    // A majority back (same data directories): grants resume, above the token before.
+    for (const m of cluster.members.slice(0, 2)) m.spawn()
+    await Promise.all(cluster.members.slice(0, 2).map((m) => m.waitHealthy(30_000)))
+    await waitUntil(
+      async () => {
+        const lock = await locker.tryAcquire(unique('e-all-down')).catch(() => null)
+        if (!lock) return false
+        expect(lock.token > before.token).toBe(true)
+        await lock.release()
+        return true
+      },
+      { timeoutMs: 30_000, everyMs: 100, what: 'a grant once a majority is back' },
+    )
+  }, 90_000)
 })
 
 describe('etcd killed while a lock is held', () => {
