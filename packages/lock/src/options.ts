@@ -121,9 +121,11 @@ export interface LockerOptions {
    * the end of the tick or every 16 — instead of one `write` each, which was most of the client's
    * CPU per lock operation under concurrency (docs/LOCK.md, "Write coalescing"). Renewals and
    * hand-ons are written at once. Other commands sent on the client meanwhile are written with
-   * them. `false`: each command is written as it is sent. Refused on the clients
-   * where there is nothing to set: an ioredis `Cluster`, node-redis (which already writes a tick's
-   * commands together), GLIDE (which pipelines in its core) and etcd. Default true.
+   * them. On a GLIDE `GlideClient` the same calls go to GLIDE as one non-atomic `Batch` (each call
+   * into GLIDE's core was most of its CPU per operation). `false`: each command is written (or
+   * called) as it is sent. Refused on the clients where there is nothing to set: an ioredis
+   * `Cluster` and a GLIDE cluster client, node-redis (which already writes a tick's commands
+   * together) and etcd. Default true.
    */
   coalesceWrites?: boolean
   /** Receives typed events (acquired, contended, timeout, ...). Exceptions it throws are ignored. */

@@ -16,6 +16,7 @@ import { isEtcdClient, type EtcdClient } from '../etcd/etcd-client.js'
 import type { BackendListener, LockBackend } from './backend.js'
 import { adaptClient } from '../client/choose-client.js'
 import { IoredisConnection } from '../client/ioredis-client.js'
+import { GlideConnection } from '../client/glide-client.js'
 import type { RedisConnection } from '../client/redis-client.js'
 import { RedisBackend, type RedisBackendOptions } from './redis-backend.js'
 import { PubSubMode } from './pubsub-mode.js'
@@ -180,19 +181,20 @@ function etcd(client: EtcdClient): BackendChoice {
 
 /** Why `coalesceWrites` means nothing on a client of each kind, where it does not. */
 function noCoalescing(client: RedisConnection): string | undefined {
-  if (client.kind === 'ioredis')
+  if (client instanceof IoredisConnection)
     return client.cluster
       ? 'an ioredis Cluster client is left as it is (its commands go out on many connections)'
       : undefined
+  if (client instanceof GlideConnection) return client.noCoalescing
   return client.kind === 'node-redis'
     ? 'node-redis already writes the commands of a tick together'
-    : 'GLIDE pipelines the commands in its core'
+    : 'a GLIDE cluster client is left as it is (its commands go to many primaries)'
 }
 
 /**
- * `coalesceWrites`, when given, on the Locker's adapters (client/write-coalescing.ts; an ioredis
- * or iovalkey `Redis` adapter has it on by default); given on any other client it is refused,
- * naming why.
+ * `coalesceWrites`, when given, on the Locker's adapters (client/write-coalescing.ts and
+ * client/glide-batching.ts; an ioredis or iovalkey `Redis` adapter, and a GLIDE `GlideClient`'s,
+ * have it on by default); given where it cannot apply it is refused, naming why.
  * @throws InvalidLockOptionError
  */
 function applyCoalescing(clients: readonly RedisConnection[], coalesce: boolean | undefined): void {
@@ -200,9 +202,14 @@ function applyCoalescing(clients: readonly RedisConnection[], coalesce: boolean 
   for (const client of clients) {
     const why = noCoalescing(client)
     if (why !== undefined)
-      throw new InvalidLockOptionError('coalesceWrites', `is for ioredis and iovalkey Redis clients: ${why}`, coalesce)
+      throw new InvalidLockOptionError(
+        'coalesceWrites',
+        `is for ioredis and iovalkey Redis clients and GLIDE standalone clients: ${why}`,
+        coalesce,
+      )
   }
-  for (const client of clients) if (client instanceof IoredisConnection) client.coalesce = coalesce
+  for (const client of clients)
+    if (client instanceof IoredisConnection || client instanceof GlideConnection) client.coalesce = coalesce
 }
 
 /** What a Redis backend takes of the Locker's options. */

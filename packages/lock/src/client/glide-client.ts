@@ -19,6 +19,7 @@
  *   configuration (GLIDE keeps it on the client), with a message callback, and subscribes to
  *   channels as waiters need them (GLIDE 2.5's dynamic `subscribe`).
  */
+import { glideBatchClassFor, glideBatcherOf, type GlideBatchClient, type GlideBatcher } from './glide-batching.js'
 import type { GlideClusterClient } from './glide-cluster-client.js'
 import { Reachability, type ProbeAddress } from './glide-reachability.js'
 import type {
@@ -276,6 +277,13 @@ export class GlideConnection extends GlideAdapter implements RedisConnection {
   readonly cluster = false
   readonly client: GlideClient
   readonly #config: GlideConfiguration
+  /**
+   * Gathers the acquires and releases of a tick into one GLIDE `Batch` (glide-batching.ts);
+   * undefined where GLIDE's `Batch` is not the client's own.
+   */
+  readonly #batcher: GlideBatcher | undefined
+  /** Whether the acquires' tries and the releases are batched (`coalesceWrites`; on by default where it can be). */
+  #coalesce: boolean
 
   /**
    * @param config what `client` was created with ({@link glideConfigurationOf}).
@@ -285,6 +293,24 @@ export class GlideConnection extends GlideAdapter implements RedisConnection {
     super(client, options.probe ?? true)
     this.client = client
     this.#config = config
+    const Batch = glideBatchClassFor(client)
+    this.#batcher = Batch && glideBatcherOf(client as unknown as GlideBatchClient, Batch)
+    this.#coalesce = this.#batcher !== undefined
+  }
+
+  /** Why `coalesceWrites` cannot be on for this client; undefined when it can. */
+  get noCoalescing(): string | undefined {
+    return this.#batcher === undefined
+      ? "GLIDE's Batch class could not be loaded as the client's own (@valkey/valkey-glide, as this package resolves it, is another copy or none)"
+      : undefined
+  }
+
+  get coalesce(): boolean {
+    return this.#coalesce
+  }
+
+  set coalesce(on: boolean) {
+    this.#coalesce = on && this.#batcher !== undefined
   }
 
   protected probeAddresses(): readonly ProbeAddress[] {
@@ -292,16 +318,27 @@ export class GlideConnection extends GlideAdapter implements RedisConnection {
   }
 
   evalsha(sha: string, numKeys: number, ...args: (string | number)[]): Promise<unknown> {
+    this.#batcher?.flush()
     return this.tracked(this.client.customCommand(['EVALSHA', sha, String(numKeys), ...strings(args)])).catch(
       noScriptAsRedisSaysIt,
     )
   }
 
+  /** An acquire's try or a release: with the tick's others where `coalesce` is on (glide-batching.ts). */
+  evalshaBatched(sha: string, numKeys: number, ...args: (string | number)[]): Promise<unknown> {
+    if (!this.#coalesce || this.#batcher === undefined) return this.evalsha(sha, numKeys, ...args)
+    return this.tracked(this.#batcher.send(['EVALSHA', sha, String(numKeys), ...strings(args)])).catch(
+      noScriptAsRedisSaysIt,
+    )
+  }
+
   eval(script: string, numKeys: number, ...args: (string | number)[]): Promise<unknown> {
+    this.#batcher?.flush()
     return this.tracked(this.client.customCommand(['EVAL', script, String(numKeys), ...strings(args)]))
   }
 
   call(...args: (string | number)[]): Promise<unknown> {
+    this.#batcher?.flush()
     return this.tracked(this.client.customCommand(strings(args))).then(flattened)
   }
 

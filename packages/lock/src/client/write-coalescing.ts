@@ -5,9 +5,9 @@
  *
  * ioredis writes every command to its socket as it is sent, one `write` system call each; on
  * loopback that call also runs the server side of TCP, and it was most of the client's CPU per
- * lock operation (docs/BENCHMARKS.md). node-redis already writes a tick's commands together, and
- * GLIDE pipelines in its core; ioredis does only with `enableAutoPipelining`, a setting of the
- * user's client that the Locker does not change.
+ * lock operation (docs/BENCHMARKS.md). node-redis already writes a tick's commands together (GLIDE
+ * is batched by glide-batching.ts); ioredis does only with `enableAutoPipelining`, a setting of
+ * the user's client that the Locker does not change.
  *
  * So, for the scripts marked `batched` — the acquires' tries, and the release of a lock nobody
  * waits for (its hand-on to a waiter is another script): the first command of a tick is written

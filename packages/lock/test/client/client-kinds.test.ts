@@ -68,36 +68,38 @@ describe('the clients a Locker takes', () => {
   })
 })
 
-describe('coalesceWrites: for ioredis and iovalkey Redis clients only (client/write-coalescing.ts)', () => {
-  it('accepted on an ioredis or iovalkey Redis, alone or in quorum mode; refused, naming the client, on a Cluster, GLIDE and node-redis', async () => {
+describe('coalesceWrites: for ioredis and iovalkey Redis clients and GLIDE standalone clients (client/write-coalescing.ts, client/glide-batching.ts)', () => {
+  it('accepted on an ioredis or iovalkey Redis and a GLIDE GlideClient, alone or in quorum mode; refused, naming the client, on an ioredis Cluster, a GLIDE cluster client and node-redis', async () => {
+    const glide = await lazyGlide()
+    const glides = [await lazyGlide(), await lazyGlide(), await lazyGlide()]
     for (const coalesceWrites of [true, false]) {
       expect(new Locker(lazyIoredis(), { coalesceWrites }).nodes).toBe(1)
       expect(new Locker([lazyValkey(), lazyIoredis(), lazyValkey()], { coalesceWrites }).nodes).toBe(3)
+      expect(new Locker(glide, { coalesceWrites }).nodes).toBe(1)
+      expect(new Locker(glides, { coalesceWrites }).nodes).toBe(3)
     }
     const cluster = new Cluster([{ host: '127.0.0.1', port: 1 }], { lazyConnect: true })
     cluster.on('error', () => {})
-    const glide = await lazyGlide()
-    const glides = [await lazyGlide(), await lazyGlide(), await lazyGlide()]
+    const glideCluster = await lazyGlideCluster()
     // connect() called and nothing awaited since: open (its connection fails later, here).
     const nodeRedis = createClient({ socket: { port: 1, reconnectStrategy: false } })
     nodeRedis.on('error', () => {})
     const connecting = nodeRedis.connect().catch(() => {})
     const cases: [SupportedRedisClient | SupportedRedisClient[], RegExp][] = [
       [cluster, /an ioredis Cluster client is left as it is/],
-      [glide, /GLIDE pipelines the commands in its core/],
-      [glides, /GLIDE pipelines/],
+      [glideCluster, /a GLIDE cluster client is left as it is/],
       [nodeRedis, /node-redis already writes the commands of a tick together/],
     ]
     for (const [client, why] of cases)
       for (const coalesceWrites of [true, false]) {
         const error = refused(() => new Locker(client, { coalesceWrites }))
         expect(error.field).toBe('coalesceWrites')
-        expect(error.rule).toMatch(/^is for ioredis and iovalkey Redis clients: /)
+        expect(error.rule).toMatch(/^is for ioredis and iovalkey Redis clients and GLIDE standalone clients: /)
         expect(error.rule).toMatch(why)
       }
     // Not given: each client as it is, no error.
     expect(new Locker(cluster).nodes).toBe(1)
-    expect(new Locker(glide).nodes).toBe(1)
+    expect(new Locker(glideCluster).nodes).toBe(1)
     expect(new Locker(nodeRedis).nodes).toBe(1)
     nodeRedis.destroy()
     await connecting
