@@ -15,9 +15,10 @@
  * - **A lost connection** fails the commands in flight on it (`SocketClosedUnexpectedlyError`, not
  *   sent again: their outcome is unknown, the backend gives back what they may have granted);
  *   commands not yet written wait for the node's reconnection. Every error, reconnection and
- *   (re)connection of a node client (`node-error`, `node-reconnecting`, `node-ready`,
- *   `node-disconnect`) is a topology event, as is a new slot table (node-redis replaces it at
- *   every re-read) seen when a command goes out.
+ *   disconnection of a node client (`node-error`, `node-reconnecting`, `node-disconnect`) is a
+ *   topology event, as is a new slot table (node-redis replaces it at every re-read) seen when a
+ *   command goes out; `node-ready` is not (node-redis says it of a new pub/sub connection too, and
+ *   a node client that reconnects said `node-reconnecting` first).
  * - **Readiness** is the Cluster client's own (`isReady` once the first discovery is done, until
  *   it is closed): one shard's primary lost does not make the Locker's other resources
  *   unavailable; calls for the lost shard wait in its node client's queue, each within its
@@ -150,8 +151,10 @@ export class NodeRedisClusterConnection implements RedisConnection {
     client.on('node-reconnecting', () => this.#topology())
     client.on('node-disconnect', () => this.#topology())
     client.on('node-ready', () => {
+      // Not a topology event: node-redis says it for a new connection too — its pub/sub client,
+      // opened by a first subscribe (a clean-clone CI run: that gave back the grant of an acquire
+      // in flight) — and a node client that reconnects said `node-reconnecting` before it.
       this.#lastError = undefined
-      this.#topology()
       for (const events of this.#subscribers) events.ready()
     })
     client.on('connect', () => {

@@ -127,6 +127,30 @@ async function errorCount(server: RedisServer, error: string): Promise<number> {
 }
 
 describe('node-redis Cluster: a shard whose token counter went back', () => {
+  it("node-redis connecting its pub/sub client (a first subscribe) while an acquire is in flight is no topology event: the grant is kept (a clean-clone CI run gave it back and a semaphore's tryAcquire failed)", async () => {
+    const set = await startCluster()
+    sets.push(set)
+    const r = unique('nrc-pubsub')
+    const primary = await set.primaryOf(await set.keySlot(keysOf(r).lock))
+    const cluster = await readyCluster(set)
+    const locker = makeLocker(cluster)
+    await (await locker.acquire(r)).release()
+    // Writes held on the slot's primary: the try waits there while node-redis opens its pub/sub
+    // connection (its handshake is no write) and reports that node client ready.
+    await node(primary).client('PAUSE', 500, 'WRITE')
+    const tried = settle(locker.tryAcquire(r))
+    let ready = 0
+    const onReady = () => ready++
+    cluster.on('node-ready', onReady)
+    await cluster.subscribe(unique('nrc-pubsub-channel'), () => {})
+    cluster.off('node-ready', onReady)
+    expect(ready).toBeGreaterThan(0)
+    const { value: lock, error } = await tried
+    expect(error).toBeUndefined()
+    expect(lock!.isHeld()).toBe(true)
+    expect(await lock!.release()).toBe(true)
+  }, 60_000)
+
   it("the shard primary's connections dropped (CLIENT KILL, no failover), the counter set back: the next grant mints above every token handed out before; control: blind to node events, it hands out one already handed out", async () => {
     const set = await startCluster()
     sets.push(set)
