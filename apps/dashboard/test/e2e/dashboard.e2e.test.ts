@@ -18,7 +18,7 @@ import { fileURLToPath } from 'node:url'
 import pg from 'pg'
 import { chromium, type BrowserContext } from 'playwright-core'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
-import { layoutFindings, type LayoutFindings } from './layout-checks'
+import { layoutFindings, waitToFit, type LayoutFindings } from './layout-checks'
 
 const here = dirname(fileURLToPath(import.meta.url))
 const dashboardDir = join(here, '..', '..')
@@ -238,13 +238,7 @@ describe('the dashboard in Chromium', () => {
     for (const width of [1280, 1024, 800, 390]) {
       await page.setViewportSize({ width, height: width === 390 ? 844 : 800 })
       await expect.poll(() => page.evaluate(() => window.innerWidth)).toBe(width)
-      // The charts follow the new width from a ResizeObserver, in a later frame: on a loaded
-      // machine the page was measured before it (a 1280 px chart at 1024: scrollWidth 1078, a
-      // clean-clone CI run). Wait for the page to fit, up to 5 s; one that never does is measured
-      // as it is and fails below.
-      await page
-        .waitForFunction((w) => document.documentElement.scrollWidth <= w, width, { timeout: 5_000 })
-        .catch(() => {})
+      await waitToFit(page, width)
       findings[width] = await layoutFindings(page)
       const [pageWidth, widestTable] = await page.evaluate(() => [
         document.documentElement.scrollWidth,

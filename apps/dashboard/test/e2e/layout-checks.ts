@@ -116,3 +116,15 @@ export function layoutFindings(page: Page): Promise<LayoutFindings> {
     [SPIN_BUTTON_PX, MIN_GAP_PX] as const,
   )
 }
+
+/**
+ * Waits, up to 5 s, for the page to fit `width`: the charts follow a new width from a
+ * ResizeObserver, in a later frame, and a loaded machine measured pages before it (clean-clone CI
+ * runs: a 1280 px chart at 1024, scrollWidth 1078; the empty view at 390, 422). A page that never
+ * fits is left as it is, for the caller's measurement to fail.
+ */
+export async function waitToFit(page: Page, width: number): Promise<void> {
+  await page
+    .waitForFunction((w) => document.documentElement.scrollWidth <= w, width, { timeout: 5_000 })
+    .catch(() => {})
+}

@@ -16,7 +16,7 @@ import { fileURLToPath } from 'node:url'
 import { chromium, type Browser, type Page } from 'playwright-core'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import type { ChargedTwiceOrder, IncidentView } from '../../src/wire'
-import { layoutFindings } from './layout-checks'
+import { layoutFindings, waitToFit } from './layout-checks'
 import { shopState, startScriptedDashboard, type ScriptedDashboard } from './scripted-dashboard'
 
 const here = dirname(fileURLToPath(import.meta.url))
@@ -154,13 +154,7 @@ async function checkView(name: string, prepare?: () => Promise<void>): Promise<v
     await page.setViewportSize({ width: size.width, height: size.height })
     await expect.poll(() => page.evaluate(() => window.innerWidth), { timeout: 10_000 }).toBe(size.width)
     await prepare?.()
-    // The charts follow the new width from a ResizeObserver, in a later frame: a loaded clean-clone
-    // CI run measured the empty view at 390 px before it (scrollWidth 422, the 1280 px layout's
-    // chart). Wait for the page to fit, up to 5 s; one that never does is measured as it is and
-    // fails below (as dashboard.e2e.test.ts does).
-    await page
-      .waitForFunction((w) => document.documentElement.scrollWidth <= w, size.width, { timeout: 5_000 })
-      .catch(() => {})
+    await waitToFit(page, size.width)
     const findings = await layoutFindings(page)
     const pageWidth = await page.evaluate(() => document.documentElement.scrollWidth)
     await page.screenshot({ path: join(shots, `${name}-${size.width}x${size.height}.png`), fullPage: true })

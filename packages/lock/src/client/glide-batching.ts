@@ -90,7 +90,6 @@ export class GlideBatcher {
   readonly #Batch: BatchClass
   /** The commands gathered since the last send; undefined: none sent in this tick yet. */
   #held: Held[] | undefined
-  #tickEnd = false
 
   constructor(client: GlideBatchClient, Batch: BatchClass) {
     this.#client = client
@@ -101,8 +100,12 @@ export class GlideBatcher {
   send(args: string[]): Promise<unknown> {
     const held = this.#held
     if (held === undefined) {
+      // The tick's first: sent now; the tick's end sends what was gathered after it.
       this.#held = []
-      this.#endTick()
+      process.nextTick(() => {
+        this.flush()
+        this.#held = undefined
+      })
       return this.#client.customCommand(args)
     }
     return new Promise((resolve, reject) => {
@@ -139,16 +142,6 @@ export class GlideBatcher {
         for (const h of held) h.reject(error)
       },
     )
-  }
-
-  #endTick(): void {
-    if (this.#tickEnd) return
-    this.#tickEnd = true
-    process.nextTick(() => {
-      this.#tickEnd = false
-      this.flush()
-      this.#held = undefined
-    })
   }
 }
 
