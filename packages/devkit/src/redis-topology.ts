@@ -70,7 +70,8 @@ export async function startSentinelSet(options: SentinelSetOptions = {}): Promis
     await waitFor(
       async () => {
         for (const replica of servers.slice(1)) {
-          if (field(await redisCommand(replica.port, ['INFO', 'replication']), 'master_link_status') !== 'up') return false
+          if (field(await redisCommand(replica.port, ['INFO', 'replication']), 'master_link_status') !== 'up')
+            return false
         }
         return true
       },
@@ -106,7 +107,13 @@ export async function startSentinelSet(options: SentinelSetOptions = {}): Promis
         for (const sentinel of sentinels) {
           const replicas = await redisCommand(sentinel.port, ['SENTINEL', 'replicas', name])
           if ((replicas.match(/flags\n[^\n]*slave/g) ?? []).length < replicaCount) return false
-          if (Number(field(await redisCommand(sentinel.port, ['SENTINEL', 'master', name]).then(flat), 'num-other-sentinels')) < sentinelCount - 1) return false
+          if (
+            Number(
+              field(await redisCommand(sentinel.port, ['SENTINEL', 'master', name]).then(flat), 'num-other-sentinels'),
+            ) <
+            sentinelCount - 1
+          )
+            return false
         }
         return true
       },
@@ -164,7 +171,10 @@ export interface ClusterOptions {
   readonly nodeTimeoutMs?: number
 }
 
-/** Spawns the nodes, creates the cluster, and resolves once every node says `cluster_state:ok`. */
+/**
+ * Spawns the nodes, creates the cluster, and resolves once every node says `cluster_state:ok`,
+ * every replica's link to its primary is up and every node's table names each primary's replicas.
+ */
 export async function startCluster(options: ClusterOptions = {}): Promise<ClusterSet> {
   const primaries = options.primaries ?? 3
   const replicas = options.replicasPerPrimary ?? 1
@@ -180,7 +190,11 @@ export async function startCluster(options: ClusterOptions = {}): Promise<Cluste
       servers.push(await startRedisServer({ cluster: true, args }))
     }
     const addresses = servers.map((s) => `${s.host}:${s.port}`)
-    await run('redis-cli', ['--cluster', 'create', ...addresses, '--cluster-replicas', String(replicas), '--cluster-yes'], { timeout: 30_000 })
+    await run(
+      'redis-cli',
+      ['--cluster', 'create', ...addresses, '--cluster-replicas', String(replicas), '--cluster-yes'],
+      { timeout: 30_000 },
+    )
     const set: ClusterSet = {
       servers,
       nodes: servers.map((s) => ({ host: s.host, port: s.port })),
@@ -190,7 +204,7 @@ export async function startCluster(options: ClusterOptions = {}): Promise<Cluste
           const reply = await redisCommand(server.port, ['CLUSTER', 'SLOTS']).catch(() => '')
           const lines = reply.split('\n')
           // Flattened: start, end, then the primary's host, port, id, then the replicas'.
-          for (let i = 0; i + 4 < lines.length; ) {
+          for (let i = 0; i + 4 < lines.length;) {
             const start = Number(lines[i])
             const end = Number(lines[i + 1])
             const port = Number(lines[i + 3])
@@ -224,6 +238,26 @@ export async function startCluster(options: ClusterOptions = {}): Promise<Cluste
       dispose,
     }
     await set.ready()
+    // cluster_state:ok says every slot is served, not that the replicas are attached: a test
+    // that asked a primary for its replica (CLUSTER REPLICAS) right after got none (a clean-clone
+    // CI run). Every replica's link up, and every node's table naming each primary's replicas.
+    await waitFor(
+      async () => {
+        for (const server of servers) {
+          const nodes = await redisCommand(server.port, ['CLUSTER', 'NODES'])
+          const table = nodes.split('\n').map((line) => line.trim().split(' '))
+          const masters = table.filter((f) => f[2]?.split(',').includes('master')).map((f) => f[0])
+          if (masters.length !== primaries) return false
+          for (const id of masters)
+            if (table.filter((f) => f[2]?.split(',').includes('slave') && f[3] === id).length !== replicas) return false
+          const replication = await redisCommand(server.port, ['INFO', 'replication'])
+          if (field(replication, 'role') === 'slave' && field(replication, 'master_link_status') !== 'up') return false
+        }
+        return true
+      },
+      20_000,
+      'every replica attached and known to every node',
+    )
     return set
   } catch (error) {
     await dispose()

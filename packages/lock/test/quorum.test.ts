@@ -6,7 +6,7 @@
  */
 import { Redis } from 'ioredis'
 import { describe, expect, it } from 'vitest'
-import { acquireOnce } from './support/scripts.js'
+import { acquireOnce, releaseOnce } from './support/scripts.js'
 import {
   InvalidLockOptionError,
   LOCK_SCRIPTS,
@@ -179,6 +179,59 @@ describe('quorum mode: the Locker over N clients', () => {
     expect(held.lock[2]).toBe(held.lock[0])
     expect(await lock.release()).toBe(true)
     await waitUntil(async () => (await state(r)).lock.every((v) => v === null), { what: 'freed on every node' })
+    await slow.close()
+  })
+
+  it("a late grant whose script was not loaded on its node (NOSCRIPT, then EVAL) runs after the lock's release reached that node: it is given back, not left for its TTL (a clean-clone CI run held it 30 s)", async () => {
+    const { startLatencyProxy } = await import('./support/latency-proxy.js')
+    const slow = await startLatencyProxy({ port: nodes.servers[2]!.port }, 40)
+    const clients = [...nodes.clients().slice(0, 2), connect({ port: slow.port })]
+    for (const c of clients) await ready(c, 'a node')
+    // What the slow node runs, scripts' commands included: when its grant of a resource ran.
+    const admin = nodes.admins[2]!
+    const monitor = await connect({ port: nodes.servers[2]!.port }).monitor()
+    const ran: string[][] = []
+    monitor.on('monitor', (_time: string, args: string[]) => ran.push(args))
+    const grantedOnSlow = (resource: string) =>
+      waitUntil(() => ran.some((a) => a[0] === 'SET' && a[1] === keysOf(resource).lock && a.includes('NX')), {
+        what: 'the slow node to grant',
+      })
+    const locker = makeLocker(clients, { nodeRestartDelayMs: 0 })
+    const warm = unique('q-warm')
+    await (await locker.acquire(warm)).release()
+    await grantedOnSlow(warm) // nothing of the warm-up left on its way to the slow node
+    // The slow node knows every script but the acquires' (as after a test that only ran others).
+    const unloadAcquires = async () => {
+      await admin.script('FLUSH')
+      for (const [name, script] of Object.entries(LOCK_SCRIPTS))
+        if (!/acquire/i.test(name)) await admin.script('LOAD', script.lua)
+    }
+    await unloadAcquires()
+    const r = unique('q-late-noscript')
+    // Counters in step: the fast nodes mint the same token and the grant needs no second phase,
+    // so the release goes out while the slow node's NOSCRIPT is still on its way back.
+    await Promise.all(nodes.admins.map((a) => a.set(keysOf(r).fence, '1000', 'PX', 600_000)))
+    const lock = await locker.acquire(r, { ttlMs: 60_000 }) // won on the fast nodes
+    // On the slow node the acquire's EVALSHA is answered NOSCRIPT and sent again as EVAL: a
+    // release sent behind the EVALSHA would run before the grant (the control below).
+    expect(await lock.release()).toBe(true)
+    await grantedOnSlow(r)
+    await waitUntil(async () => (await state(r)).lock.every((v) => v === null), {
+      timeoutMs: 3_000,
+      what: 'freed on every node',
+    })
+    // Control: the release sent behind the acquire on the slow node's connection (as before).
+    await unloadAcquires()
+    const rc = unique('q-late-noscript-ctl')
+    const ownerId = newOwnerId()
+    const args = { ownerId, ttlMs: 60_000, fenceTtlMs: 60_000, lockerId: 'ctl' }
+    const acquired = acquireOnce(clients[2]!, keysOf(rc), args)
+    const released = await releaseOnce(clients[2]!, keysOf(rc), ownerId, 'ctl', 500)
+    expect(released.freed).toBe(false) // it ran first: nothing to free yet
+    expect((await acquired).granted).toBe(true)
+    expect(await admin.get(keysOf(rc).lock)).toBe(ownerId) // held by nobody until its TTL
+    await admin.del(keysOf(rc).lock)
+    monitor.disconnect()
     await slow.close()
   })
 

@@ -5,14 +5,58 @@ import type { QuorumNode } from './quorum-node.js'
 import { nodesFailed, onNode, Tally } from './tally.js'
 
 /**
- * A lock granted while some nodes asked had not answered: how many have not, and — once the lock
- * was released — the nodes its release skipped (failing ones): a grant one of them answers after
- * that is given back at once. (The nodes the release went to got it behind the acquire, on the
- * same connection: it frees what the acquire granted.)
+ * A lock granted while some nodes asked had not answered: their grants, when they come, are the
+ * lock's like the others — unless the lock's release ran on that node first. It usually cannot:
+ * the release goes out behind the acquire on the same connection. But an acquire answered
+ * NOSCRIPT is sent again as EVAL after whatever went out meanwhile (a clean-clone CI run left such
+ * a grant held for its TTL), and a node the release skipped (failing then) was sent none. So a
+ * grant that comes after the release is given back once that node's release is known not to have
+ * freed it (skipped, answered "not ours", or failed), whichever of the two answers comes first.
  */
-export interface LateGrants {
-  pending: number
-  skipped: readonly QuorumNode[] | undefined
+export class LateGrants {
+  readonly #pending: Set<QuorumNode>
+  readonly #giveBack: (node: QuorumNode) => void
+  readonly #done: () => void
+  /** For the nodes pending at the release: whether it freed the lock there (undefined: not answered yet). */
+  readonly #freed = new Map<QuorumNode, boolean | undefined>()
+  /** Pending nodes that granted after the release, their release not answered yet. */
+  readonly #grantedAfter = new Set<QuorumNode>()
+
+  constructor(pending: Iterable<QuorumNode>, giveBack: (node: QuorumNode) => void, done: () => void) {
+    this.#pending = new Set(pending)
+    this.#giveBack = giveBack
+    this.#done = done
+  }
+
+  /** The lock's release goes to `asked` (and to no other node). */
+  releasing(asked: readonly QuorumNode[]): void {
+    for (const node of this.#pending) this.#freed.set(node, asked.includes(node) ? undefined : false)
+  }
+
+  /** A node's answer to the release (`freed` false also when it failed: whether it ran is unknown). */
+  releaseAnswered(node: QuorumNode, freed: boolean): void {
+    if (!this.#freed.has(node)) return
+    this.#freed.set(node, freed)
+    if (!freed && this.#grantedAfter.delete(node)) this.#giveBack(node)
+    this.#settle()
+  }
+
+  /** A pending node answered the acquire. */
+  answered(node: QuorumNode, granted: boolean): void {
+    if (!this.#pending.delete(node)) return
+    if (granted && this.#freed.has(node)) {
+      const freed = this.#freed.get(node)
+      if (freed === false) this.#giveBack(node)
+      else if (freed === undefined) this.#grantedAfter.add(node)
+    }
+    this.#settle()
+  }
+
+  #settle(): void {
+    if (this.#pending.size > 0 || this.#grantedAfter.size > 0) return
+    for (const freed of this.#freed.values()) if (freed === undefined) return
+    this.#done()
+  }
 }
 
 /** What an attempt needs from its backend. */
@@ -25,7 +69,7 @@ export interface AttemptHost {
   /** The attempt won: its place in the queues is spent (or at the back of the line). */
   granted(resource: LockResource, request: AcquireRequest, sentAtWall: number): void
   /** The attempt won with nodes still to answer: their grants are the lock's (see {@link LateGrants}). */
-  lateGrants: Map<string, LateGrants>
+  readonly lateGrants: Map<string, LateGrants>
 }
 
 /**
@@ -47,6 +91,8 @@ export class QuorumAttempt {
   readonly #sentAtWall: number
   readonly #resolve: (outcome: AcquireOutcome) => void
   readonly #grants: NodeGrant[] = []
+  /** The nodes asked that have not answered yet. */
+  readonly #waiting: Set<QuorumNode>
   readonly #tally: Tally
   #cutErrors = 0
   #holderTtlMs = -1
@@ -56,7 +102,13 @@ export class QuorumAttempt {
     host: AttemptHost,
     resource: LockResource,
     request: AcquireRequest,
-    init: { ownerId: string; validMs: number; sentAtWall: number; notAsked: readonly Error[] },
+    init: {
+      ownerId: string
+      validMs: number
+      sentAtWall: number
+      asked: readonly QuorumNode[]
+      notAsked: readonly Error[]
+    },
     resolve: (outcome: AcquireOutcome) => void,
   ) {
     this.#host = host
@@ -67,6 +119,7 @@ export class QuorumAttempt {
     this.#validUntil = request.sentAt + init.validMs
     this.#sentAtWall = init.sentAtWall
     this.#resolve = resolve
+    this.#waiting = new Set(init.asked)
     this.#tally = new Tally(host.nodes.length, host.quorum, (won) => (won ? this.#won() : this.#lost()))
     for (const error of init.notAsked) this.#tally.fail(error)
   }
@@ -74,16 +127,13 @@ export class QuorumAttempt {
   /** A node's answer. */
   count(node: QuorumNode, outcome: AcquireOutcome): void {
     const state = this.#state
+    this.#waiting.delete(node)
     if (state === 'failed') {
       // Too late to count: a grant nobody waits for is given back at once.
       if (outcome.granted) this.#host.releaseOn(node, this.#resource, this.#ownerId)
       return
     }
-    if (state === 'held') {
-      const late = this.#host.lateGrants.get(this.#ownerId)
-      if (late && --late.pending === 0) this.#host.lateGrants.delete(this.#ownerId)
-      if (outcome.granted && late?.skipped?.includes(node)) this.#host.releaseOn(node, this.#resource, this.#ownerId)
-    }
+    if (state === 'held') this.#host.lateGrants.get(this.#ownerId)?.answered(node, outcome.granted)
     const tally = this.#tally
     if (outcome.granted) {
       this.#grants.push({ node, token: outcome.token, handedOver: outcome.handedOver })
@@ -137,8 +187,12 @@ export class QuorumAttempt {
       return this.#fail({ granted: false, error: new Error(why), cut: false })
     }
     this.#state = 'held'
-    const pending = this.#tally.pending
-    if (pending > 0) this.#host.lateGrants.set(this.#ownerId, { pending, skipped: undefined })
+    if (this.#waiting.size > 0) {
+      const { lateGrants } = this.#host
+      const [host, resource, ownerId] = [this.#host, this.#resource, this.#ownerId]
+      const giveBack = (node: QuorumNode) => host.releaseOn(node, resource, ownerId)
+      lateGrants.set(ownerId, new LateGrants(this.#waiting, giveBack, () => lateGrants.delete(ownerId)))
+    }
     this.#host.granted(this.#resource, this.#request, this.#sentAtWall)
     let handedOver = false
     for (const g of this.#grants) if (g.handedOver) handedOver = true

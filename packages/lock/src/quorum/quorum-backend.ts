@@ -103,8 +103,8 @@ export class QuorumBackend implements LockBackend {
   readonly #guard: RestartGuard
   /**
    * Locks granted while some node asked had not answered yet, by owner id: a grant that node
-   * answers later is the lock's too, and is given back at once if the lock's release skipped it
-   * (it was failing then). Dropped when every node answered.
+   * answers later is the lock's too, and is given back if the lock's release did not free it
+   * there (quorum-attempt.ts). Dropped when every node answered.
    */
   readonly #lateGrants = new Map<string, LateGrants>()
   /** What every acquire attempt needs of this backend (quorum-attempt.ts). */
@@ -220,7 +220,7 @@ export class QuorumBackend implements LockBackend {
     const waitMs = request.waitUntil === undefined ? Number.POSITIVE_INFINITY : request.waitUntil - request.sentAt
     const as = { ownerId, maxMs: Math.min(validMs, Math.max(floorMs, waitMs)), ticket, stayTicket }
     return new Promise<AcquireOutcome>((resolve) => {
-      const init = { ownerId, validMs, sentAtWall, notAsked: notAsked(nodes, asked) }
+      const init = { ownerId, validMs, sentAtWall, asked, notAsked: notAsked(nodes, asked) }
       const attempt = new QuorumAttempt(this.#attemptHost, resource, request, init, resolve)
       this.#guard.beforeLease(asked, request.ttlMs)
       for (const node of asked) node.acquire(node.backend.acquireAs(resource, request, as, node.epoch), attempt)
@@ -272,8 +272,8 @@ export class QuorumBackend implements LockBackend {
 
   /**
    * On every reachable node (a node whose connection is down, or that is failing, keeps our key
-   * until its TTL runs out; a grant of ours that it answers after this release is given back
-   * then, see `#lateGrants`). Freed when a majority freed it; otherwise not ours, or unknown when
+   * until its TTL runs out; a grant of ours that comes after this release without it freeing it
+   * there is given back then, see `#lateGrants`). Freed when a majority freed it; otherwise not ours, or unknown when
    * fewer than a majority answered.
    */
   release(resource: LockResource, ownerId: string, handOnAtOnce = false): Promise<ReleaseOutcome> {
@@ -282,7 +282,7 @@ export class QuorumBackend implements LockBackend {
     const q = this.#quorum
     const asked = nodes.filter((node) => node.reachable)
     const late = this.#lateGrants.get(ownerId)
-    if (late) late.skipped = nodes.filter((node) => !asked.includes(node))
+    late?.releasing(asked)
     return new Promise((resolve, reject) => {
       const freed: ReleaseOutcome[] = []
       const tally = tallyOf(
@@ -299,11 +299,15 @@ export class QuorumBackend implements LockBackend {
       for (const node of asked) {
         node.track(node.backend.release(resource, ownerId, handOnAtOnce)).then(
           (outcome) => {
+            late?.releaseAnswered(node, outcome.freed)
             if (!outcome.freed) return tally.refuse()
             freed.push(outcome)
             tally.agree()
           },
-          (error: unknown) => tally.fail(onNode(node.index, asError(error))),
+          (error: unknown) => {
+            late?.releaseAnswered(node, false)
+            tally.fail(onNode(node.index, asError(error)))
+          },
         )
       }
     })
