@@ -347,7 +347,13 @@ describe('quorum mode: tokens strictly increase across changing majorities', () 
       const contender = makeLocker(contenderClients, options)
       // C is held by someone else for a moment: the holder's key lands on A and B only.
       await admins[2]!.set(keysOf(r).lock, 'someone-else', 'PX', 5_000)
+      // The scripts loaded, so that no try goes out again as EVAL behind what follows it.
+      for (const a of admins) for (const script of Object.values(LOCK_SCRIPTS)) await a.script('LOAD', script.lua)
       const lock = await holder.acquire(r)
+      // acquire() resolved on A and B; C's refusal may still be on its way, and a try run after
+      // the DEL below would grant (a clean-clone CI run: no second holder in the control). A PING
+      // behind it on the same connection comes back after it ran.
+      await holderClients[2]!.ping()
       await admins[2]!.del(keysOf(r).lock)
       await servers[1]!.restart() // B forgets the holder's key
       await waitUntil(() => contenderClients[1]!.status === 'ready', { what: 'the contender reconnected to B' })
