@@ -333,9 +333,13 @@ export class EtcdBackend implements LockBackend {
           leaseUntil = lease.validUntil
         }
       } else {
+        // One deadline for both, taken before either is sent: a second left() that threw (the
+        // first call can take milliseconds to send on a loaded machine) left the keep-alive
+        // already sent with nobody to see it fail (an unhandled rejection in a clean-clone CI run).
+        const ms = left(until)
         const [alive, kv] = await Promise.all([
-          this.#leases.keepAlive(lease, left(until)),
-          this.#calls.run(() => this.#client.kv.range({ key: e.keys.own }), left(until)),
+          this.#leases.keepAlive(lease, ms),
+          this.#calls.run(() => this.#client.kv.range({ key: e.keys.own }), ms),
         ])
         if (alive !== undefined && kv.kvs[0] && BigInt(kv.kvs[0].create_revision) === rev) leaseUntil = alive
       }
@@ -460,9 +464,10 @@ export class EtcdBackend implements LockBackend {
     if (e.state !== 'held' || String(e.rev) !== ownerId) return false
     const until = performance.now() + this.#o.commandTimeoutMs
     // A lease of its own, never kept alive: the record ends with it, after ttlMs (rounded up to seconds).
+    const ms = left(until) // before the lease is made: etcd3 sends its grant at once
     const record = this.#client.lease(leaseSeconds(ttlMs), { autoKeepAlive: false })
     record.on('lost', () => {})
-    const id = await this.#calls.run(() => record.grant(), left(until))
+    const id = await this.#calls.run(() => record.grant(), ms)
     const k = e.keys
     const r = await this.#txn(
       {
