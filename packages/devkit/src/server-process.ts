@@ -5,6 +5,32 @@
  * What the server is — its arguments, its data, when it answers — is the owner's business.
  */
 import { spawn, type ChildProcess } from 'node:child_process'
+import { readdirSync, readFileSync } from 'node:fs'
+
+/** Something to sleep on, 1 ms at a time, while a process stops (see ServerProcess.pause). */
+const PAUSE_CELL = new Int32Array(new SharedArrayBuffer(4))
+
+/** Whether every thread of `pid` is stopped (state T or t in /proc); true where /proc cannot say. */
+function allThreadsStopped(pid: number): boolean {
+  let tasks: string[]
+  try {
+    tasks = readdirSync(`/proc/${pid}/task`)
+  } catch {
+    return true
+  }
+  for (const task of tasks) {
+    let stat: string
+    try {
+      stat = readFileSync(`/proc/${pid}/task/${task}/stat`, 'utf8')
+    } catch {
+      continue // a thread that ended meanwhile
+    }
+    // "pid (comm) state ...": the command may hold spaces and parentheses, the state follows the last ')'.
+    const state = stat.charAt(stat.lastIndexOf(')') + 2)
+    if (state !== 'T' && state !== 't') return false
+  }
+  return true
+}
 
 export class ServerProcess {
   #child: ChildProcess | undefined
@@ -72,7 +98,14 @@ export class ServerProcess {
 
   /** SIGSTOP: the process keeps its sockets open and answers nothing. */
   pause(): void {
-    process.kill(this.pid, 'SIGSTOP')
+    const pid = this.pid
+    process.kill(pid, 'SIGSTOP')
+    // The signal is only queued when kill() returns: each thread stops as it next enters the
+    // kernel. Until every thread of a many-threaded server (etcd) has, one may still answer: a
+    // clean-clone CI run got an answer from an etcd member just paused. Wait (at most 2 s) until
+    // /proc says every thread is stopped; where there is no /proc, return at once.
+    const until = performance.now() + 2_000
+    while (!allThreadsStopped(pid) && performance.now() < until) Atomics.wait(PAUSE_CELL, 0, 0, 1)
   }
 
   /** SIGCONT after {@link pause}. */
