@@ -8,7 +8,7 @@
 import type { GlideClient } from '@valkey/valkey-glide'
 import { Redis } from 'ioredis'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
-import { Locker, LockUnavailableError, resourceKeys } from '../../src/index.js'
+import { Locker, LockUnavailableError, resourceKeys, type Lock } from '../../src/index.js'
 import { COALESCE_BATCH } from '../../src/client/write-coalescing.js'
 import { GlideConnection, glideConfigurationOf } from '../../src/client/glide-client.js'
 import { glideClient } from '../support/clients.js'
@@ -163,7 +163,7 @@ describe('write coalescing on GLIDE (coalesceWrites, on by default on a GlideCli
     }
   })
 
-  it("the connection killed with batches in flight: every try of them fails at once with LockUnavailableError (the cause GLIDE's ConnectionError), none is sent again, no lock is left; the next acquires are granted, batched", async () => {
+  it("the connection killed with batches in flight: every try on it fails at once with LockUnavailableError (the cause GLIDE's ConnectionError), none is sent again, no lock is left but those granted to their callers; the next acquires are granted, batched", async () => {
     const client = await glideClient(server.port)
     const locker = new Locker(client, { ttlMs: 10_000, commandTimeoutMs: 5_000 })
     try {
@@ -182,15 +182,28 @@ describe('write coalescing on GLIDE (coalesceWrites, on by default on a GlideCli
       await admin.call('CLIENT', 'KILL', 'TYPE', 'normal', 'SKIPME', 'yes')
       const outcomes = await tries
       expect(performance.now() - t).toBeLessThan(1_000) // commandTimeoutMs is 5 s
-      for (const o of outcomes) {
-        expect(o.status).toBe('rejected')
-        const error = (o as PromiseRejectedResult).reason as Error
+      // The tries on the killed connection fail at once. A batch GLIDE had not written yet when
+      // the connection dropped goes out once, on the new connection (a loaded clean-clone CI run):
+      // granted there after the pause, it is its caller's lock — sent once, not orphaned.
+      const granted = new Map<string, Lock>()
+      for (const [i, o] of outcomes.entries()) {
+        if (o.status === 'fulfilled') {
+          expect(o.value).not.toBeNull() // nobody else holds these
+          granted.set(resources[i]!, o.value!)
+          continue
+        }
+        const error = o.reason as Error
         expect(error).toBeInstanceOf(LockUnavailableError)
         expect(error.cause?.constructor.name).toBe('ConnectionError')
       }
+      expect(granted.size).toBeLessThan(CONCURRENT) // the waiting one at least was cut
       // A write of the admin's waits for the pause to end: by then a resent try would have run.
       await admin.set(unique('gb-after-pause'), '1')
-      for (const r of resources) expect(await admin.exists(resourceKeys('fencelock:', r).lock)).toBe(0)
+      for (const r of resources) {
+        const lock = granted.get(r)
+        expect(await admin.exists(resourceKeys('fencelock:', r).lock)).toBe(lock === undefined ? 0 : 1)
+      }
+      for (const lock of granted.values()) expect(await lock.release()).toBe(true)
       // GLIDE reconnected by itself: the Locker grants again, batched.
       const again = countCalls(client)
       const locks = await Promise.all(resources.map((r) => locker.acquire(r, { waitMs: 5_000 })))
