@@ -273,8 +273,8 @@ export class QuorumBackend implements LockBackend {
   /**
    * On every reachable node (a node whose connection is down, or that is failing, keeps our key
    * until its TTL runs out; a grant of ours that comes after this release without it freeing it
-   * there is given back then, see `#lateGrants`). Freed when a majority freed it; otherwise not ours, or unknown when
-   * fewer than a majority answered.
+   * there is given back then, see `#lateGrants`). Freed when a majority freed it; otherwise not
+   * ours, or unknown when fewer than a majority answered.
    */
   release(resource: LockResource, ownerId: string, handOnAtOnce = false): Promise<ReleaseOutcome> {
     const nodes = this.#nodes

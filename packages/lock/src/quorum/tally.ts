@@ -40,11 +40,6 @@ export class Tally {
     return this.#settled
   }
 
-  /** Nodes asked that have not voted yet. */
-  get pending(): number {
-    return this.#pending
-  }
-
   get failed(): number {
     return this.errors.length
   }
