@@ -21,6 +21,7 @@
  * | `SHOP_RECONCILE_INTERVAL_MS` | `2000` | the reconciler's period (a pass at start-up, then this often); `0` turns it off |
  * | `SHOP_SALE_TIMERS` | unset | `1`: time each purchase's phases (sale-timings.ts), reported in the instance's stats |
  * | `SHOP_ABANDONED_ORDER_MS` | 10 × `SHOP_LOCK_TTL_MS` | an order still pending with no payment intent this long after it was made is abandoned (its instance died after the purchase, or its buyer never paid): a violation until the reconciler cancels it and returns its unit. At least the lease |
+ * | `SHOP_CANCEL_INTENT_AFTER_MS` | 10 × `SHOP_LOCK_TTL_MS` | a payment intent with no charge at the gateway is cancelled by the reconciler (its unit returned) only once this old; younger, it is left to the payment's own deliveries (the queue's duplicate, a retry), which pay it when its payer stalled past its lease. The window in which a payment is delivered again; at least the lease |
  * | `FENCELOCK_DIE_AFTER_CHARGE` | unset | test hook: the process kills itself (SIGKILL) right after the gateway answered its n-th charge, before the payment row |
  * | `FENCELOCK_DIE_AFTER_PURCHASE` | unset | test hook: the process kills itself (SIGKILL) right after its n-th purchase committed, before the buyer is answered (so before any payment intent) |
  */
@@ -66,6 +67,8 @@ export interface InstanceConfig {
   readonly dieAfterPurchase: number | undefined
   /** An order pending with no payment intent this long (ms) is abandoned (see SHOP_ABANDONED_ORDER_MS). */
   readonly abandonedOrderMs: number
+  /** A payment intent with no charge is cancelled only this long (ms) after it was recorded (see SHOP_CANCEL_INTENT_AFTER_MS). */
+  readonly cancelIntentAfterMs: number
   /** SHOP_SALE_TIMERS=1: purchases timed by phase. */
   readonly saleTimers: boolean
 }
@@ -160,7 +163,8 @@ export function readInstanceConfig(env: NodeJS.ProcessEnv): InstanceConfig {
     dieAfterPurchase: env.FENCELOCK_DIE_AFTER_PURCHASE
       ? integerVariable(env, 'FENCELOCK_DIE_AFTER_PURCHASE', 0, 1, 1_000_000)
       : undefined,
-    abandonedOrderMs: abandonedOrderMs(env),
+    abandonedOrderMs: atLeastTheLease(env, 'SHOP_ABANDONED_ORDER_MS'),
+    cancelIntentAfterMs: atLeastTheLease(env, 'SHOP_CANCEL_INTENT_AFTER_MS'),
     saleTimers: booleanFlag(env, 'SHOP_SALE_TIMERS'),
   }
 }
@@ -195,10 +199,10 @@ function etcdEndpointsOf(list: string): readonly string[] {
   })
 }
 
-/** SHOP_ABANDONED_ORDER_MS, at least the lease (default ten leases): a live payer may hold the order that long. */
-function abandonedOrderMs(env: NodeJS.ProcessEnv): number {
+/** SHOP_ABANDONED_ORDER_MS or SHOP_CANCEL_INTENT_AFTER_MS, at least the lease (default ten leases): a live payer may hold the order that long. */
+function atLeastTheLease(env: NodeJS.ProcessEnv, variable: 'SHOP_ABANDONED_ORDER_MS' | 'SHOP_CANCEL_INTENT_AFTER_MS'): number {
   const ttl = integerVariable(env, 'SHOP_LOCK_TTL_MS', INSTANCE_DEFAULTS.lockTtlMs, 10, 600_000)
-  const value = integerVariable(env, 'SHOP_ABANDONED_ORDER_MS', 10 * ttl, 0, 3_600_000)
-  if (value < ttl) throw new InvalidConfigError('SHOP_ABANDONED_ORDER_MS', `must be at least SHOP_LOCK_TTL_MS (${ttl})`, String(value))
+  const value = integerVariable(env, variable, 10 * ttl, 0, 3_600_000)
+  if (value < ttl) throw new InvalidConfigError(variable, `must be at least SHOP_LOCK_TTL_MS (${ttl})`, String(value))
   return value
 }

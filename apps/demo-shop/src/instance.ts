@@ -154,6 +154,7 @@ export async function buildInstance(config: InstanceConfig, observer?: ShopObser
     instanceId: config.instanceId,
     minAgeMs: config.lockTtlMs,
     abandonedAfterMs: config.abandonedOrderMs,
+    cancelIntentAfterMs: config.cancelIntentAfterMs,
     logError: () => {},
   })
 

@@ -9,9 +9,15 @@
  * holder's charge can no longer land after the answer), then:
  * - a charge → records its payment (the charge's id and amount) and marks the order paid, in one
  *   fenced transaction;
- * - no charge → cancels the order (fenced), then returns its units to the product's stock under
- *   the product's lock. A reconciler killed between the two leaves the units out of stock: the
- *   report counts that as a lost update.
+ * - no charge, and the intent older than `cancelIntentAfterMs` → cancels the order (fenced), then
+ *   returns its units to the product's stock under the product's lock. A reconciler killed between
+ *   the two leaves the units out of stock: the report counts that as a lost update;
+ * - no charge, and the intent younger → leaves the order to its payment's own deliveries (the
+ *   queue's duplicate, a retry after a timeout): a payer frozen past its lease is not dead, and its
+ *   payment is redelivered and paid by another instance. Cancelling it then took the unit from a
+ *   buyer the shop had told "ordered" (and left it unsold if the crowd had gone). The lock taken
+ *   and the lookup have raised the order's and the gateway's fences: the frozen payer's own charge
+ *   and writes are refused when it wakes, and the delivery that pays holds a newer token still.
  *
  * It also settles every order still pending with no intent once it is older than
  * `abandonedAfterMs` (at least the lease): its instance died after the purchase committed and
@@ -33,8 +39,8 @@ import { lockResource } from './shop-keys.js'
 /** Appended to the instance id on the payments the reconciler records. */
 export const RECONCILER_SUFFIX = '/reconciler'
 
-/** What one order's settlement did. */
-export type Settlement = 'paid' | 'cancelled' | 'already-settled'
+/** What one order's settlement did; `waiting`: an intent with no charge yet, younger than `cancelIntentAfterMs`. */
+export type Settlement = 'paid' | 'cancelled' | 'already-settled' | 'waiting'
 
 /** What one pass did. */
 export interface ReconcilePass {
@@ -42,6 +48,8 @@ export interface ReconcilePass {
   readonly checked: number
   readonly paid: number
   readonly cancelled: number
+  /** Intents with no charge yet, left to their payment's deliveries (younger than `cancelIntentAfterMs`). */
+  readonly waiting: number
   /** Orders that failed to settle this pass (lock timeout, gateway down): tried again next pass. */
   readonly failed: number
 }
@@ -61,6 +69,13 @@ export interface ReconcilerDeps {
    * units returned. Default: `minAgeMs`. A pass's own `minAgeMs` (0 at the end of a run) bounds it too.
    */
   readonly abandonedAfterMs?: number
+  /**
+   * An intent with no charge is cancelled only once it is this old (ms); younger, it is left to the
+   * payment's own deliveries, which may still pay it (a payer frozen past its lease is overtaken by
+   * the queue's next delivery). Set it to the window in which a payment is delivered again. Default:
+   * `minAgeMs`. A pass's own `minAgeMs` of 0 (the end of a run) cancels every one.
+   */
+  readonly cancelIntentAfterMs?: number
   /** Orders settled per pass, at most. Default 500. */
   readonly batch?: number
   readonly logError?: (error: unknown) => void
@@ -95,6 +110,7 @@ export class Reconciler {
     const { db } = this.#deps
     // A pass of age 0 (the end of a run: no payer left) settles every pending order.
     const abandonedMs = minAgeMs === 0 ? 0 : Math.max(minAgeMs, this.#deps.abandonedAfterMs ?? minAgeMs)
+    const cancelMs = minAgeMs === 0 ? 0 : Math.max(minAgeMs, this.#deps.cancelIntentAfterMs ?? minAgeMs)
     const now = Date.now()
     const candidates = await db.order.findMany({
       where: {
@@ -108,12 +124,13 @@ export class Reconciler {
       orderBy: { id: 'asc' },
       take: this.#deps.batch ?? 500,
     })
-    const pass = { checked: candidates.length, paid: 0, cancelled: 0, failed: 0 }
+    const pass = { checked: candidates.length, paid: 0, cancelled: 0, waiting: 0, failed: 0 }
     for (const { id } of candidates) {
       try {
-        const settled = await this.settle(id)
+        const settled = await this.#settle(id, cancelMs)
         if (settled === 'paid') pass.paid++
         else if (settled === 'cancelled') pass.cancelled++
+        else if (settled === 'waiting') pass.waiting++
       } catch (error) {
         pass.failed++
         this.#deps.logError?.(error)
@@ -126,8 +143,15 @@ export class Reconciler {
     return pass
   }
 
-  /** Settles order `orderId` (see the module's comment); a settled or intent-less order is left as it is. */
-  async settle(orderId: number): Promise<Settlement> {
+  /**
+   * Settles order `orderId` (see the module's comment); a settled order is left as it is. An intent
+   * with no charge is cancelled once older than `cancelIntentAfterMs` (default `minAgeMs`).
+   */
+  settle(orderId: number): Promise<Settlement> {
+    return this.#settle(orderId, this.#deps.cancelIntentAfterMs ?? this.#deps.minAgeMs)
+  }
+
+  async #settle(orderId: number, cancelIntentAfterMs: number): Promise<Settlement> {
     const { protection, gateway, instanceId } = this.#deps
     const row = { model: 'Order', where: { id: orderId } } as const
     const outcome = await protection.run(lockResource.order(orderId), async (guard) => {
@@ -153,6 +177,7 @@ export class Reconciler {
         })
         return { kind: 'paid' as const }
       }
+      if (order.paymentIntentAt !== null && Date.now() - order.paymentIntentAt.getTime() < cancelIntentAfterMs) return { kind: 'waiting' as const }
       await guard.write(row, (tx) => tx.order.update({ where: { id: orderId }, data: { status: 'cancelled' } }))
       return { kind: 'cancelled' as const, sku: order.product.sku, productId: order.product.id, segment: order.segment, quantity: order.quantity }
     })

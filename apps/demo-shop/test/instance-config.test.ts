@@ -19,6 +19,9 @@ describe('readInstanceConfig', () => {
       database: { schema: 'shop_x' },
     })
     expect(config.database.connectionString).not.toContain('schema=')
+    // Ten leases each, unless set: an abandoned order, an intent with no charge.
+    expect(config).toMatchObject({ abandonedOrderMs: 10_000, cancelIntentAfterMs: 10_000 })
+    expect(readInstanceConfig({ ...base, SHOP_LOCK_TTL_MS: '300', SHOP_CANCEL_INTENT_AFTER_MS: '300' })).toMatchObject({ cancelIntentAfterMs: 300, abandonedOrderMs: 3_000 })
   })
 
   it('REDIS_SENTINELS: the Sentinels to ask for the primary (REDIS_URL then not needed), the master name, the lock replicas', () => {
@@ -73,6 +76,9 @@ describe('readInstanceConfig', () => {
     [{ REDIS_SENTINELS: 'a:1,b:99999' }, 'REDIS_SENTINELS'],
     [{ REDIS_SENTINELS: 'a:1', REDIS_SENTINEL_NAME: 'x y' }, 'REDIS_SENTINEL_NAME'],
     [{ SHOP_LOCK_REPLICAS: '17' }, 'SHOP_LOCK_REPLICAS'],
+    [{ SHOP_ABANDONED_ORDER_MS: '999' }, 'SHOP_ABANDONED_ORDER_MS'],
+    [{ SHOP_CANCEL_INTENT_AFTER_MS: '999' }, 'SHOP_CANCEL_INTENT_AFTER_MS'],
+    [{ SHOP_CANCEL_INTENT_AFTER_MS: '1e4' }, 'SHOP_CANCEL_INTENT_AFTER_MS'],
   ])('refuses %j, naming %s', (patch, variable) => {
     let caught: unknown
     try {

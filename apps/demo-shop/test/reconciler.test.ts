@@ -170,8 +170,8 @@ describe('1. an instance killed after the charge (fenced)', () => {
   })
 })
 
-/** A holder of the order's lock with an older token, frozen before its charge reaches the gateway, while the reconciler cancels the order. */
-async function staleChargeAfterCancel(mode: 'fenced' | 'lock') {
+/** A holder of the order's lock with an older token, frozen before its charge reaches the gateway, while the reconciler settles the order (cancels it, by default). */
+async function staleChargeAfterCancel(mode: 'fenced' | 'lock', reconciler = reconcilerOf(mode)) {
   const sku = await newProduct()
   const shop = new ShopService({ db: prisma, protection: protection(mode), gateway: gatewayDying(), instanceId: 'a' })
   const orderId = await ordered(shop, sku)
@@ -203,9 +203,9 @@ async function staleChargeAfterCancel(mode: 'fenced' | 'lock') {
   })
   const paying = holder.pay(orderId).catch((error: unknown) => error)
   await atCharge
-  const settled = await reconcilerOf(mode).settle(orderId)
+  const settled = await reconciler.settle(orderId)
   resume()
-  return { settled, holder: await paying, ...(await money(orderId)) }
+  return { orderId, shop, settled, holder: await paying, ...(await money(orderId)) }
 }
 
 describe('a stale holder’s charge landing after the reconciler cancelled the order', () => {
@@ -225,6 +225,55 @@ describe('a stale holder’s charge landing after the reconciler cancelled the o
     expect(r.order.status).toBe('paid')
     const product = await prisma.product.findUniqueOrThrow({ where: { id: r.order.productId } })
     expect(product.stock).toBe(10)
+  })
+})
+
+describe('a payer frozen past its lease, its intent recorded and its charge not sent (fenced)', () => {
+  // The queue delivers the payment again (another instance, a newer token) after the lease: the
+  // reconciler must not take the order from under that delivery.
+  const patient = () =>
+    new Reconciler({ db: prisma, protection: protection('fenced'), gateway: gatewayDying(), instanceId: 'test', minAgeMs: 0, cancelIntentAfterMs: 60_000 })
+
+  it('the reconciler leaves the young intent to the redelivery, which pays it; the frozen payer’s charge is refused when it wakes', async () => {
+    const r = await staleChargeAfterCancel('fenced', patient())
+    expect(r.settled).toBe('waiting')
+    expect(r.order.status).toBe('pending')
+    // The reconciler's lock and lookup raised both fences: the frozen payer charges nothing.
+    expect((r.holder as GatewayError).isStaleToken).toBe(true)
+    expect(r.charges).toHaveLength(0)
+    // The queue's redelivery pays it: one charge, one payment, the unit stays sold.
+    expect(await r.shop.pay(r.orderId)).toMatchObject({ kind: 'paid', orderId: r.orderId })
+    const after = await money(r.orderId)
+    expect(after.order.status).toBe('paid')
+    expect(after.charges).toHaveLength(1)
+    expect(after.payments).toHaveLength(1)
+    expect((await prisma.product.findUniqueOrThrow({ where: { id: r.order.productId } })).stock).toBe(9)
+    // A pass that cancels every intent (the end of a sale's, age 0) finds nothing left to do.
+    expect(await patient().settle(r.orderId)).toBe('already-settled')
+  })
+
+  it('control, cancelled after one lease (the earlier rule): the redelivery finds the order cancelled, the buyer told "ordered" loses the unit', async () => {
+    const r = await staleChargeAfterCancel('fenced')
+    expect(r.settled).toBe('cancelled')
+    expect(await r.shop.pay(r.orderId)).toEqual({ kind: 'cancelled', orderId: r.orderId })
+    expect((await money(r.orderId)).charges).toHaveLength(0)
+    expect((await prisma.product.findUniqueOrThrow({ where: { id: r.order.productId } })).stock).toBe(10)
+  })
+
+  it('an intent older than cancelIntentAfterMs is cancelled, and a pass of age 0 cancels every one', async () => {
+    const sku = await newProduct(10)
+    const dying = new ShopService({ db: prisma, protection: protection('fenced'), gateway: gatewayDying('before-charge'), instanceId: 'a' })
+    const orderId = await ordered(dying, sku)
+    await expect(dying.pay(orderId)).rejects.toThrow(/killed before/)
+    const reconciler = new Reconciler({ db: prisma, protection: protection('fenced'), gateway: gatewayDying(), instanceId: 'test', minAgeMs: 1, cancelIntentAfterMs: 60_000 })
+    await new Promise((r) => setTimeout(r, 5))
+    const pass = await reconciler.runOnce()
+    expect(pass.waiting).toBeGreaterThanOrEqual(1)
+    expect((await money(orderId)).order.status).toBe('pending')
+    const last = await reconciler.runOnce(0)
+    expect(last.cancelled).toBeGreaterThanOrEqual(1)
+    expect((await money(orderId)).order.status).toBe('cancelled')
+    expect((await prisma.product.findUniqueOrThrow({ where: { sku } })).stock).toBe(10)
   })
 })
 
