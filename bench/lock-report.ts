@@ -70,6 +70,9 @@ export const fmt = (x: number, digits = 0) =>
   Number.isFinite(x) ? x.toLocaleString('en-US', { minimumFractionDigits: digits, maximumFractionDigits: digits }) : '—'
 export const pct = (x: number) => (Number.isFinite(x) ? `${(x * 100).toFixed(1)} %` : '—')
 export const verdict = (ok: boolean) => (ok ? '**PASS**' : '**MISS**')
+/** A verdict on a ratio to a contender that may not have run (a run with `--contenders` or `--scenarios`): not judged then. */
+export const ratioVerdict = (ratio: number, ok: boolean, other: string) =>
+  Number.isFinite(ratio) ? verdict(ok) : `not judged (${other} not in this run)`
 
 interface UncontendedRow {
   opsPerSec: number
@@ -275,10 +278,10 @@ export function renderReport(report: Report): string {
         if (!r) continue
         const theirs = (workers === 1 ? rows1 : rows50).get(PEER)
         out.push(
-          `| ${x.label} | uncontended ops/s, ${workers} worker${workers > 1 ? 's' : ''} ≥ ${TARGETS.opsOfSemaphore} × ${peer} | ${fmt(r.ofPeer, 3)} × (rounds ${fmt(r.ofPeerMin, 2)}–${fmt(r.ofPeerMax, 2)}; ${fmt(r.opsPerSec)} against ${fmt(theirs?.opsPerSec ?? NaN)} ops/s) | ${verdict(r.ofPeer >= TARGETS.opsOfSemaphore)} |`,
+          `| ${x.label} | uncontended ops/s, ${workers} worker${workers > 1 ? 's' : ''} ≥ ${TARGETS.opsOfSemaphore} × ${peer} | ${fmt(r.ofPeer, 3)} × (rounds ${fmt(r.ofPeerMin, 2)}–${fmt(r.ofPeerMax, 2)}; ${fmt(r.opsPerSec)} against ${fmt(theirs?.opsPerSec ?? NaN)} ops/s) | ${ratioVerdict(r.ofPeer, r.ofPeer >= TARGETS.opsOfSemaphore, peer)} |`,
         )
         out.push(
-          `| ${x.label} | Redis CPU per acquire + release, ${workers} worker${workers > 1 ? 's' : ''} ≤ ${TARGETS.redisCpuOfSemaphore} × ${peer} | ${fmt(r.redisCpuOfPeer, 3)} × (${fmt(r.redisCpuUsPerOp, 1)} against ${fmt(theirs?.redisCpuUsPerOp ?? NaN, 1)} µs) | ${verdict(r.redisCpuOfPeer <= TARGETS.redisCpuOfSemaphore)} |`,
+          `| ${x.label} | Redis CPU per acquire + release, ${workers} worker${workers > 1 ? 's' : ''} ≤ ${TARGETS.redisCpuOfSemaphore} × ${peer} | ${fmt(r.redisCpuOfPeer, 3)} × (${fmt(r.redisCpuUsPerOp, 1)} against ${fmt(theirs?.redisCpuUsPerOp ?? NaN, 1)} µs) | ${ratioVerdict(r.redisCpuOfPeer, r.redisCpuOfPeer <= TARGETS.redisCpuOfSemaphore, peer)} |`,
         )
       }
       const cr = crow.get(x.id)
