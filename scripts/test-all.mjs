@@ -4,8 +4,8 @@
 // suite's time is waiting (leases running out, servers starting, a paused process), and no two
 // suites share anything but the machine's Redis and PostgreSQL (each test makes its own schema, key
 // prefix and servers). `--only` keeps a lane from rebuilding what another reads. A failure stops
-// nothing: every failing package is reported at the end, with the time each step and each package
-// took, and the exit code is 1 when anything failed. Turbo's run summaries (`--summarize`,
+// nothing: every failing package is reported at the end, then its failing tests by name (from the
+// log turbo keeps), with the time each step and each package took, and the exit code is 1 when anything failed. Turbo's run summaries (`--summarize`,
 // .turbo/runs/*.json) say which tasks failed and how long each took.
 import { spawn } from 'node:child_process'
 import { readdirSync, readFileSync, statSync } from 'node:fs'
@@ -57,7 +57,10 @@ const STEPS = [
     name: 'lint, typecheck and tests',
     chains: [
       [
-        { turbo: ['run', 'lint', 'typecheck', '--only', '--concurrency=2', '--continue', '--output-logs=errors-only'], quiet: true },
+        {
+          turbo: ['run', 'lint', 'typecheck', '--only', '--concurrency=2', '--continue', '--output-logs=errors-only'],
+          quiet: true,
+        },
         { label: 'lint of bench and scripts', npm: ['run', 'lint:root', '--silent'], quiet: true },
         { label: 'typecheck of bench and scripts', npm: ['run', 'typecheck:root', '--silent'], quiet: true },
       ],
@@ -92,6 +95,44 @@ function run(command, args, quiet) {
     child.on('close', (code, signal) => resolve(code ?? (signal ? 1 : 0)))
     child.on('error', () => resolve(1))
   })
+}
+
+/**
+ * The failing tests of a turbo task, read from the log turbo kept (`<workspace>/.turbo/turbo-<task>.log`):
+ * each vitest `FAIL  file > suite > test` line of the failure report and each unhandled error's
+ * header, with the line after it (the error); at most 30 lines.
+ */
+function failedTests(taskId) {
+  const [name, task] = [taskId.slice(0, taskId.lastIndexOf('#')), taskId.slice(taskId.lastIndexOf('#') + 1)]
+  let text
+  for (const base of ['packages', 'apps']) {
+    for (const dir of readdirSync(join(root, base))) {
+      try {
+        if (JSON.parse(readFileSync(join(root, base, dir, 'package.json'), 'utf8')).name !== name) continue
+        text = readFileSync(join(root, base, dir, '.turbo', `turbo-${task}.log`), 'utf8')
+      } catch {
+        // No package.json or no log: nothing to add.
+      }
+    }
+  }
+  if (text === undefined) return []
+  const plain = text
+    // eslint-disable-next-line no-control-regex
+    .replace(/\x1b\[[0-9;]*m/g, '')
+    .split('\n')
+    .map((line) => line.replace(/^\S+:\S+: /, ''))
+  const found = []
+  for (let i = 0; i < plain.length && found.length < 30; i++) {
+    const line = plain[i].trim()
+    if (!/^FAIL\s+\S+.*>/.test(line) && !/Unhandled (Rejection|Error)/.test(line)) continue
+    found.push(`    ${line.replace(/^[⎯\s]+|[⎯\s]+$/g, '').slice(0, 220)}`)
+    const next = plain
+      .slice(i + 1, i + 4)
+      .map((l) => l.trim())
+      .find((l) => l !== '' && !/^[⎯❯]/.test(l))
+    if (next !== undefined) found.push(`      ${next.slice(0, 220)}`)
+  }
+  return found.length === 0 ? [] : [`${taskId}: failing tests`, ...new Set(found)]
 }
 
 const seconds = (ms) => `${(ms / 1000).toFixed(0)} s`
@@ -133,13 +174,21 @@ for (const step of STEPS) {
 }
 
 const lines = ['', 'npm test: what each step took']
-for (const r of results) lines.push(`  ${r.failed.length === 0 ? 'ok  ' : 'FAIL'} ${r.step.padEnd(32)} ${seconds(r.ms).padStart(6)}`)
+for (const r of results)
+  lines.push(`  ${r.failed.length === 0 ? 'ok  ' : 'FAIL'} ${r.step.padEnd(32)} ${seconds(r.ms).padStart(6)}`)
 const slow = tasks.filter((t) => t.ms >= 10_000).sort((a, b) => b.ms - a.ms)
 if (slow.length > 0) {
   lines.push('  tasks of 10 s or more:')
   for (const t of slow) lines.push(`    ${t.failed ? 'FAIL' : 'ok  '} ${t.id.padEnd(40)} ${seconds(t.ms).padStart(6)}`)
 }
 const failures = results.flatMap((r) => r.failed.map((f) => (f === '' ? r.step : `${r.step}: ${f}`)))
-lines.push(failures.length === 0 ? 'npm test: everything passed' : `npm test: ${failures.length} failed:\n${failures.map((f) => `  - ${f}`).join('\n')}`)
+lines.push(
+  failures.length === 0
+    ? 'npm test: everything passed'
+    : `npm test: ${failures.length} failed:\n${failures.map((f) => `  - ${f}`).join('\n')}`,
+)
+// The failing tests by name, last: a CI record often keeps only the end of the output, and a failed
+// package's name alone does not say which of its tests to look at.
+for (const t of tasks.filter((task) => task.failed)) lines.push(...failedTests(t.id))
 process.stderr.write(lines.join('\n') + '\n')
 process.exit(failures.length === 0 ? 0 : 1)
