@@ -4,9 +4,9 @@
 // suite's time is waiting (leases running out, servers starting, a paused process), and no two
 // suites share anything but the machine's Redis and PostgreSQL (each test makes its own schema, key
 // prefix and servers). `--only` keeps a lane from rebuilding what another reads. A failure stops
-// nothing: every failing package is reported at the end, then its failing tests by name (from the
-// log turbo keeps), with the time each step and each package took, and the exit code is 1 when anything failed. Turbo's run summaries (`--summarize`,
-// .turbo/runs/*.json) say which tasks failed and how long each took.
+// nothing: at the end come the time each step and each package took, every failing package, then
+// its failing tests by name (from the log turbo keeps); the exit code is 1 when anything failed.
+// Turbo's run summaries (`--summarize`, .turbo/runs/*.json) say which tasks failed and how long.
 import { spawn } from 'node:child_process'
 import { readdirSync, readFileSync, statSync } from 'node:fs'
 import { join, dirname } from 'node:path'
