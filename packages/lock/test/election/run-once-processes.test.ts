@@ -59,7 +59,7 @@ async function worker(
   key: string,
   listKey: string,
   mode: 'after' | 'during',
-  lines: (line: Line, pid: number) => void,
+  lines: (line: Line, child: ChildProcessWithoutNullStreams) => void,
 ) {
   const child = spawn(
     process.execPath,
@@ -83,7 +83,10 @@ async function worker(
     child.once('exit', (code) => reject(new Error(`worker exited (${code}): ${errors}`)))
     createInterface({ input: child.stdout }).on('line', (text) => {
       if (text === 'ready') return resolve()
-      lines(JSON.parse(text) as Line, child.pid!)
+      // The child itself, not its pid to be looked up: the first lines may come in the same chunk
+      // as "ready", before the caller has it (a clean-clone CI run: a job's `go` never written,
+      // the worker stuck in that job for good, the frozen tick's second report never came).
+      lines(JSON.parse(text) as Line, child)
     })
   })
   await isReady
@@ -109,13 +112,12 @@ async function frozenTick(mode: 'after' | 'during'): Promise<{ frozen: string; o
     settle = resolve
     fail = reject
   })
-  const byPid = new Map<number, ChildProcessWithoutNullStreams>()
   /** How late each candidate line was, printed and read (ms into its window), for the failure message. */
   const lateness: string[] = []
   let firstTick: number | undefined
   let bothReadyAt: number | undefined
-  const onLine = (line: Line, pid: number) => {
-    const child = byPid.get(pid)
+  const onLine = (line: Line, child: ChildProcessWithoutNullStreams) => {
+    const pid = child.pid!
     if (line.event === 'report') {
       const of = outcomes.get(line.tick) ?? new Map<number, string>()
       of.set(pid, line.outcome!)
@@ -128,7 +130,7 @@ async function frozenTick(mode: 'after' | 'during'): Promise<{ frozen: string; o
     // loaded machine the second can start seconds after the first, and a tick it never tried
     // would never get its second report).
     const contended = bothReadyAt !== undefined && start >= bothReadyAt
-    if (!target && line.event === freezeOn && ran && child && contended) {
+    if (!target && line.event === freezeOn && ran && contended) {
       const printed = line.at - start
       const read = Date.now() - start
       lateness.push(`${printed}/${read}`)
@@ -150,12 +152,10 @@ async function frozenTick(mode: 'after' | 'during'): Promise<{ frozen: string; o
         )
       }
     }
-    if (line.event === 'job' && mode === 'during') child?.stdin.write(`go ${line.tick}\n`)
+    if (line.event === 'job' && mode === 'during') child.stdin.write(`go ${line.tick}\n`)
   }
   const a = await worker(key, listKey, mode, onLine)
-  byPid.set(a.pid!, a)
   const b = await worker(key, listKey, mode, onLine)
-  byPid.set(b.pid!, b)
   bothReadyAt = Date.now()
   await both
   for (const child of [a, b]) child.stdin.write('quit\n')
