@@ -573,10 +573,17 @@ describe('quorum mode: nodes that fail', () => {
       const locker = makeLocker(clients, { commandTimeoutMs: 1_000 })
       await (await locker.acquire(unique('q-warm'))).release()
       servers[1]!.pause()
-      const t = performance.now()
-      for (let i = 0; i < 100; i++) await (await locker.acquire(unique('q-stopped'))).release()
-      // Not one round trip per acquire waiting for the stopped node's deadline (1 s): that is 100 s.
-      expect(performance.now() - t).toBeLessThan(10_000)
+      const cycles: number[] = []
+      for (let i = 0; i < 100; i++) {
+        const t = performance.now()
+        await (await locker.acquire(unique('q-stopped'))).release()
+        cycles.push(performance.now() - t)
+      }
+      // Not waiting for the stopped node's deadline (1 s) in each cycle. The typical cycle, not the
+      // 100 together: a clean-clone CI run at load 16 took 10.2 s for them (~100 ms each) while
+      // none waited for a deadline.
+      const median = cycles.sort((x, y) => x - y)[50]!
+      expect(median, `cycles (ms): median ${median}, longest ${cycles.at(-1)}`).toBeLessThan(1_000 / 2)
       // New acquires stop going to it once it has not answered for a while (200 ms); releases of
       // locks whose acquire went to it, until its first call missed its deadline. From then on
       // one call at a time: nothing piles up.
