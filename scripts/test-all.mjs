@@ -5,7 +5,7 @@
 // suites share anything but the machine's Redis and PostgreSQL (each test makes its own schema, key
 // prefix and servers). `--only` keeps a lane from rebuilding what another reads. A failure stops
 // nothing: at the end come the time each step and each package took, every failing package, then
-// its failing tests by name (from the log turbo keeps); the exit code is 1 when anything failed.
+// its failing tests by name (from what it printed); the exit code is 1 when anything failed.
 // Turbo's run summaries (`--summarize`, .turbo/runs/*.json) say which tasks failed and how long.
 import { spawn } from 'node:child_process'
 import { readdirSync, readFileSync, statSync } from 'node:fs'
@@ -88,48 +88,43 @@ function summariesSince(since) {
   return found
 }
 
+/** What the test lanes printed (turbo prefixes each line with `<package>:<task>: `), kept to name failing tests. */
+const printed = []
+
 function run(command, args, quiet) {
   return new Promise((resolve) => {
-    // Lint and typecheck logs go to stderr (stdout stays the tests' report), as before.
-    const child = spawn(command, args, { cwd: root, stdio: ['ignore', quiet ? process.stderr : 'inherit', 'inherit'] })
+    // Lint and typecheck logs go to stderr (stdout stays the tests' report), as before. The tests'
+    // output is passed on as it comes and kept: turbo keeps no log of a task that failed.
+    const child = spawn(command, args, { cwd: root, stdio: ['ignore', quiet ? process.stderr : 'pipe', 'inherit'] })
+    child.stdout?.on('data', (chunk) => {
+      process.stdout.write(chunk)
+      printed.push(chunk)
+    })
     child.on('close', (code, signal) => resolve(code ?? (signal ? 1 : 0)))
     child.on('error', () => resolve(1))
   })
 }
 
 /**
- * The failing tests of a turbo task, read from the log turbo kept (`<workspace>/.turbo/turbo-<task>.log`):
- * each vitest `FAIL  file > suite > test` line of the failure report and each unhandled error's
- * header, with the line after it (the error); at most 30 lines.
+ * The failing tests of a turbo task, from what it printed: each vitest `FAIL  file > suite > test`
+ * line of the failure report and each unhandled error's header, with the line after it (the
+ * error); at most 30 lines.
  */
 function failedTests(taskId) {
-  const [name, task] = [taskId.slice(0, taskId.lastIndexOf('#')), taskId.slice(taskId.lastIndexOf('#') + 1)]
-  let text
-  for (const base of ['packages', 'apps']) {
-    for (const dir of readdirSync(join(root, base))) {
-      try {
-        if (JSON.parse(readFileSync(join(root, base, dir, 'package.json'), 'utf8')).name !== name) continue
-        text = readFileSync(join(root, base, dir, '.turbo', `turbo-${task}.log`), 'utf8')
-      } catch {
-        // No package.json or no log: nothing to add.
-      }
-    }
-  }
-  if (text === undefined) return []
-  const plain = text
+  const prefix = `${taskId.slice(0, taskId.lastIndexOf('#'))}:${taskId.slice(taskId.lastIndexOf('#') + 1)}: `
+  const plain = Buffer.concat(printed)
+    .toString('utf8')
     // eslint-disable-next-line no-control-regex
     .replace(/\x1b\[[0-9;]*m/g, '')
     .split('\n')
-    .map((line) => line.replace(/^\S+:\S+: /, ''))
+    .filter((line) => line.startsWith(prefix))
+    .map((line) => line.slice(prefix.length).trim())
   const found = []
   for (let i = 0; i < plain.length && found.length < 30; i++) {
-    const line = plain[i].trim()
+    const line = plain[i]
     if (!/^FAIL\s+\S+.*>/.test(line) && !/Unhandled (Rejection|Error)/.test(line)) continue
     found.push(`    ${line.replace(/^[⎯\s]+|[⎯\s]+$/g, '').slice(0, 220)}`)
-    const next = plain
-      .slice(i + 1, i + 4)
-      .map((l) => l.trim())
-      .find((l) => l !== '' && !/^[⎯❯]/.test(l))
+    const next = plain.slice(i + 1, i + 4).find((l) => l !== '' && !/^[⎯❯]/.test(l))
     if (next !== undefined) found.push(`      ${next.slice(0, 220)}`)
   }
   return found.length === 0 ? [] : [`${taskId}: failing tests`, ...new Set(found)]
