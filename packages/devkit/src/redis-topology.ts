@@ -146,6 +146,26 @@ export async function startSentinelSet(options: SentinelSetOptions = {}): Promis
   }
 }
 
+/**
+ * The cluster slot of `key`, as `CLUSTER KEYSLOT` gives it: CRC16 (XMODEM: polynomial 0x1021,
+ * initial value 0) of the key's bytes in UTF-8, modulo 16384 — of only the part between the first
+ * `{` and the first `}` after it when that part is not empty (the hash tag).
+ */
+export function hashSlot(key: string): number {
+  let bytes = Buffer.from(key, 'utf8')
+  const open = bytes.indexOf(0x7b) // {
+  if (open >= 0) {
+    const close = bytes.indexOf(0x7d, open + 1) // }
+    if (close > open + 1) bytes = bytes.subarray(open + 1, close)
+  }
+  let crc = 0
+  for (const byte of bytes) {
+    crc ^= byte << 8
+    for (let bit = 0; bit < 8; bit++) crc = crc & 0x8000 ? ((crc << 1) ^ 0x1021) & 0xffff : (crc << 1) & 0xffff
+  }
+  return crc % 16384
+}
+
 /** A Redis Cluster. */
 export interface ClusterSet {
   /** Every node, primaries first (as created; a failover swaps roles). */
@@ -154,7 +174,9 @@ export interface ClusterSet {
   readonly nodes: readonly { host: string; port: number }[]
   /** The node that serves `slot` as primary now. */
   primaryOf(slot: number): Promise<RedisServer>
-  /** The slot of `key` (CLUSTER KEYSLOT). */
+  /** The node that serves each slot as primary now (undefined: none), from one `CLUSTER SLOTS`. */
+  primaries(slots: readonly number[]): Promise<(RedisServer | undefined)[]>
+  /** The slot of `key`, as CLUSTER KEYSLOT gives it ({@link hashSlot}, computed here). */
   keySlot(key: string): Promise<number>
   /** Resolves once every running node says `cluster_state:ok`. */
   ready(timeoutMs?: number): Promise<void>
@@ -199,28 +221,34 @@ export async function startCluster(options: ClusterOptions = {}): Promise<Cluste
       servers,
       nodes: servers.map((s) => ({ host: s.host, port: s.port })),
       async primaryOf(slot) {
+        const primary = (await set.primaries([slot]))[0]
+        if (primary === undefined) throw new Error(`no node serves slot ${slot}`)
+        return primary
+      },
+      async primaries(slots) {
+        const found: (RedisServer | undefined)[] = slots.map(() => undefined)
         for (const server of servers) {
           if (!server.running) continue
           const reply = await redisCommand(server.port, ['CLUSTER', 'SLOTS']).catch(() => '')
           const lines = reply.split('\n')
           // Flattened: start, end, then the primary's host, port, id, then the replicas'.
-          for (let i = 0; i + 4 < lines.length;) {
+          for (let i = 0; i + 4 < lines.length; i++) {
             const start = Number(lines[i])
             const end = Number(lines[i + 1])
-            const port = Number(lines[i + 3])
-            if (Number.isInteger(start) && Number.isInteger(end) && slot >= start && slot <= end) {
-              const primary = servers.find((s) => s.port === port)
-              if (primary) return primary
-            }
-            i++
+            if (!Number.isInteger(start) || !Number.isInteger(end)) continue
+            const primary = servers.find((s) => s.port === Number(lines[i + 3]))
+            if (primary === undefined) continue
+            for (const [j, slot] of slots.entries())
+              if (found[j] === undefined && slot >= start && slot <= end) found[j] = primary
           }
+          if (found.every((p) => p !== undefined)) break
         }
-        throw new Error(`no node serves slot ${slot}`)
+        return found
       },
+      // Computed here, as every node would: a redis-cli process per call made loops of them take
+      // tens of seconds on a loaded machine (a clean-clone CI run timed a test out on them).
       async keySlot(key) {
-        const server = servers.find((s) => s.running)
-        if (!server) throw new Error('no node is running')
-        return Number(await redisCommand(server.port, ['CLUSTER', 'KEYSLOT', key]))
+        return hashSlot(key)
       },
       async ready(timeoutMs = 20_000) {
         await waitFor(

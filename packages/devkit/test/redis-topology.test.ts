@@ -1,7 +1,8 @@
+import { randomBytes } from 'node:crypto'
 import { Cluster, Redis } from 'ioredis'
 import { afterAll, describe, expect, it } from 'vitest'
 import { stopAllRedisServers } from '../src/redis-server.js'
-import { startCluster, startSentinelSet } from '../src/redis-topology.js'
+import { hashSlot, startCluster, startSentinelSet } from '../src/redis-topology.js'
 
 const clients: (Redis | Cluster)[] = []
 afterAll(async () => {
@@ -37,6 +38,27 @@ describe('the spawned topologies', () => {
     const owners = new Set(await Promise.all([...slots].map(async (slot) => (await set.primaryOf(slot)).port)))
     expect(owners.size).toBeGreaterThan(1)
     expect(await set.keySlot('fencelock:{x}:lock')).toBe(await set.keySlot('fencelock:{x}:fence'))
+    // The slot computed here is the one every node computes: hash tags, an empty one, one never
+    // closed, two of them, bytes beyond ASCII, the empty key, and random keys.
+    const keys = [
+      '',
+      'a',
+      '{}',
+      '{}x',
+      'x{}y',
+      '{a',
+      'a}',
+      'a{b}c',
+      '{a}{b}',
+      '{{a}}',
+      'é',
+      'fencelock:{ключ}:lock',
+      '😀',
+    ]
+    for (let i = 0; i < 200; i++) keys.push(randomBytes(1 + (i % 20)).toString('latin1'))
+    const admin = new Redis({ host: '127.0.0.1', port: set.servers[0]!.port })
+    clients.push(admin)
+    for (const key of keys) expect(hashSlot(key), JSON.stringify(key)).toBe(await admin.cluster('KEYSLOT', key))
     await cluster.set('fencelock:{x}:lock', 'v')
     expect(await cluster.get('fencelock:{x}:lock')).toBe('v')
     await set.dispose()
