@@ -96,11 +96,17 @@ async function owner(resource: string): Promise<RedisServer> {
 async function resourcesOnEveryShard(label: string, count: number): Promise<string[]> {
   const byShard = new Map<number, string[]>()
   while (byShard.size < 3 || [...byShard.values()].some((r) => r.length < count)) {
-    const r = unique(label)
-    const port = (await owner(r)).port
-    const list = byShard.get(port) ?? []
-    if (list.length < count) list.push(r)
-    byShard.set(port, list)
+    // 30 candidates at a time, their owners from one CLUSTER SLOTS (a redis-cli process each made
+    // this take seconds on a loaded machine).
+    const candidates = Array.from({ length: 30 }, () => unique(label))
+    const owners = await set.primaries(await Promise.all(candidates.map((r) => set.keySlot(keysOf(r).lock))))
+    for (const [i, r] of candidates.entries()) {
+      const port = owners[i]?.port
+      if (port === undefined) continue
+      const list = byShard.get(port) ?? []
+      if (list.length < count) list.push(r)
+      byShard.set(port, list)
+    }
   }
   return [...byShard.values()].flat()
 }

@@ -123,16 +123,21 @@ describe('expiry', () => {
   })
 
   it('extend(ttlMs) resets the lease from now while we own it', async () => {
-    const lock = await mine.acquire(unique('extend'), { ttlMs: 200 })
-    await sleep(120)
-    await lock.extend(3_000)
-    expect(lock.ttlMs).toBe(3_000)
-    expect(await redis.pttl(keyOf(lock))).toBeGreaterThan(2_500)
-    expect(lock.remainingMs()).toBeGreaterThan(2_500)
-    await sleep(150) // past the original 200 ms
+    // A lease of 2 s, renewed half-way: a stall of this process under 1 s loses nothing (with a
+    // 200 ms lease renewed at 120 ms, a clean-clone CI run at load 16 lost it before the renewal).
+    const lock = await mine.acquire(unique('extend'), { ttlMs: 2_000 })
+    await sleep(1_000)
+    await lock.extend(10_000)
+    expect(lock.ttlMs).toBe(10_000)
+    // From now: not added to what was left (~1 s).
+    const pttl = await redis.pttl(keyOf(lock))
+    expect(pttl).toBeGreaterThan(9_000)
+    expect(pttl).toBeLessThanOrEqual(10_000)
+    expect(lock.remainingMs()).toBeGreaterThan(9_000)
+    await sleep(1_200) // past the original 2 s
     expect(lock.isHeld()).toBe(true)
     expect(await theirs.tryAcquire(lock.resource)).toBeNull()
-    expect(log.of('extended', lock.resource)).toMatchObject([{ ttlMs: 3_000, auto: false, token: lock.token }])
+    expect(log.of('extended', lock.resource)).toMatchObject([{ ttlMs: 10_000, auto: false, token: lock.token }])
     expect(await lock.release()).toBe(true)
   })
 })

@@ -14,16 +14,22 @@ import { settle, waitUntil } from '../support/timing.js'
 
 let server: RedisServer
 let admin: Redis
+/** Looks at the queues with the default deadline: a loaded machine's delays are not the faults under test. */
+let inspector: Locker
 beforeAll(async () => {
   server = await startRedisServer()
   admin = connect({ port: server.port })
   await ready(admin, server.url)
+  inspector = makeLocker(admin)
 })
 
 const keyOf = (resource: string) => resourceKeys('fencelock:', resource).lock
 
-/** `a` < `b` in canonical order: `a` is taken first, then `b` is waited for (another Locker holds it). */
-async function setUp(commandTimeoutMs = 100): Promise<{
+/**
+ * `a` < `b` in canonical order: `a` is taken first, then `b` is waited for (another Locker holds
+ * it). A deadline of 1 s: at 100 ms a loaded clean-clone CI run's queue inspection timed out.
+ */
+async function setUp(commandTimeoutMs = 1_000): Promise<{
   a: string
   b: string
   locker: Locker
@@ -39,8 +45,8 @@ async function setUp(commandTimeoutMs = 100): Promise<{
   return { a, b, locker, log, releaseB: () => heldB.release() }
 }
 
-async function waitingForB(locker: Locker, a: string, b: string): Promise<void> {
-  await waitUntil(async () => (await admin.exists(keyOf(a))) === 1 && (await locker.inspect(b)).waiting === 1, {
+async function waitingForB(a: string, b: string): Promise<void> {
+  await waitUntil(async () => (await admin.exists(keyOf(a))) === 1 && (await inspector.inspect(b)).waiting === 1, {
     what: 'a held and b awaited',
   })
 }
@@ -48,7 +54,7 @@ async function waitingForB(locker: Locker, a: string, b: string): Promise<void> 
 it('acquireAll: the first member deleted while the second is awaited — the wait ends at once, no set is returned; LockLostError names the lost member, and nothing is left held', async () => {
   const { a, b, locker, log, releaseB } = await setUp()
   const pending = settle(locker.acquireAll([b, a], { ttlMs: 300, waitMs: 10_000 }))
-  await waitingForB(locker, a, b)
+  await waitingForB(a, b)
   const lost = log.next('lost', { resource: a })
   await admin.del(keyOf(a))
   await lost // the set's watchdog found a gone
@@ -74,7 +80,7 @@ it('usingAll: the first member lost to a stalled server (lease 150 ms) while the
       { ttlMs: 150, waitMs: 10_000 },
     ),
   )
-  await waitingForB(locker, a, b)
+  await waitingForB(a, b)
   const lost = log.next('lost', { resource: a })
   await stallServer(admin, 600)
   await lost // a's renewals stalled past its lease
@@ -91,7 +97,7 @@ it('control: with every member held, the set is returned and held', async () => 
   // timed out at 100 ms), and a lease they cannot outlast.
   const { a, b, locker, releaseB } = await setUp(2_000)
   const pending = locker.acquireAll([a, b], { ttlMs: 10_000, waitMs: 10_000 })
-  await waitingForB(locker, a, b)
+  await waitingForB(a, b)
   await releaseB()
   const set = await pending
   expect(set.isHeld()).toBe(true)
