@@ -127,7 +127,7 @@ function failedTests(taskId) {
     const next = plain.slice(i + 1, i + 4).find((l) => l !== '' && !/^[⎯❯]/.test(l))
     if (next !== undefined) found.push(`      ${next.slice(0, 220)}`)
   }
-  return found.length === 0 ? [] : [`${taskId}: failing tests`, ...new Set(found)]
+  return found.length === 0 ? [] : [`${taskId}: failing tests`, ...found]
 }
 
 const seconds = (ms) => `${(ms / 1000).toFixed(0)} s`
