@@ -65,16 +65,17 @@ it.each(['ioredis', 'node-redis', 'glide'] as const)(
       const held: Lock[] = [await semaphore.acquire(), await semaphore.acquire()]
       const seen: string[] = []
       const holder = await worker(name, 3_000, 'holder', seen, library)
+      // 30 s for a worker process to start and queue: a loaded npm test run took over 10 s.
       await waitUntil(async () => (await semaphore.inspect()).waiting === 1, {
         what: `round ${round}: the holder to wait`,
-        timeoutMs: 10_000,
+        timeoutMs: 30_000,
         everyMs: 50,
       })
       const waiter = await worker(name, 0, 'waiter', seen, library)
       await waitUntil(async () => (await semaphore.inspect()).waiting === 2, {
         what: `round ${round}: the waiter to queue`,
         everyMs: 50,
-        timeoutMs: 10_000,
+        timeoutMs: 30_000,
       })
       await held[0]!.release() // the holder gets it, then works 3 s without yielding
       await waitUntil(() => seen.includes('holder acquired'), { what: 'the holder to acquire', timeoutMs: 10_000 })
@@ -89,5 +90,5 @@ it.each(['ioredis', 'node-redis', 'glide'] as const)(
       await Promise.all([holder.exited, waiter.exited])
     }
   },
-  120_000,
+  240_000,
 )
