@@ -99,7 +99,7 @@ describe('verdict of the clock-jump scenario (lock-only must change nothing)', (
    * Two holders of one resource at once, `first` then `second` (the faked worker's instances are
    * `faked-<n>`); the first holder's process stood still `stalledMs` inside its section.
    */
-  const overlapping = (stalledMs: number, first = 'faked-1', second = 'w2'): HistoryEvent[] => {
+  const overlapping = (stalledMs: number, first = 'faked-1', second = 'w2', toldLostAt?: number): HistoryEvent[] => {
     const events: HistoryEvent[] = [
       { k: 'enter', inst: first, res: 'r', token: '1', asked: 0, ...clocks(10) },
       { k: 'fault', kind: 'clock-jump', start: 50, end: 50, ...clocks(50) },
@@ -108,6 +108,7 @@ describe('verdict of the clock-jump scenario (lock-only must change nothing)', (
       { k: 'exit', inst: second, res: 'r', token: '2', ...clocks(900) },
     ]
     if (stalledMs > 0) events.push({ k: 'stall', inst: first, start: 100, end: 100 + stalledMs, ...clocks(100 + stalledMs) })
+    if (toldLostAt !== undefined) events.push({ k: 'lost', inst: first, res: 'r', token: '1', reason: 'expired', ...clocks(toldLostAt) })
     return events.sort((a, b) => a.mono - b.mono)
   }
   const jumpRun = (mode: 'fenced' | 'lock', events: HistoryEvent[]): RunResult => ({
@@ -133,6 +134,16 @@ describe('verdict of the clock-jump scenario (lock-only must change nothing)', (
     ])
     expect(verdict(clockJump, jumpRun('fenced', quiet), jumpRun('lock', overlapping(400)))).toEqual([])
     expect(checkHistory(overlapping(400)).overlaps[0]?.firstLongestStallMs).toBe(400)
+  })
+
+  it("passes an overlap of the faked worker whose lock told it the lease was lost by the time the second holder entered (its monotonic view stayed true; the lock-only worker went on); fails one told late or never", () => {
+    // Told before the second entered, or within the stall sampler's resolution (70 ms) after.
+    expect(verdict(clockJump, jumpRun('fenced', quiet), jumpRun('lock', overlapping(0, 'faked-1', 'w2', 650)))).toEqual([])
+    expect(verdict(clockJump, jumpRun('fenced', quiet), jumpRun('lock', overlapping(0, 'faked-1', 'w2', 760)))).toEqual([])
+    // Told 100 ms after the second holder entered, with no stall to explain it: the lock's view was wrong.
+    expect(verdict(clockJump, jumpRun('fenced', quiet), jumpRun('lock', overlapping(0, 'faked-1', 'w2', 800)))).toEqual([
+      'lock-only: 1 overlaps where the fault must change nothing',
+    ])
   })
 
   it('passes an overlap between two workers with honest clocks (a busy machine: the fault is on another worker), reported in the check', () => {
