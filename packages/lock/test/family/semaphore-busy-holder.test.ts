@@ -26,14 +26,17 @@ afterAll(() => {
   for (const child of children) child.kill('SIGKILL')
 })
 
-/** A permit-worker process, once ready; `seen` gets each line it prints, in the order the processes' lines arrive. */
+/**
+ * A permit-worker process, once connected (it waits for `go()` before it asks for a permit); `seen`
+ * gets each line it prints, in the order the processes' lines arrive.
+ */
 function worker(
   name: string,
   busyMs: number,
   label: string,
   seen: string[],
   library: 'ioredis' | 'node-redis' | 'glide',
-): Promise<{ exited: Promise<unknown> }> {
+): Promise<{ go(): void; exited: Promise<unknown> }> {
   const child = spawn(
     process.execPath,
     ['--import', 'tsx', join(here, '..', 'fixtures', 'permit-worker.ts'), server.url, name, '2', `${busyMs}`, library],
@@ -48,7 +51,7 @@ function worker(
       if (code !== 0) reject(new Error(`${label} exited ${code}: ${errors}`))
     })
     createInterface({ input: child.stdout }).on('line', (line) => {
-      if (line === 'ready') resolve({ exited })
+      if (line === 'ready') resolve({ go: () => child.stdin.write('go\n'), exited })
       else seen.push(`${label} ${line}`)
     })
   })
@@ -64,14 +67,19 @@ it.each(['ioredis', 'node-redis', 'glide'] as const)(
       // Both permits held here: the holder waits for one holding the queue lock, the waiter queues behind it.
       const held: Lock[] = [await semaphore.acquire(), await semaphore.acquire()]
       const seen: string[] = []
-      const holder = await worker(name, 3_000, 'holder', seen, library)
-      // 30 s for a worker process to start and queue: a loaded npm test run took over 10 s.
+      // Both processes start together (a start is most of a round's time on a loaded machine),
+      // then queue in turn: the holder first.
+      const [holder, waiter] = await Promise.all([
+        worker(name, 3_000, 'holder', seen, library),
+        worker(name, 0, 'waiter', seen, library),
+      ])
+      holder.go()
       await waitUntil(async () => (await semaphore.inspect()).waiting === 1, {
         what: `round ${round}: the holder to wait`,
         timeoutMs: 30_000,
         everyMs: 50,
       })
-      const waiter = await worker(name, 0, 'waiter', seen, library)
+      waiter.go()
       await waitUntil(async () => (await semaphore.inspect()).waiting === 2, {
         what: `round ${round}: the waiter to queue`,
         everyMs: 50,
