@@ -244,7 +244,9 @@ export function familyContract(name: string, deployment: ContractDeployment, sto
         seen = await semaphore.inspect()
       }
       expect(seen).toMatchObject({ name, permits: 3, held: 0, waiting: 0 })
-    }, 90_000) // ~10 s on a loaded machine; a loaded npm test run passed 30 s on node-redis over a quorum
+      // 90 s: a loaded npm test run passed 30 s on node-redis over a quorum, where 2.7 s of a quiet
+      // run went on making its 60 clients (test/support/clients.ts now duplicates them: ~1 s in all).
+    }, 90_000)
 
     it('semaphore: first come, first served across Lockers; an expired holder frees its permit by its TTL', async () => {
       const name = unique('f-sem-fifo')
