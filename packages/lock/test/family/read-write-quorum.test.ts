@@ -190,10 +190,8 @@ async function readerWhileWriting(nodeRestartDelayMs: number | undefined): Promi
     const admins: Redis[] = servers.map((s) => connect({ port: s.port }))
     for (const [i, x] of admins.entries()) await ready(x, servers[i]!.url)
     const options = { ttlMs: 10_000, commandTimeoutMs: 2_000, nodeRestartDelayMs }
-    const writer = makeLocker(
-      servers.map((s) => connect({ port: s.port })),
-      options,
-    )
+    const writerClients = servers.map((s) => connect({ port: s.port }))
+    const writer = makeLocker(writerClients, options)
     const reader = makeLocker(
       servers.map((s) => connect({ port: s.port })),
       options,
@@ -208,6 +206,11 @@ async function readerWhileWriting(nodeRestartDelayMs: number | undefined): Promi
     // waitMs 0: a single try, which takes no place among node 2's waiting writers (one there
     // would stop readers on its own).
     const w = await writer.readWrite(name).write({ waitMs: 0 })
+    // The write is granted by nodes 0 and 1 before node 2 need have run its try. Had the DEL below
+    // run first there (a loaded machine: a full-suite run failed the control so), node 2 would
+    // grant it too, a late grant the writer keeps, and no reader could win a majority with the
+    // guard off either. A PING on the writer's own connection to node 2 answers after its try.
+    await writerClients[2]!.ping()
     await admins[2]!.del(k.writer)
     expect(await admins[1]!.exists(k.writer)).toBe(1)
     await admins[1]!.flushall()
