@@ -394,6 +394,9 @@ describe('quorum mode: tokens strictly increase across changing majorities', () 
       // C is held by someone else for a moment: the holder's key lands on A and B only.
       await admins[2]!.set(keysOf(r).lock, 'someone-else', 'PX', 10_000)
       const lock = await holder.acquire(r)
+      // acquire() resolved on A and B; C's refusal may still be on its way, and a try run after the
+      // DEL below would grant (the restart-guard test above). A PING behind it on that connection comes after it.
+      await holderClients[2]!.ping()
       await admins[2]!.del(keysOf(r).lock)
       await servers[1]!.restart() // B forgets the holder's key
       // A new contender checks its nodes with A and C cut off: their records go unread.
@@ -437,12 +440,16 @@ describe('quorum mode: tokens strictly increase across changing majorities', () 
       // 1 s per command: a loaded machine keeps a reply from the test process longer than 300 ms,
       // and the contender then fails for that (LockUnavailableError), not for the lock it wants.
       const base = { ttlMs: 1_000, commandTimeoutMs: 1_000, ...options }
-      const holder = makeLocker(await clientsOf(), base)
+      const holderClients = await clientsOf()
+      const holder = makeLocker(holderClients, base)
       let contender = contenderAfterRestart ? undefined : makeLocker(await clientsOf(), base)
       if (contender) await (await contender.acquire(unique('q-warm'))).release() // its nodes known before the restart
       // C is held by someone else for a moment: the holder's key lands on A and B only.
       await admins[2]!.set(keysOf(r).lock, 'someone-else', 'PX', 10_000)
       const lock = await holder.acquire(r, { ttlMs: 10_000 })
+      // acquire() resolved on A and B; C's refusal may still be on its way, and a try run after the
+      // DEL below would grant (the restart-guard test above). A PING behind it on that connection comes after it.
+      await holderClients[2]!.ping()
       await admins[2]!.del(keysOf(r).lock)
       await servers[1]!.restart() // B forgets the holder's key
       contender ??= makeLocker(await clientsOf(), base)
