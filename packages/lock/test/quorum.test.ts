@@ -22,7 +22,7 @@ import { newOwnerId } from '../src/owner-id.js'
 import { clockDriftMs, majorityOf } from '../src/quorum/quorum-backend.js'
 import { commandCalls, connect, makeLocker, ready, unique } from './support/connections.js'
 import { eventLog } from './support/events.js'
-import { useQuorumNodes } from './support/quorum.js'
+import { delAfterTry, useQuorumNodes } from './support/quorum.js'
 import { startTcpProxy } from './support/latency-proxy.js'
 import { startRedisServer } from './support/redis-server.js'
 import { settle, sleep, waitUntil } from './support/timing.js'
@@ -350,11 +350,7 @@ describe('quorum mode: tokens strictly increase across changing majorities', () 
       // The scripts loaded, so that no try goes out again as EVAL behind what follows it.
       for (const a of admins) for (const script of Object.values(LOCK_SCRIPTS)) await a.script('LOAD', script.lua)
       const lock = await holder.acquire(r)
-      // acquire() resolved on A and B; C's refusal may still be on its way, and a try run after
-      // the DEL below would grant (a clean-clone CI run: no second holder in the control). A PING
-      // behind it on the same connection comes back after it ran.
-      await holderClients[2]!.ping()
-      await admins[2]!.del(keysOf(r).lock)
+      await delAfterTry(holderClients[2]!, admins[2]!, keysOf(r).lock) // acquire() resolved on A and B
       await servers[1]!.restart() // B forgets the holder's key
       await waitUntil(() => contenderClients[1]!.status === 'ready', { what: 'the contender reconnected to B' })
       // 2 s, well inside the 5 s lease, and the same with the guard on and off: 300 ms was less
@@ -394,10 +390,7 @@ describe('quorum mode: tokens strictly increase across changing majorities', () 
       // C is held by someone else for a moment: the holder's key lands on A and B only.
       await admins[2]!.set(keysOf(r).lock, 'someone-else', 'PX', 10_000)
       const lock = await holder.acquire(r)
-      // acquire() resolved on A and B; C's refusal may still be on its way, and a try run after the
-      // DEL below would grant (the restart-guard test above). A PING behind it on that connection comes after it.
-      await holderClients[2]!.ping()
-      await admins[2]!.del(keysOf(r).lock)
+      await delAfterTry(holderClients[2]!, admins[2]!, keysOf(r).lock)
       await servers[1]!.restart() // B forgets the holder's key
       // A new contender checks its nodes with A and C cut off: their records go unread.
       const contenderClients = proxies.map((p) => connect({ port: p.port }))
@@ -447,10 +440,7 @@ describe('quorum mode: tokens strictly increase across changing majorities', () 
       // C is held by someone else for a moment: the holder's key lands on A and B only.
       await admins[2]!.set(keysOf(r).lock, 'someone-else', 'PX', 10_000)
       const lock = await holder.acquire(r, { ttlMs: 10_000 })
-      // acquire() resolved on A and B; C's refusal may still be on its way, and a try run after the
-      // DEL below would grant (the restart-guard test above). A PING behind it on that connection comes after it.
-      await holderClients[2]!.ping()
-      await admins[2]!.del(keysOf(r).lock)
+      await delAfterTry(holderClients[2]!, admins[2]!, keysOf(r).lock)
       await servers[1]!.restart() // B forgets the holder's key
       contender ??= makeLocker(await clientsOf(), base)
       // Past the Locker's own ttlMs (the old default delay), well within the holder's 10 s lease.

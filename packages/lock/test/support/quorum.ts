@@ -50,3 +50,15 @@ export function useQuorumNodes(n: number): QuorumNodes {
   })
   return env
 }
+
+/**
+ * Deletes `keys` on one node once the try a Locker sent there on `connection` has run there. A
+ * quorum grant resolves on a majority, and the other nodes' tries may still be on their way; one
+ * run after this DEL would grant too — a late grant the holder keeps, so a contender could find no
+ * majority where the test means it to (clean-clone CI runs failed two controls so). A PING on the
+ * same connection answers after that try.
+ */
+export async function delAfterTry(connection: Redis, admin: Redis, ...keys: string[]): Promise<void> {
+  await connection.ping()
+  await admin.del(...keys)
+}
